@@ -1,0 +1,6 @@
+// latgovd: the latency governor daemon.
+#include "latgov/daemon.hpp"
+
+int main(int argc, char** argv) {
+    return latgov::daemon_main(argc, argv);
+}

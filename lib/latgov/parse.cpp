@@ -1,0 +1,212 @@
+#include "latgov/parse.hpp"
+
+#include <algorithm>
+#include <charconv>
+#include <cstring>
+
+namespace latgov {
+
+std::string_view trim(std::string_view text) {
+    constexpr std::string_view space = " \t\n\r";
+    auto first = text.find_first_not_of(space);
+    if (first == std::string_view::npos)
+        return {};
+    auto last = text.find_last_not_of(space);
+    return text.substr(first, last - first + 1);
+}
+
+namespace {
+
+template <typename T>
+bool parse_whole(std::string_view text, T& out) {
+    if (text.empty())
+        return false;
+    auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), out);
+    return ec == std::errc{} && end == text.data() + text.size();
+}
+
+std::string quoted(std::string_view text) {
+    constexpr size_t max = 40;
+    std::string s(text.substr(0, max));
+    return "\"" + s + (text.size() > max ? "...\"" : "\"");
+}
+
+} // namespace
+
+Result<CpuSet> parse_cpu_list(std::string_view text) {
+    CpuSet cpus;
+    text = trim(text);
+    if (text.empty())
+        return cpus;
+    size_t start = 0;
+    while (start <= text.size()) {
+        size_t comma = text.find(',', start);
+        if (comma == std::string_view::npos)
+            comma = text.size();
+        auto item = trim(text.substr(start, comma - start));
+        auto dash = item.find('-');
+        int lo = 0;
+        int hi = 0;
+        if (dash == std::string_view::npos) {
+            if (!parse_whole(item, lo))
+                return make_error("bad CPU number " + quoted(item) + " in list " + quoted(text));
+            hi = lo;
+        } else if (!parse_whole(item.substr(0, dash), lo) ||
+                   !parse_whole(item.substr(dash + 1), hi)) {
+            return make_error("bad CPU range " + quoted(item) + " in list " + quoted(text));
+        }
+        if (lo < 0 || hi < lo || hi > 65535)
+            return make_error("bad CPU range " + quoted(item) + " in list " + quoted(text));
+        for (int cpu = lo; cpu <= hi; ++cpu)
+            cpus.push_back(cpu);
+        start = comma + 1;
+    }
+    std::sort(cpus.begin(), cpus.end());
+    cpus.erase(std::unique(cpus.begin(), cpus.end()), cpus.end());
+    return cpus;
+}
+
+std::string format_cpu_list(const CpuSet& cpus) {
+    std::string out;
+    for (size_t i = 0; i < cpus.size();) {
+        size_t j = i;
+        while (j + 1 < cpus.size() && cpus[j + 1] == cpus[j] + 1)
+            ++j;
+        if (!out.empty())
+            out += ',';
+        out += std::to_string(cpus[i]);
+        if (j > i)
+            out += '-' + std::to_string(cpus[j]);
+        i = j + 1;
+    }
+    return out;
+}
+
+Result<std::uint64_t> parse_u64(std::string_view text) {
+    std::uint64_t value = 0;
+    if (!parse_whole(trim(text), value))
+        return make_error("expected an unsigned number, got " + quoted(trim(text)));
+    return value;
+}
+
+Result<LatencyLimit> parse_resume_latency(std::string_view text) {
+    auto t = trim(text);
+    if (t == "n/a")
+        return LatencyLimit{0};
+    std::uint32_t us = 0;
+    if (!parse_whole(t, us))
+        return make_error("expected \"n/a\" or microseconds, got " + quoted(t));
+    if (us == 0)
+        return LatencyLimit{};
+    return LatencyLimit{us};
+}
+
+std::string format_resume_latency(LatencyLimit limit) {
+    if (!limit)
+        return "0";
+    if (*limit == 0)
+        return "n/a";
+    return std::to_string(*limit);
+}
+
+Result<LatencyLimit> parse_cpu_dma_latency(std::string_view bytes) {
+    if (bytes.size() != sizeof(std::int32_t))
+        return make_error("expected 4 bytes, got " + std::to_string(bytes.size()));
+    std::int32_t value = 0;
+    std::memcpy(&value, bytes.data(), sizeof value);
+    if (value < 0)
+        return make_error("negative latency " + std::to_string(value));
+    if (value >= cpu_dma_latency_none)
+        return LatencyLimit{};
+    return LatencyLimit{static_cast<std::uint32_t>(value)};
+}
+
+Result<BlockStat> parse_block_stat(std::string_view text) {
+    std::vector<std::uint64_t> fields;
+    auto t = trim(text);
+    size_t pos = 0;
+    while (pos < t.size()) {
+        while (pos < t.size() && t[pos] == ' ')
+            ++pos;
+        size_t end = t.find(' ', pos);
+        if (end == std::string_view::npos)
+            end = t.size();
+        std::uint64_t v = 0;
+        if (!parse_whole(t.substr(pos, end - pos), v))
+            return make_error("bad field " + quoted(t.substr(pos, end - pos)) + " in block stat");
+        fields.push_back(v);
+        pos = end;
+    }
+    if (fields.size() < 11)
+        return make_error("expected at least 11 fields in block stat, got " +
+                          std::to_string(fields.size()));
+    BlockStat s;
+    s.read_ios = fields[0];
+    s.read_ticks_ms = fields[3];
+    s.write_ios = fields[4];
+    s.write_ticks_ms = fields[7];
+    s.in_flight = fields[8];
+    s.io_ticks_ms = fields[9];
+    if (fields.size() >= 15) {
+        s.discard_ios = fields[11];
+        s.discard_ticks_ms = fields[14];
+    }
+    if (fields.size() >= 17) {
+        s.flush_ios = fields[15];
+        s.flush_ticks_ms = fields[16];
+    }
+    return s;
+}
+
+Result<std::vector<std::uint64_t>> parse_stat_intr(std::string_view proc_stat) {
+    size_t pos = 0;
+    while (pos < proc_stat.size()) {
+        size_t end = proc_stat.find('\n', pos);
+        if (end == std::string_view::npos)
+            end = proc_stat.size();
+        auto line = proc_stat.substr(pos, end - pos);
+        if (line.starts_with("intr ")) {
+            std::vector<std::uint64_t> counts;
+            bool total_skipped = false;
+            size_t p = 5;
+            while (p < line.size()) {
+                size_t e = line.find(' ', p);
+                if (e == std::string_view::npos)
+                    e = line.size();
+                std::uint64_t v = 0;
+                if (!parse_whole(line.substr(p, e - p), v))
+                    return make_error("bad count " + quoted(line.substr(p, e - p)) +
+                                      " in intr line");
+                if (total_skipped)
+                    counts.push_back(v);
+                total_skipped = true;
+                p = e + 1;
+            }
+            if (!total_skipped)
+                return make_error("empty intr line");
+            return counts;
+        }
+        pos = end + 1;
+    }
+    return make_error("no intr line");
+}
+
+Result<std::uint64_t> parse_tags_busy(std::string_view text) {
+    size_t pos = 0;
+    while (pos < text.size()) {
+        size_t end = text.find('\n', pos);
+        if (end == std::string_view::npos)
+            end = text.size();
+        auto line = trim(text.substr(pos, end - pos));
+        if (line.starts_with("busy=")) {
+            auto value = parse_u64(line.substr(5));
+            if (!value)
+                return make_error("bad busy= line: " + value.error().message);
+            return *value;
+        }
+        pos = end + 1;
+    }
+    return make_error("no busy= line");
+}
+
+} // namespace latgov

@@ -1,0 +1,61 @@
+// Pure parsers of kernel text. Each one takes the whole file content, accepts
+// exactly what the kernel writes (a trailing newline included) and returns an
+// Error saying what was wrong otherwise; callers add the file name.
+#pragma once
+
+#include "latgov/result.hpp"
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace latgov {
+
+// Sorted, without duplicates.
+using CpuSet = std::vector<int>;
+
+// A CPU wake-up latency limit in microseconds; nullopt means "no limit".
+using LatencyLimit = std::optional<std::uint32_t>;
+
+std::string_view trim(std::string_view text);
+
+// "0-3,8,10-11" (sysfs lists) and "0, 1, 2" (blk-mq cpu_list). Empty is the
+// empty set.
+Result<CpuSet> parse_cpu_list(std::string_view text);
+std::string format_cpu_list(const CpuSet& cpus); // "0-3,8"
+
+Result<std::uint64_t> parse_u64(std::string_view text);
+
+// pm_qos_resume_latency_us: "0" = no limit, "n/a" = 0 us, "N" = N us.
+Result<LatencyLimit> parse_resume_latency(std::string_view text);
+std::string format_resume_latency(LatencyLimit limit);
+
+// /dev/cpu_dma_latency reads back 4 bytes, a native s32; 2000000000 is the
+// "no limit" default.
+inline constexpr std::int32_t cpu_dma_latency_none = 2000000000;
+Result<LatencyLimit> parse_cpu_dma_latency(std::string_view bytes);
+
+// /sys/block/<disk>/stat, the 11 to 17 fields of Documentation/block/stat.rst.
+struct BlockStat {
+    std::uint64_t read_ios = 0;
+    std::uint64_t read_ticks_ms = 0;
+    std::uint64_t write_ios = 0;
+    std::uint64_t write_ticks_ms = 0;
+    std::uint64_t in_flight = 0;
+    std::uint64_t io_ticks_ms = 0;
+    std::uint64_t discard_ios = 0;
+    std::uint64_t discard_ticks_ms = 0;
+    std::uint64_t flush_ios = 0;
+    std::uint64_t flush_ticks_ms = 0;
+};
+Result<BlockStat> parse_block_stat(std::string_view text);
+
+// The "intr" line of /proc/stat: per-IRQ totals since boot, indexed by IRQ.
+Result<std::vector<std::uint64_t>> parse_stat_intr(std::string_view proc_stat);
+
+// debugfs block/<disk>/hctxN/tags: the value of "busy=".
+Result<std::uint64_t> parse_tags_busy(std::string_view text);
+
+} // namespace latgov

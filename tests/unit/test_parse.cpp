@@ -1,0 +1,87 @@
+#include "latgov/parse.hpp"
+
+#include <cstring>
+#include <doctest/doctest.h>
+
+using namespace latgov;
+
+TEST_CASE("cpu lists in sysfs and blk-mq spellings") {
+    CHECK(*parse_cpu_list("0-3,8,10-11\n") == CpuSet{0, 1, 2, 3, 8, 10, 11});
+    CHECK(*parse_cpu_list("0, 1, 2\n") == CpuSet{0, 1, 2});
+    CHECK(*parse_cpu_list("5") == CpuSet{5});
+    CHECK(parse_cpu_list("\n")->empty());
+    CHECK(*parse_cpu_list("3,1,1") == CpuSet{1, 3});
+}
+
+TEST_CASE("malformed cpu lists are rejected with the offending item") {
+    auto bad = parse_cpu_list("0-x");
+    REQUIRE_FALSE(bad);
+    CHECK(bad.error().message.find("\"0-x\"") != std::string::npos);
+    CHECK_FALSE(parse_cpu_list("3-1"));
+    CHECK_FALSE(parse_cpu_list("1,,2"));
+    CHECK_FALSE(parse_cpu_list("-1"));
+    CHECK_FALSE(parse_cpu_list("1 2"));
+}
+
+TEST_CASE("cpu lists format as ranges") {
+    CHECK(format_cpu_list({0, 1, 2, 3, 8, 10, 11}) == "0-3,8,10-11");
+    CHECK(format_cpu_list({}) == "");
+    CHECK(format_cpu_list({4}) == "4");
+}
+
+TEST_CASE("pm_qos_resume_latency_us: 0 is no limit, n/a is 0 us") {
+    CHECK(*parse_resume_latency("0\n") == LatencyLimit{});
+    CHECK(*parse_resume_latency("n/a\n") == LatencyLimit{0});
+    CHECK(*parse_resume_latency("20\n") == LatencyLimit{20});
+    CHECK_FALSE(parse_resume_latency("-5"));
+    CHECK_FALSE(parse_resume_latency("abc"));
+    CHECK(format_resume_latency(LatencyLimit{}) == "0");
+    CHECK(format_resume_latency(LatencyLimit{0}) == "n/a");
+    CHECK(format_resume_latency(LatencyLimit{20}) == "20");
+}
+
+TEST_CASE("cpu_dma_latency reads back a 4-byte s32") {
+    auto bytes = [](std::int32_t v) {
+        std::string s(4, '\0');
+        std::memcpy(s.data(), &v, 4);
+        return s;
+    };
+    CHECK(*parse_cpu_dma_latency(bytes(cpu_dma_latency_none)) == LatencyLimit{});
+    CHECK(*parse_cpu_dma_latency(bytes(0)) == LatencyLimit{0});
+    CHECK(*parse_cpu_dma_latency(bytes(55)) == LatencyLimit{55});
+    auto wrong = parse_cpu_dma_latency("1000\n");
+    REQUIRE_FALSE(wrong);
+    CHECK(wrong.error().message == "expected 4 bytes, got 5");
+}
+
+TEST_CASE("block stat fields") {
+    auto s = parse_block_stat("    4925      122   385986     2378     2136     1722    95680     "
+                              "1817        3     3952     4196        0        0        0        "
+                              "0      470      114\n");
+    REQUIRE(s);
+    CHECK(s->read_ios == 4925);
+    CHECK(s->read_ticks_ms == 2378);
+    CHECK(s->write_ios == 2136);
+    CHECK(s->write_ticks_ms == 1817);
+    CHECK(s->in_flight == 3);
+    CHECK(s->io_ticks_ms == 3952);
+    CHECK(s->flush_ios == 470);
+    CHECK(s->flush_ticks_ms == 114);
+    CHECK(parse_block_stat("1 2 3 4 5 6 7 8 9 10 11\n")->in_flight == 9);
+    CHECK_FALSE(parse_block_stat("1 2 3"));
+    CHECK_FALSE(parse_block_stat("1 2 3 4 5 6 7 8 9 10 x"));
+}
+
+TEST_CASE("the intr line of /proc/stat gives per-IRQ totals") {
+    auto counts = parse_stat_intr("cpu  1 2 3\nintr 100 0 7 93\nctxt 5\n");
+    REQUIRE(counts);
+    CHECK(*counts == std::vector<std::uint64_t>{0, 7, 93});
+    CHECK_FALSE(parse_stat_intr("cpu 1 2\n"));
+    CHECK_FALSE(parse_stat_intr("intr 1 x\n"));
+}
+
+TEST_CASE("debugfs tags busy=") {
+    CHECK(*parse_tags_busy("nr_tags=1023\nbitmap_tags:\ndepth=1023\nbusy=4\ncleared=0\n") == 4);
+    CHECK_FALSE(parse_tags_busy("nr_tags=1023\n"));
+    CHECK_FALSE(parse_tags_busy("busy=x\n"));
+}
