@@ -1,0 +1,485 @@
+#include "latgov/topology.hpp"
+
+#include "latgov/nvme_identify.hpp"
+
+#include <algorithm>
+#include <charconv>
+#include <map>
+#include <regex>
+
+namespace latgov {
+
+std::string_view to_string(QueueType type) {
+    switch (type) {
+    case QueueType::default_:
+        return "default";
+    case QueueType::read:
+        return "read";
+    case QueueType::poll:
+        return "poll";
+    }
+    return "default";
+}
+
+std::string_view to_string(CompletionSource source) {
+    switch (source) {
+    case CompletionSource::irq_effective_affinity:
+        return "irq";
+    case CompletionSource::submit_cpus:
+        return "submit_cpus";
+    case CompletionSource::none:
+        return "none";
+    }
+    return "none";
+}
+
+std::string_view to_string(DeviceKind kind) {
+    switch (kind) {
+    case DeviceKind::nvme:
+        return "nvme";
+    case DeviceKind::nvme_multipath_head:
+        return "nvme-multipath";
+    case DeviceKind::virtio_blk:
+        return "virtio-blk";
+    case DeviceKind::other:
+        return "other";
+    }
+    return "other";
+}
+
+const Cpu* Topology::cpu(int id) const {
+    auto it = std::find_if(cpus.begin(), cpus.end(), [id](const Cpu& c) { return c.id == id; });
+    return it == cpus.end() ? nullptr : &*it;
+}
+
+const BlockDevice* Topology::device(std::string_view name) const {
+    auto it = std::find_if(devices.begin(), devices.end(),
+                           [name](const BlockDevice& d) { return d.name == name; });
+    return it == devices.end() ? nullptr : &*it;
+}
+
+const NvmeController* Topology::controller(std::string_view name) const {
+    auto it = std::find_if(controllers.begin(), controllers.end(),
+                           [name](const NvmeController& c) { return c.name == name; });
+    return it == controllers.end() ? nullptr : &*it;
+}
+
+namespace {
+
+constexpr std::string_view cpu_dir = "/sys/devices/system/cpu";
+
+// Reads and parses one file; the error names the file.
+template <typename Parser>
+auto read_parsed(const SysRoot& root, const std::string& path, Parser parse)
+    -> decltype(parse(std::string_view{})) {
+    auto text = root.read(path);
+    if (!text)
+        return text.error();
+    auto value = parse(*text);
+    if (!value)
+        return make_error("Failed to parse " + path + ": " + value.error().message);
+    return value;
+}
+
+Result<std::string> read_trimmed(const SysRoot& root, const std::string& path) {
+    auto text = root.read(path);
+    if (!text)
+        return text.error();
+    return std::string(trim(*text));
+}
+
+std::string read_optional(const SysRoot& root, const std::string& path) {
+    auto text = read_trimmed(root, path);
+    return text ? *text : std::string{};
+}
+
+std::optional<int> to_int(std::string_view text) {
+    int value = 0;
+    auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
+    if (ec != std::errc{} || end != text.data() + text.size())
+        return std::nullopt;
+    return value;
+}
+
+// Names like "state3", "cpu12", "hctx0": the number after `prefix`.
+std::optional<int> numbered(std::string_view name, std::string_view prefix) {
+    if (!name.starts_with(prefix))
+        return std::nullopt;
+    return to_int(name.substr(prefix.size()));
+}
+
+Result<IdleState> read_idle_state(const SysRoot& root, const std::string& dir, int index) {
+    IdleState state;
+    state.index = index;
+    auto name = read_trimmed(root, dir + "/name");
+    if (!name)
+        return name.error();
+    state.name = *name;
+    auto latency = read_parsed(root, dir + "/latency", parse_u64);
+    if (!latency)
+        return latency.error();
+    auto residency = read_parsed(root, dir + "/residency", parse_u64);
+    if (!residency)
+        return residency.error();
+    auto disabled = read_parsed(root, dir + "/disable", parse_u64);
+    if (!disabled)
+        return disabled.error();
+    state.exit_latency_us = static_cast<std::uint32_t>(*latency);
+    state.target_residency_us = static_cast<std::uint32_t>(*residency);
+    state.disabled = *disabled != 0;
+    return state;
+}
+
+Cpu read_cpu(const SysRoot& root, int id, std::vector<std::string>& warnings) {
+    Cpu cpu;
+    cpu.id = id;
+    const std::string dir = std::string(cpu_dir) + "/cpu" + std::to_string(id);
+    if (auto states = root.list(dir + "/cpuidle")) {
+        for (const auto& entry : *states) {
+            auto index = numbered(entry, "state");
+            if (!index)
+                continue;
+            auto state = read_idle_state(root, dir + "/cpuidle/" + entry, *index);
+            if (state)
+                cpu.idle_states.push_back(std::move(*state));
+            else
+                warnings.push_back(state.error().message + ", ignoring idle state");
+        }
+        std::sort(cpu.idle_states.begin(), cpu.idle_states.end(),
+                  [](const IdleState& a, const IdleState& b) { return a.index < b.index; });
+    }
+    auto qos = read_parsed(root, dir + "/power/pm_qos_resume_latency_us", parse_resume_latency);
+    if (qos) {
+        cpu.resume_latency = *qos;
+        cpu.resume_latency_known = true;
+    } else {
+        warnings.push_back(qos.error().message);
+    }
+    return cpu;
+}
+
+struct IrqInfo {
+    int number = 0;
+    std::string name;
+};
+
+// IRQ action names -> numbers, from /sys/kernel/irq/<n>/actions. One IRQ may
+// carry several actions ("a,b").
+std::map<std::string, int> read_irq_names(const SysRoot& root, std::vector<std::string>& warnings) {
+    std::map<std::string, int> by_name;
+    auto irqs = root.list("/sys/kernel/irq");
+    if (!irqs) {
+        warnings.push_back(irqs.error().message + "; no queue can be matched to its IRQ");
+        return by_name;
+    }
+    for (const auto& entry : *irqs) {
+        auto number = to_int(entry);
+        if (!number)
+            continue;
+        auto actions = root.read("/sys/kernel/irq/" + entry + "/actions");
+        if (!actions)
+            continue; // IRQ freed while we looked
+        std::string_view list = trim(*actions);
+        size_t start = 0;
+        while (start < list.size()) {
+            size_t comma = list.find(',', start);
+            if (comma == std::string_view::npos)
+                comma = list.size();
+            auto name = trim(list.substr(start, comma - start));
+            if (!name.empty())
+                by_name.emplace(std::string(name), *number);
+            start = comma + 1;
+        }
+    }
+    return by_name;
+}
+
+struct IrqCpus {
+    CpuSet effective;
+    CpuSet affinity;
+};
+
+Result<IrqCpus> read_irq_cpus(const SysRoot& root, int irq) {
+    const std::string dir = "/proc/irq/" + std::to_string(irq);
+    auto affinity = read_parsed(root, dir + "/smp_affinity_list", parse_cpu_list);
+    if (!affinity)
+        return affinity.error();
+    auto effective = read_parsed(root, dir + "/effective_affinity_list", parse_cpu_list);
+    if (!effective)
+        return effective.error();
+    return IrqCpus{std::move(*effective), std::move(*affinity)};
+}
+
+QueueType parse_queue_type(std::string_view text) {
+    auto t = trim(text);
+    if (t == "poll")
+        return QueueType::poll;
+    if (t == "read")
+        return QueueType::read;
+    return QueueType::default_;
+}
+
+struct DiskContext {
+    const SysRoot& root;
+    const std::map<std::string, int>& irq_names;
+    const CpuSet& online;
+    std::vector<std::string>& warnings;
+};
+
+// The IRQs of the PCI function behind a disk, for matching queues by mask
+// when no naming rule applies.
+std::vector<int> device_msi_irqs(const SysRoot& root, const std::string& disk) {
+    std::string dir = "/sys/block/" + disk + "/device";
+    for (int depth = 0; depth < 3; ++depth, dir += "/..") {
+        if (auto names = root.list(dir + "/msi_irqs")) {
+            std::vector<int> irqs;
+            for (const auto& name : *names)
+                if (auto n = to_int(name))
+                    irqs.push_back(*n);
+            return irqs;
+        }
+    }
+    return {};
+}
+
+// Which IRQ completes hardware queue `index` of `disk`; nullopt when the queue
+// has none (poll queue, or a device without per-queue IRQs).
+std::optional<std::pair<int, std::string>>
+queue_irq(const DiskContext& ctx, const BlockDevice& disk, const HardwareQueue& queue) {
+    auto lookup = [&](const std::string& name) -> std::optional<std::pair<int, std::string>> {
+        auto it = ctx.irq_names.find(name);
+        if (it == ctx.irq_names.end())
+            return std::nullopt;
+        return std::pair{it->second, name};
+    };
+    if (queue.type == QueueType::poll)
+        return std::nullopt;
+    if (disk.kind == DeviceKind::nvme) {
+        // hctx i is served by I/O queue i+1 (nvme_init_hctx); a controller
+        // with a single vector shares queue 0's IRQ.
+        if (auto irq = lookup(disk.controller + "q" + std::to_string(queue.index + 1)))
+            return irq;
+        if (!lookup(disk.controller + "q1"))
+            return lookup(disk.controller + "q0");
+        return std::nullopt;
+    }
+    if (disk.kind == DeviceKind::virtio_blk) {
+        auto device = ctx.root.link_basename("/sys/block/" + disk.name + "/device");
+        if (device)
+            if (auto irq = lookup(*device + "-req." + std::to_string(queue.index)))
+                return irq;
+    }
+    // No naming rule: the device IRQ whose affinity mask equals the queue's
+    // submitting CPUs (managed IRQs are spread that way).
+    for (int irq : device_msi_irqs(ctx.root, disk.name)) {
+        auto cpus = read_irq_cpus(ctx.root, irq);
+        if (cpus && cpus->affinity == queue.submit_cpus) {
+            std::string name;
+            for (const auto& [n, number] : ctx.irq_names)
+                if (number == irq)
+                    name = n;
+            return std::pair{irq, name};
+        }
+    }
+    return std::nullopt;
+}
+
+Result<HardwareQueue> read_queue(const DiskContext& ctx, const BlockDevice& disk, int index) {
+    HardwareQueue queue;
+    queue.index = index;
+    const std::string hctx = std::to_string(index);
+    auto submit = read_parsed(ctx.root, "/sys/block/" + disk.name + "/mq/" + hctx + "/cpu_list",
+                              parse_cpu_list);
+    if (!submit)
+        return submit.error();
+    queue.submit_cpus = std::move(*submit);
+    const std::string debug_type =
+        "/sys/kernel/debug/block/" + disk.name + "/hctx" + hctx + "/type";
+    if (auto type = ctx.root.read(debug_type))
+        queue.type = parse_queue_type(*type);
+
+    auto irq = queue_irq(ctx, disk, queue);
+    if (!irq && disk.kind == DeviceKind::nvme && queue.type == QueueType::default_) {
+        // NVMe queues without an IRQ are poll queues (seen here when debugfs
+        // is not mounted to say so).
+        queue.type = QueueType::poll;
+    }
+    if (irq) {
+        auto cpus = read_irq_cpus(ctx.root, irq->first);
+        if (!cpus)
+            return cpus.error();
+        queue.irq = irq->first;
+        queue.irq_name = irq->second;
+        queue.irq_affinity = std::move(cpus->affinity);
+        queue.completion_cpus = std::move(cpus->effective);
+        queue.completion_source = CompletionSource::irq_effective_affinity;
+        if (queue.completion_cpus.empty()) {
+            // An IRQ that is shut down (all its CPUs offline) has no effective
+            // CPU; it would come back on one of its affinity CPUs.
+            std::set_intersection(queue.irq_affinity.begin(), queue.irq_affinity.end(),
+                                  ctx.online.begin(), ctx.online.end(),
+                                  std::back_inserter(queue.completion_cpus));
+        }
+    } else if (queue.type != QueueType::poll) {
+        queue.completion_cpus = queue.submit_cpus;
+        queue.completion_source = CompletionSource::submit_cpus;
+    }
+    return queue;
+}
+
+const std::regex nvme_namespace_re{R"(nvme(\d+)n(\d+))"};
+const std::regex nvme_path_re{R"(nvme(\d+)c(\d+)n(\d+))"};
+
+// nullopt: not a blk-mq disk (zram, a bio-based device), nothing to govern.
+Result<std::optional<BlockDevice>> read_disk(const DiskContext& ctx, const std::string& name,
+                                             const std::vector<NvmeController>& controllers) {
+    BlockDevice disk;
+    disk.name = name;
+    const std::string dir = "/sys/block/" + name;
+    auto dev = read_trimmed(ctx.root, dir + "/dev");
+    if (!dev)
+        return dev.error();
+    disk.dev = *dev;
+
+    auto link = ctx.root.link_basename(dir + "/device");
+    const std::string device = link ? *link : std::string{};
+    std::smatch m;
+    if (std::regex_match(name, m, nvme_path_re)) {
+        disk.kind = DeviceKind::nvme;
+        disk.hidden = true;
+        disk.multipath_head = "nvme" + m[1].str() + "n" + m[3].str();
+    } else if (std::regex_match(name, m, nvme_namespace_re)) {
+        disk.kind =
+            device.starts_with("nvme-subsys") ? DeviceKind::nvme_multipath_head : DeviceKind::nvme;
+    } else if (device.starts_with("virtio")) {
+        disk.kind = DeviceKind::virtio_blk;
+        disk.transport = "virtio";
+    }
+
+    if (disk.kind == DeviceKind::nvme || disk.kind == DeviceKind::nvme_multipath_head) {
+        if (disk.kind == DeviceKind::nvme)
+            disk.controller = device;
+        if (auto nsid = read_trimmed(ctx.root, dir + "/nsid"))
+            disk.nsid = to_int(*nsid);
+        disk.wwid = read_optional(ctx.root, dir + "/wwid");
+    } else {
+        disk.serial = read_optional(ctx.root, dir + "/serial");
+        disk.model = read_optional(ctx.root, dir + "/device/model");
+    }
+    const NvmeController* ctrl = nullptr;
+    for (const auto& c : controllers)
+        if (c.name == disk.controller)
+            ctrl = &c;
+    if (ctrl) {
+        disk.model = ctrl->model;
+        disk.serial = ctrl->serial;
+        disk.transport = ctrl->transport;
+    }
+
+    if (disk.kind == DeviceKind::nvme_multipath_head)
+        return std::optional{std::move(disk)}; // bio-based: its I/O runs on the path disks
+    if (!ctx.root.exists(dir + "/mq"))
+        return std::optional<BlockDevice>{};
+    auto hctxs = ctx.root.list(dir + "/mq");
+    if (!hctxs)
+        return hctxs.error();
+    std::vector<int> indexes;
+    for (const auto& entry : *hctxs)
+        if (auto index = to_int(entry))
+            indexes.push_back(*index);
+    std::sort(indexes.begin(), indexes.end());
+    for (int index : indexes) {
+        auto queue = read_queue(ctx, disk, index);
+        if (!queue)
+            return queue.error();
+        disk.queues.push_back(std::move(*queue));
+    }
+    return std::optional{std::move(disk)};
+}
+
+Result<NvmeController> read_controller(const SysRoot& root, const std::string& name) {
+    NvmeController ctrl;
+    ctrl.name = name;
+    const std::string dir = "/sys/class/nvme/" + name;
+    auto transport = read_trimmed(root, dir + "/transport");
+    if (!transport)
+        return transport.error();
+    ctrl.transport = *transport;
+    ctrl.address = read_optional(root, dir + "/address");
+    ctrl.model = read_optional(root, dir + "/model");
+    ctrl.serial = read_optional(root, dir + "/serial");
+    ctrl.firmware = read_optional(root, dir + "/firmware_rev");
+    ctrl.subsystem_nqn = read_optional(root, dir + "/subsysnqn");
+    ctrl.state = read_optional(root, dir + "/state");
+    if (auto count = read_parsed(root, dir + "/queue_count", parse_u64))
+        ctrl.queue_count = static_cast<int>(*count);
+    return ctrl;
+}
+
+} // namespace
+
+Result<Topology> discover_topology(const SysRoot& root) {
+    Topology topo;
+    auto online = read_parsed(root, std::string(cpu_dir) + "/online", parse_cpu_list);
+    if (!online)
+        return online.error();
+    topo.online_cpus = std::move(*online);
+    topo.cpuidle_driver = read_optional(root, std::string(cpu_dir) + "/cpuidle/current_driver");
+    topo.cpuidle_governor =
+        read_optional(root, std::string(cpu_dir) + "/cpuidle/current_governor_ro");
+    if (topo.cpuidle_governor.empty())
+        topo.cpuidle_governor =
+            read_optional(root, std::string(cpu_dir) + "/cpuidle/current_governor");
+    for (int id : topo.online_cpus)
+        topo.cpus.push_back(read_cpu(root, id, topo.warnings));
+
+    if (auto global = read_parsed(root, "/dev/cpu_dma_latency", parse_cpu_dma_latency)) {
+        topo.cpu_dma_latency = *global;
+        topo.cpu_dma_latency_known = true;
+    }
+
+    if (auto names = root.list("/sys/class/nvme")) {
+        for (const auto& name : *names) {
+            auto ctrl = read_controller(root, name);
+            if (!ctrl) {
+                topo.warnings.push_back(ctrl.error().message + ", skipping controller " + name);
+                continue;
+            }
+            if (root.is_live())
+                ctrl->power_states = read_nvme_power_states(name);
+            topo.controllers.push_back(std::move(*ctrl));
+        }
+    }
+
+    auto irq_names = read_irq_names(root, topo.warnings);
+    auto disks = root.list("/sys/block");
+    if (!disks)
+        return disks.error();
+    DiskContext ctx{root, irq_names, topo.online_cpus, topo.warnings};
+    for (const auto& name : *disks) {
+        auto disk = read_disk(ctx, name, topo.controllers);
+        if (disk) {
+            if (*disk)
+                topo.devices.push_back(std::move(**disk));
+        } else {
+            topo.warnings.push_back(disk.error().message + ", skipping device " + name);
+        }
+    }
+    // A multipath head lists its paths.
+    for (auto& head : topo.devices) {
+        if (head.kind != DeviceKind::nvme_multipath_head)
+            continue;
+        for (const auto& path : topo.devices)
+            if (path.multipath_head == head.name)
+                head.paths.push_back(path.name);
+        if (!head.paths.empty()) {
+            const BlockDevice* first = topo.device(head.paths.front());
+            head.model = first->model;
+            head.serial = first->serial;
+            head.transport = first->transport;
+        }
+    }
+    return topo;
+}
+
+} // namespace latgov
