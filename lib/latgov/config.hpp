@@ -1,0 +1,113 @@
+// latgov's configuration: TOML files -> validated, immutable Config.
+#pragma once
+
+#include "latgov/result.hpp"
+
+#include <chrono>
+#include <cstdint>
+#include <filesystem>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace latgov {
+
+enum class Mode { automatic, fixed, off };
+enum class Backend { percpu, global, dry_run };
+std::string_view to_string(Mode mode);
+std::string_view to_string(Backend backend);
+
+// How one device is governed.
+struct Policy {
+    Mode mode = Mode::automatic;
+    Backend backend = Backend::percpu;
+    // fixed: the limit to hold (0 = poll only).
+    std::uint32_t limit_us = 0;
+    // auto: allowed wake-up cost as a fraction of the mean request latency.
+    double latency_fraction = 0.1;
+    // auto: clamps of the chosen limit.
+    std::uint32_t min_limit_us = 0;
+    std::optional<std::uint32_t> max_limit_us;
+    // A queue stays active this long after its last IO.
+    std::chrono::milliseconds linger{3};
+    // auto: completions needed in a window before the mean is trusted.
+    std::uint32_t min_samples = 16;
+};
+
+// A [[device]] entry: every given matcher must match; empty = not given.
+// (The `{}` let `{.serial = "..."}` leave the rest out without a -Wextra warning.)
+struct DeviceMatch {
+    std::string name{};      // glob on the kernel name (fnmatch)
+    std::string model{};     // glob, on the whitespace-trimmed model
+    std::string serial{};    // exact, whitespace-trimmed
+    std::string wwid{};      // exact: NVMe wwid / NQN
+    std::string transport{}; // exact: pcie, tcp, rdma, fc, virtio, ...
+};
+
+struct DeviceRule {
+    DeviceMatch match;
+    // Only the keys the entry set; the rest come from [defaults].
+    std::optional<Mode> mode;
+    std::optional<Backend> backend;
+    std::optional<std::uint32_t> limit_us;
+    std::optional<double> latency_fraction;
+    std::optional<std::uint32_t> min_limit_us;
+    std::optional<std::uint32_t> max_limit_us;
+    std::optional<std::chrono::milliseconds> linger;
+    std::optional<std::uint32_t> min_samples;
+    std::string origin; // "file:line:column" of the entry, for logs
+};
+
+struct DaemonSettings {
+    // Sampling period while any governed queue is active.
+    std::chrono::milliseconds sample_interval{5};
+    // Sampling period while everything is idle (when no event source wakes us).
+    std::chrono::milliseconds idle_interval{50};
+    // How often the status file is rewritten while something changes.
+    std::chrono::milliseconds status_interval{1000};
+    std::filesystem::path runtime_dir = "/run/latgov";
+    std::filesystem::path calibration_file = "/var/lib/latgov/calibration.toml";
+    std::string log_level = "info";
+};
+
+struct Config {
+    DaemonSettings daemon;
+    Policy defaults;
+    std::vector<DeviceRule> devices;
+    std::vector<std::filesystem::path> sources; // files read, in order
+};
+
+// The configuration used when no file exists.
+Config default_config();
+
+// Parses one TOML document. `source_name` is used in error messages.
+Result<Config> parse_config(std::string_view text, const std::string& source_name);
+
+// Loads `path` and then `<dir of path>/latgov.d/*.toml` in name order; each
+// drop-in's [daemon]/[defaults] keys override, its [[device]] entries are
+// appended. A missing main file is not an error (embedded default), unless
+// `required` is set.
+Result<Config> load_config(const std::filesystem::path& path, bool required = false);
+
+// What the device identity looks like to the matcher.
+struct DeviceIdentity {
+    std::string name{};
+    std::string model{};
+    std::string serial{};
+    std::string wwid{};
+    std::string transport{};
+};
+
+// Whether every matcher the entry gives matches the device. Disks whose
+// queues have no IRQ of their own (loop, null_blk) are governed only when a
+// [[device]] entry matches them.
+bool matches(const DeviceMatch& match, const DeviceIdentity& device);
+
+// The policy for one device: [defaults] overlaid by every matching [[device]]
+// entry in file order (later entries win per key). Each entry's clamps are
+// checked at load time; should two entries still cross (max_limit_us <
+// min_limit_us), the floor wins and max_limit_us is raised to min_limit_us.
+Policy resolve_policy(const Config& config, const DeviceIdentity& device);
+
+} // namespace latgov

@@ -1,0 +1,415 @@
+#include "latgov/config.hpp"
+
+#include <doctest/doctest.h>
+#include <filesystem>
+#include <fstream>
+#include <random>
+#include <sstream>
+
+#ifndef LATGOV_SOURCE_DIR
+#error "LATGOV_SOURCE_DIR must name the source tree (it holds config/latgov.toml)"
+#endif
+
+using namespace latgov;
+using namespace std::chrono_literals;
+namespace fs = std::filesystem;
+
+namespace {
+
+// The message parse_config gives for a document it must reject.
+std::string error_of(std::string_view text) {
+    auto config = parse_config(text, "t.toml");
+    REQUIRE_FALSE(config.ok());
+    return config.error().message;
+}
+
+Config parsed(std::string_view text) {
+    auto config = parse_config(text, "t.toml");
+    INFO((config.ok() ? std::string() : config.error().message));
+    REQUIRE(config.ok());
+    return *config;
+}
+
+// A fresh directory under the system temp dir, removed with its contents.
+class ConfigDir {
+  public:
+    ConfigDir() {
+        std::random_device random;
+        path_ = fs::temp_directory_path() / ("latgov-config-" + std::to_string(random()));
+        fs::create_directories(path_);
+    }
+    ~ConfigDir() {
+        std::error_code ignored;
+        fs::remove_all(path_, ignored);
+    }
+    ConfigDir(const ConfigDir&) = delete;
+    ConfigDir& operator=(const ConfigDir&) = delete;
+
+    const fs::path& path() const { return path_; }
+    fs::path main() const { return path_ / "latgov.toml"; }
+
+    fs::path write(const fs::path& relative, std::string_view text) const {
+        const auto file = path_ / relative;
+        fs::create_directories(file.parent_path());
+        std::ofstream(file) << text;
+        return file;
+    }
+
+  private:
+    fs::path path_;
+};
+
+std::string read_file(const fs::path& path) {
+    std::ifstream in(path);
+    REQUIRE(in);
+    std::ostringstream text;
+    text << in.rdbuf();
+    return text.str();
+}
+
+const fs::path example_config = fs::path(LATGOV_SOURCE_DIR) / "config" / "latgov.toml";
+
+} // namespace
+
+TEST_CASE("default_config holds the documented defaults") {
+    const Config config = default_config();
+    CHECK(config.daemon.sample_interval == 5ms);
+    CHECK(config.daemon.idle_interval == 50ms);
+    CHECK(config.daemon.status_interval == 1000ms);
+    CHECK(config.daemon.runtime_dir == "/run/latgov");
+    CHECK(config.daemon.calibration_file == "/var/lib/latgov/calibration.toml");
+    CHECK(config.daemon.log_level == "info");
+    CHECK(to_string(config.defaults.mode) == "auto");
+    CHECK(to_string(config.defaults.backend) == "percpu");
+    CHECK(config.defaults.limit_us == 0);
+    CHECK(config.defaults.latency_fraction == 0.1);
+    CHECK(config.defaults.min_limit_us == 0);
+    CHECK_FALSE(config.defaults.max_limit_us.has_value());
+    CHECK(config.defaults.linger == 3ms);
+    CHECK(config.defaults.min_samples == 16);
+    CHECK(config.devices.empty());
+}
+
+TEST_CASE("parse_config reads every key") {
+    const Config config = parsed(R"([daemon]
+sample_interval_ms = 2
+idle_interval_ms = 100
+status_interval_ms = 500
+runtime_dir = "/tmp/latgov"
+calibration_file = "/tmp/cal.toml"
+log_level = "debug"
+
+[defaults]
+mode = "fixed"
+backend = "dry-run"
+limit_us = 20
+latency_fraction = 0.25
+min_limit_us = 5
+max_limit_us = 300
+linger_ms = 0
+min_samples = 4
+
+[[device]]
+name = "nvme*"
+model = "Samsung*"
+serial = "S4EW"
+wwid = "eui.01"
+transport = "pcie"
+mode = "off"
+backend = "global"
+limit_us = 7
+latency_fraction = 1
+min_limit_us = 1
+max_limit_us = 2
+linger_ms = 9
+min_samples = 100
+)");
+    CHECK(config.daemon.sample_interval == 2ms);
+    CHECK(config.daemon.idle_interval == 100ms);
+    CHECK(config.daemon.status_interval == 500ms);
+    CHECK(config.daemon.runtime_dir == "/tmp/latgov");
+    CHECK(config.daemon.calibration_file == "/tmp/cal.toml");
+    CHECK(config.daemon.log_level == "debug");
+
+    CHECK(config.defaults.mode == Mode::fixed);
+    CHECK(config.defaults.backend == Backend::dry_run);
+    CHECK(config.defaults.limit_us == 20);
+    CHECK(config.defaults.latency_fraction == 0.25);
+    CHECK(config.defaults.min_limit_us == 5);
+    CHECK(config.defaults.max_limit_us == 300u);
+    CHECK(config.defaults.linger == 0ms);
+    CHECK(config.defaults.min_samples == 4);
+
+    REQUIRE(config.devices.size() == 1);
+    const DeviceRule& rule = config.devices[0];
+    CHECK(rule.match.name == "nvme*");
+    CHECK(rule.match.model == "Samsung*");
+    CHECK(rule.match.serial == "S4EW");
+    CHECK(rule.match.wwid == "eui.01");
+    CHECK(rule.match.transport == "pcie");
+    CHECK(rule.mode == Mode::off);
+    CHECK(rule.backend == Backend::global);
+    CHECK(rule.limit_us == 7u);
+    CHECK(rule.latency_fraction == 1.0); // an integer is a valid fraction
+    CHECK(rule.min_limit_us == 1u);
+    CHECK(rule.max_limit_us == 2u);
+    CHECK(rule.linger == 9ms);
+    CHECK(rule.min_samples == 100u);
+    CHECK(rule.origin == "t.toml:19:1");
+    CHECK(config.sources == std::vector<fs::path>{"t.toml"});
+}
+
+TEST_CASE("a [[device]] entry keeps only the keys it sets") {
+    const Config config = parsed("[[device]]\nname = \"vd*\"\n\n[[device]]\nserial = \"X\"\n");
+    REQUIRE(config.devices.size() == 2);
+    CHECK(config.devices[0].origin == "t.toml:1:1");
+    CHECK(config.devices[1].origin == "t.toml:4:1");
+    CHECK_FALSE(config.devices[0].mode.has_value());
+    CHECK_FALSE(config.devices[0].limit_us.has_value());
+    CHECK_FALSE(config.devices[0].max_limit_us.has_value());
+}
+
+TEST_CASE("mode = fixed without limit_us holds 0") {
+    const Config config = parsed("[defaults]\nmode = \"fixed\"\n");
+    CHECK(config.defaults.mode == Mode::fixed);
+    CHECK(config.defaults.limit_us == 0);
+}
+
+TEST_CASE("a TOML syntax error names file, line and column") {
+    CHECK(error_of("[daemon]\nsample_interval_ms = \n") ==
+          "t.toml:2:1: syntax error: missing value after key-value separator '='");
+    CHECK(error_of("[daemon]\n[daemon]\n") ==
+          "t.toml:2:1: syntax error: table (\"daemon\") already exists.");
+}
+
+TEST_CASE("unknown keys are rejected in every table and at the top level") {
+    CHECK(error_of("[daemon]\nsample_ms = 5\n") == "t.toml:2:13: [daemon] sample_ms: unknown key");
+    CHECK(error_of("[defaults]\nfraction = 0.5\n") ==
+          "t.toml:2:12: [defaults] fraction: unknown key");
+    CHECK(error_of("[[device]]\nname = \"vd*\"\nlimit = 3\n") ==
+          "t.toml:3:9: [[device]] limit: unknown key");
+    CHECK(error_of("verbose = true\n") ==
+          "t.toml:1:11: verbose: unknown key; expected [daemon], [defaults] or [[device]]");
+    CHECK(error_of("[daemons]\nlog_level = \"info\"\n") ==
+          "t.toml:1:1: daemons: unknown key; expected [daemon], [defaults] or [[device]]");
+}
+
+TEST_CASE("a value of the wrong type is rejected, not defaulted") {
+    CHECK(error_of("[daemon]\nsample_interval_ms = \"5\"\n") ==
+          "t.toml:2:22: [daemon] sample_interval_ms: must be an integer, got string");
+    CHECK(error_of("[defaults]\nlimit_us = 2.5\n") ==
+          "t.toml:2:12: [defaults] limit_us: must be an integer, got float");
+    CHECK(error_of("[defaults]\nlatency_fraction = \"0.1\"\n") ==
+          "t.toml:2:20: [defaults] latency_fraction: must be a number, got string");
+    CHECK(error_of("[defaults]\nmode = 1\n") ==
+          "t.toml:2:8: [defaults] mode: must be a string, got integer");
+    CHECK(error_of("[[device]]\nserial = 1234\n") ==
+          "t.toml:2:10: [[device]] serial: must be a string, got integer");
+    CHECK(error_of("daemon = 5\n") == "t.toml:1:10: [daemon]: must be a table, got integer");
+    CHECK(error_of("[device]\nname = \"vd*\"\n") ==
+          "t.toml:1:1: [[device]]: must be an array of tables, got table");
+    CHECK(error_of("device = [1]\n") == "t.toml:1:11: [[device]]: must be a table, got integer");
+}
+
+TEST_CASE("a value out of range is rejected") {
+    CHECK(error_of("[defaults]\nlatency_fraction = 1.5\n") ==
+          "t.toml:2:20: [defaults] latency_fraction: must be > 0 and <= 1, got 1.5");
+    CHECK(error_of("[defaults]\nlatency_fraction = 0\n") ==
+          "t.toml:2:20: [defaults] latency_fraction: must be > 0 and <= 1, got 0");
+    CHECK(error_of("[defaults]\nlatency_fraction = nan\n") ==
+          "t.toml:2:20: [defaults] latency_fraction: must be > 0 and <= 1, got nan");
+    CHECK(error_of("[daemon]\nsample_interval_ms = 0\n") ==
+          "t.toml:2:22: [daemon] sample_interval_ms: must be in 1..1000, got 0");
+    CHECK(error_of("[defaults]\nlinger_ms = -1\n") ==
+          "t.toml:2:13: [defaults] linger_ms: must be in 0..60000, got -1");
+    CHECK(error_of("[[device]]\nname = \"vd*\"\nlimit_us = 2000000001\n") ==
+          "t.toml:3:12: [[device]] limit_us: must be in 0..2000000000, got 2000000001");
+    CHECK(error_of("[daemon]\nruntime_dir = \"run/latgov\"\n") ==
+          "t.toml:2:15: [daemon] runtime_dir: must be an absolute path, got \"run/latgov\"");
+    CHECK(error_of("[[device]]\nname = \"\"\n") ==
+          "t.toml:2:8: [[device]] name: must not be empty");
+}
+
+TEST_CASE("an unknown enum string lists the valid ones") {
+    CHECK(error_of("[defaults]\nmode = \"fast\"\n") ==
+          "t.toml:2:8: [defaults] mode: must be one of auto, fixed, off; got \"fast\"");
+    CHECK(error_of("[[device]]\nname = \"vd*\"\nbackend = \"dry_run\"\n") ==
+          "t.toml:3:11: [[device]] backend: must be one of percpu, global, dry-run; got "
+          "\"dry_run\"");
+    CHECK(error_of("[daemon]\nlog_level = \"verbose\"\n") ==
+          "t.toml:2:13: [daemon] log_level: must be one of trace, debug, info, warn, error; got "
+          "\"verbose\"");
+}
+
+TEST_CASE("a [[device]] entry without a matcher is rejected at its header") {
+    CHECK(error_of("[[device]]\nname = \"vd*\"\n\n[[device]]\nmode = \"off\"\n") ==
+          "t.toml:4:1: [[device]]: needs at least one of name, model, serial, wwid, transport");
+}
+
+TEST_CASE("max_limit_us below min_limit_us is rejected") {
+    CHECK(error_of("[defaults]\nmin_limit_us = 50\nmax_limit_us = 10\n") ==
+          "t.toml:3:16: [defaults] max_limit_us: must be >= min_limit_us (50), got 10");
+    CHECK(error_of("[[device]]\nname = \"a\"\nmax_limit_us = 1\nmin_limit_us = 2\n") ==
+          "t.toml:3:16: [[device]] max_limit_us: must be >= min_limit_us (2), got 1");
+    // Completed from [defaults], whatever their place in the file.
+    CHECK(
+        error_of("[[device]]\nname = \"a\"\nmin_limit_us = 20\n[defaults]\nmax_limit_us = 10\n") ==
+        "t.toml:3:16: [[device]] min_limit_us: must be <= max_limit_us (10), got 20");
+}
+
+TEST_CASE("of several errors the first in the file is reported") {
+    CHECK(error_of("[defaults]\nmode = \"x\"\nbackend = \"y\"\n[daemon]\nlog_level = 1\n") ==
+          "t.toml:2:8: [defaults] mode: must be one of auto, fixed, off; got \"x\"");
+}
+
+TEST_CASE("matches requires every given matcher") {
+    const DeviceIdentity nvme{.name = "nvme0n1",
+                              .model = "Samsung SSD 980 PRO 1TB                 ",
+                              .serial = "  S5GXNF0R123456  ",
+                              .wwid = "eui.002538b111b2c3d4",
+                              .transport = "pcie"};
+    CHECK(matches({.name = "nvme*"}, nvme));
+    CHECK_FALSE(matches({.name = "vd*"}, nvme));
+    CHECK(matches({.model = "Samsung SSD 980*"}, nvme));
+    CHECK(matches({.model = "*1TB"}, nvme)); // the model's padding is ignored
+    CHECK(matches({.serial = "S5GXNF0R123456"}, nvme));
+    CHECK_FALSE(matches({.serial = "S5GXNF0R12345"}, nvme));
+    CHECK(matches({.wwid = "eui.002538b111b2c3d4"}, nvme));
+    CHECK_FALSE(matches({.wwid = "eui.002538b111b2c3"}, nvme));
+    CHECK(matches({.name = "nvme0n1", .transport = "pcie"}, nvme));
+    CHECK_FALSE(matches({.name = "nvme0n1", .transport = "tcp"}, nvme));
+}
+
+TEST_CASE("resolve_policy overlays every matching entry in file order") {
+    const Config config = parsed(R"([defaults]
+min_limit_us = 2
+linger_ms = 7
+
+[[device]]
+name = "nvme*"
+mode = "fixed"
+limit_us = 10
+
+[[device]]
+name = "vd*"
+mode = "off"
+
+[[device]]
+serial = "S1"
+limit_us = 30
+max_limit_us = 40
+)");
+    const Policy first = resolve_policy(config, {.name = "nvme0n1", .serial = "S0"});
+    CHECK(first.mode == Mode::fixed);
+    CHECK(first.limit_us == 10);
+    CHECK(first.linger == 7ms);
+
+    const Policy both = resolve_policy(config, {.name = "nvme1n1", .serial = "S1 "});
+    CHECK(both.mode == Mode::fixed);
+    CHECK(both.limit_us == 30);
+    CHECK(both.max_limit_us == 40u);
+
+    const Policy none = resolve_policy(config, {.name = "sda"});
+    CHECK(none.mode == Mode::automatic);
+    CHECK(none.min_limit_us == 2);
+}
+
+TEST_CASE("resolve_policy keeps the floor when two entries cross") {
+    const Config config =
+        parsed("[[device]]\nname = \"*\"\nmax_limit_us = 10\n[[device]]\nname = \"a\"\n"
+               "min_limit_us = 50\n");
+    const Policy policy = resolve_policy(config, {.name = "a"});
+    CHECK(policy.min_limit_us == 50);
+    CHECK(policy.max_limit_us == 50u);
+}
+
+TEST_CASE("load_config without a main file") {
+    const ConfigDir dir;
+    SUBCASE("gives the defaults") {
+        auto config = load_config(dir.main());
+        REQUIRE(config.ok());
+        CHECK(config->daemon.log_level == "info");
+        CHECK(config->sources.empty());
+    }
+    SUBCASE("is an error when required") {
+        auto config = load_config(dir.main(), true);
+        REQUIRE_FALSE(config.ok());
+        CHECK(config.error().message ==
+              "Failed to read " + dir.main().string() + ": No such file or directory");
+    }
+    SUBCASE("still applies the drop-ins") {
+        const auto drop_in =
+            dir.write("latgov.d/10-debug.toml", "[daemon]\nlog_level = \"debug\"\n");
+        auto config = load_config(dir.main());
+        REQUIRE(config.ok());
+        CHECK(config->daemon.log_level == "debug");
+        CHECK(config->sources == std::vector<fs::path>{drop_in});
+    }
+}
+
+TEST_CASE("load_config overlays drop-ins in name order") {
+    const ConfigDir dir;
+    dir.write("latgov.toml", "[defaults]\nmode = \"fixed\"\nlimit_us = 10\n"
+                             "[[device]]\nname = \"a\"\n");
+    const auto second = dir.write("latgov.d/20-b.toml", "[defaults]\nlimit_us = 30\n"
+                                                        "[[device]]\nname = \"c\"\n");
+    const auto first = dir.write("latgov.d/10-a.toml", "[defaults]\nlimit_us = 20\nlinger_ms = 9\n"
+                                                       "[[device]]\nname = \"b\"\n");
+    dir.write("latgov.d/30-c.toml.disabled", "this is not TOML");
+
+    auto config = load_config(dir.main(), true);
+    INFO((config.ok() ? std::string() : config.error().message));
+    REQUIRE(config.ok());
+    CHECK(config->defaults.mode == Mode::fixed); // kept from the main file
+    CHECK(config->defaults.limit_us == 30);      // the last drop-in wins
+    CHECK(config->defaults.linger == 9ms);
+    REQUIRE(config->devices.size() == 3);
+    CHECK(config->devices[0].match.name == "a");
+    CHECK(config->devices[1].match.name == "b");
+    CHECK(config->devices[2].match.name == "c");
+    CHECK(config->devices[2].origin == second.string() + ":3:1");
+    CHECK(config->sources == std::vector<fs::path>{dir.main(), first, second});
+}
+
+TEST_CASE("load_config names the drop-in that is wrong") {
+    const ConfigDir dir;
+    dir.write("latgov.toml", "[defaults]\nmin_limit_us = 100\n");
+    const auto drop_in = dir.write("latgov.d/50-cap.toml", "[defaults]\nmax_limit_us = 50\n");
+    auto config = load_config(dir.main());
+    REQUIRE_FALSE(config.ok());
+    CHECK(config.error().message ==
+          drop_in.string() +
+              ":2:16: [defaults] max_limit_us: must be >= min_limit_us (100), got 50");
+}
+
+TEST_CASE("the example config/latgov.toml parses to the defaults") {
+    const std::string text = read_file(example_config);
+    const Config example = parsed(text);
+    const Config defaults = default_config();
+    CHECK(example.daemon.sample_interval == defaults.daemon.sample_interval);
+    CHECK(example.daemon.idle_interval == defaults.daemon.idle_interval);
+    CHECK(example.daemon.status_interval == defaults.daemon.status_interval);
+    CHECK(example.daemon.runtime_dir == defaults.daemon.runtime_dir);
+    CHECK(example.daemon.calibration_file == defaults.daemon.calibration_file);
+    CHECK(example.daemon.log_level == defaults.daemon.log_level);
+    CHECK(example.defaults.mode == defaults.defaults.mode);
+    CHECK(example.defaults.backend == defaults.defaults.backend);
+    CHECK(example.defaults.limit_us == defaults.defaults.limit_us);
+    CHECK(example.defaults.latency_fraction == defaults.defaults.latency_fraction);
+    CHECK(example.defaults.min_limit_us == defaults.defaults.min_limit_us);
+    CHECK(example.defaults.max_limit_us == defaults.defaults.max_limit_us);
+    CHECK(example.defaults.linger == defaults.defaults.linger);
+    CHECK(example.defaults.min_samples == defaults.defaults.min_samples);
+    CHECK(example.devices.empty());
+
+    SUBCASE("and so do its commented-out [[device]] examples") {
+        const auto start = text.find("\n# [[device]]\n");
+        REQUIRE(start != std::string::npos);
+        std::istringstream commented(text.substr(start + 1));
+        std::string uncommented;
+        for (std::string line; std::getline(commented, line);)
+            uncommented += (line.starts_with("# ") ? line.substr(2) : std::string()) + "\n";
+        const Config config = parsed(uncommented);
+        CHECK(config.devices.size() == 4);
+    }
+}
