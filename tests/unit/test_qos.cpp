@@ -1,0 +1,456 @@
+// The QoS edge on a temp tree where pm_qos_resume_latency_us and
+// /dev/cpu_dma_latency are plain files: what latgov writes, journals and puts
+// back, and what it leaves to others.
+#include "latgov/qos.hpp"
+
+#include <cstdint>
+#include <cstring>
+#include <doctest/doctest.h>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <unistd.h>
+
+using namespace latgov;
+namespace fs = std::filesystem;
+
+namespace {
+
+// A root with `cpus` CPUs, each slot holding `initial` as the kernel shows it
+// ("0\n" = no limit), and a run directory for the journal.
+class QosTree {
+  public:
+    explicit QosTree(int cpus = 4, const std::string& initial = "0\n") {
+        char pattern[] = "/tmp/latgov-qos.XXXXXX";
+        root_ = ::mkdtemp(pattern);
+        for (int cpu = 0; cpu < cpus; ++cpu)
+            set(cpu, initial);
+        fs::create_directories(root_ / "run/latgov");
+    }
+    ~QosTree() { fs::remove_all(root_); }
+    QosTree(const QosTree&) = delete;
+    QosTree& operator=(const QosTree&) = delete;
+
+    fs::path slot(int cpu) const {
+        return root_ / ("sys/devices/system/cpu/cpu" + std::to_string(cpu) +
+                        "/power/pm_qos_resume_latency_us");
+    }
+    // What someone else (or the kernel) puts in the slot; the trailing
+    // newline tells it apart from latgov's writes, which have none.
+    void set(int cpu, const std::string& text) const {
+        fs::create_directories(slot(cpu).parent_path());
+        std::ofstream(slot(cpu), std::ios::trunc) << text;
+    }
+    std::string get(int cpu) const { return slurp(slot(cpu)); }
+
+    static std::string slurp(const fs::path& path) {
+        std::ifstream in(path, std::ios::binary);
+        std::stringstream text;
+        text << in.rdbuf();
+        return text.str();
+    }
+
+    const fs::path& root() const { return root_; }
+    fs::path journal() const { return root_ / "run/latgov/journal"; }
+    SysRoot sysroot() const { return SysRoot(root_); }
+
+  private:
+    fs::path root_;
+};
+
+struct Log {
+    std::vector<std::string> lines;
+    LogSink sink() {
+        return [this](const std::string& line) { lines.push_back(line); };
+    }
+    bool mentions(const std::string& text) const {
+        for (const auto& line : lines)
+            if (line.find(text) != std::string::npos)
+                return true;
+        return false;
+    }
+};
+
+const SteadyTime t0{};
+
+LatencyLimit us(std::uint32_t n) {
+    return LatencyLimit{n};
+}
+
+std::vector<JournalEntry> journal_of(const QosTree& tree) {
+    auto entries = read_journal(tree.journal());
+    REQUIRE(entries);
+    return *entries;
+}
+
+} // namespace
+
+TEST_CASE("journal text round-trips every kind of limit") {
+    const std::vector<JournalEntry> entries{
+        {0, LatencyLimit{}, us(20)}, {3, us(100), us(0)}, {17, us(0), us(0)}};
+    const auto text = format_journal(entries);
+    CHECK(text.find("cpu 3 original 100 written n/a\n") != std::string::npos);
+    CHECK(text.find("cpu 0 original 0 written 20\n") != std::string::npos);
+    auto parsed = parse_journal(text);
+    REQUIRE(parsed);
+    REQUIRE(parsed->size() == 3);
+    for (size_t i = 0; i < entries.size(); ++i) {
+        CHECK((*parsed)[i].cpu == entries[i].cpu);
+        CHECK((*parsed)[i].original == entries[i].original);
+        CHECK((*parsed)[i].written == entries[i].written);
+    }
+}
+
+TEST_CASE("journal comments and blank lines are skipped") {
+    auto parsed = parse_journal("# header\n\n   \n  # indented comment\ncpu 2 original 0 "
+                                "written 5\n");
+    REQUIRE(parsed);
+    REQUIRE(parsed->size() == 1);
+    CHECK((*parsed)[0].cpu == 2);
+    CHECK((*parsed)[0].written == us(5));
+}
+
+TEST_CASE("a malformed journal line is an error that names the line") {
+    const std::string good = "# latgov journal\ncpu 0 original 0 written 20\n";
+    const char* bad_lines[] = {
+        "cpu x original 0 written 20",
+        "cpu -1 original 0 written 20",
+        "cpu 1 original 0",
+        "cpu 1 original 0 written",
+        "cpu 1 original -5 written 20",
+        "cpu 1 original 0 written 20us",
+        "cpu 1 origin 0 written 20",
+        "core 1 original 0 written 20",
+        "cpu 1 original 0 written 20 extra",
+        "cpu 99999999999 original 0 written 20",
+    };
+    for (const char* bad : bad_lines) {
+        CAPTURE(bad);
+        auto parsed = parse_journal(good + bad + "\n");
+        REQUIRE_FALSE(parsed);
+        CHECK(parsed.error().message.find("line 3") != std::string::npos);
+        CHECK(parsed.error().message.find(bad) != std::string::npos);
+    }
+}
+
+TEST_CASE("PerCpuHolder writes only the wanted CPUs and journals their originals") {
+    QosTree tree(4);
+    tree.set(2, "300\n");
+    Log log;
+    PerCpuHolder holder(tree.sysroot(), tree.journal(), log.sink());
+    holder.apply({{1, us(20)}, {2, us(0)}, {3, LatencyLimit{}}}, t0);
+
+    CHECK(tree.get(0) == "0\n");
+    CHECK(tree.get(1) == "20");
+    CHECK(tree.get(2) == "n/a");
+    CHECK(tree.get(3) == "0\n"); // "no limit" wanted: nothing to hold
+    CHECK(holder.held().size() == 2);
+
+    auto entries = journal_of(tree);
+    REQUIRE(entries.size() == 2);
+    CHECK(entries[0].cpu == 1);
+    CHECK(entries[0].original == LatencyLimit{});
+    CHECK(entries[0].written == us(20));
+    CHECK(entries[1].cpu == 2);
+    CHECK(entries[1].original == us(300));
+    CHECK(entries[1].written == us(0));
+}
+
+TEST_CASE("PerCpuHolder does not write a CPU it could not journal") {
+    QosTree tree(2);
+    Log log;
+    // The journal's directory is missing, so the journal cannot be written;
+    // a write now could never be undone after a crash.
+    PerCpuHolder holder(tree.sysroot(), tree.root() / "missing/journal", log.sink());
+    holder.apply({{1, us(20)}}, t0);
+    CHECK(tree.get(1) == "0\n");
+    CHECK(holder.held().empty());
+    CHECK(log.mentions("Failed to write"));
+}
+
+TEST_CASE("release puts back the original, and the journal goes with the last CPU") {
+    QosTree tree(3, "500\n");
+    Log log;
+    PerCpuHolder holder(tree.sysroot(), tree.journal(), log.sink());
+    holder.apply({{0, us(20)}, {1, us(30)}}, t0);
+    REQUIRE(tree.get(0) == "20");
+    REQUIRE(tree.get(1) == "30");
+
+    holder.apply({{1, us(30)}}, t0);
+    CHECK(tree.get(0) == "500");
+    CHECK(tree.get(1) == "30");
+    REQUIRE(journal_of(tree).size() == 1);
+    CHECK(journal_of(tree)[0].cpu == 1);
+
+    holder.release_all();
+    CHECK(tree.get(1) == "500");
+    CHECK(holder.held().empty());
+    CHECK_FALSE(fs::exists(tree.journal()));
+}
+
+TEST_CASE("a stricter value someone else set is kept, not journaled, and survives") {
+    QosTree tree(2);
+    tree.set(1, "5\n");
+    Log log;
+    PerCpuHolder holder(tree.sysroot(), tree.journal(), log.sink());
+
+    SUBCASE("stricter") {
+        holder.apply({{1, us(20)}}, t0);
+    }
+    SUBCASE("equal") {
+        holder.apply({{1, us(5)}}, t0);
+    }
+    CHECK(tree.get(1) == "5\n");
+    CHECK(holder.held().empty());
+    CHECK_FALSE(fs::exists(tree.journal()));
+
+    holder.apply({}, t0);
+    holder.release_all();
+    CHECK(tree.get(1) == "5\n");
+}
+
+TEST_CASE("a looser value someone else set is overridden and put back on release") {
+    QosTree tree(2);
+    tree.set(1, "200\n");
+    Log log;
+    PerCpuHolder holder(tree.sysroot(), tree.journal(), log.sink());
+    holder.apply({{1, us(20)}}, t0);
+    CHECK(tree.get(1) == "20");
+    REQUIRE(journal_of(tree).size() == 1);
+    CHECK(journal_of(tree)[0].original == us(200));
+
+    holder.release_all();
+    CHECK(tree.get(1) == "200");
+}
+
+TEST_CASE("someone changing a held CPU is logged, not fought, and released without a write") {
+    QosTree tree(2);
+    Log log;
+    PerCpuHolder holder(tree.sysroot(), tree.journal(), log.sink());
+    holder.apply({{1, us(20)}}, t0);
+    REQUIRE(tree.get(1) == "20");
+
+    SUBCASE("to a looser value") {
+        tree.set(1, "100\n");
+    }
+    SUBCASE("to no limit") {
+        tree.set(1, "0\n");
+    }
+    SUBCASE("to a stricter value") {
+        tree.set(1, "n/a\n");
+    }
+    const std::string theirs = tree.get(1);
+
+    holder.apply({{1, us(20)}}, t0);
+    CHECK(log.mentions("cpu 1: pm_qos_resume_latency_us changed to"));
+    CHECK(log.mentions("by someone else"));
+    CHECK(tree.get(1) == theirs);
+    CHECK(holder.held().empty());
+    CHECK_FALSE(fs::exists(tree.journal()));
+
+    holder.apply({{1, us(20)}}, t0); // and on the next tick too
+    CHECK(tree.get(1) == theirs);
+
+    holder.release_all();
+    CHECK(tree.get(1) == theirs);
+}
+
+TEST_CASE("after yielding, a later value from someone else becomes the original") {
+    QosTree tree(2);
+    Log log;
+    PerCpuHolder holder(tree.sysroot(), tree.journal(), log.sink());
+    holder.apply({{1, us(20)}}, t0);
+    tree.set(1, "100\n");
+    holder.apply({{1, us(20)}}, t0);
+    REQUIRE(tree.get(1) == "100\n");
+
+    tree.set(1, "300\n"); // they moved on
+    holder.apply({{1, us(20)}}, t0);
+    CHECK(tree.get(1) == "20");
+    REQUIRE(journal_of(tree).size() == 1);
+    CHECK(journal_of(tree)[0].original == us(300));
+    holder.release_all();
+    CHECK(tree.get(1) == "300");
+}
+
+TEST_CASE("a CPU that is released while someone else changed it is left alone") {
+    QosTree tree(2);
+    Log log;
+    PerCpuHolder holder(tree.sysroot(), tree.journal(), log.sink());
+    holder.apply({{0, us(20)}}, t0);
+    tree.set(0, "40\n");
+    holder.apply({}, t0);
+    CHECK(tree.get(0) == "40\n");
+    CHECK(log.mentions("by someone else"));
+    CHECK_FALSE(fs::exists(tree.journal()));
+}
+
+TEST_CASE("an unchanged limit is not written again") {
+    QosTree tree(2);
+    Log log;
+    PerCpuHolder holder(tree.sysroot(), tree.journal(), log.sink());
+    holder.apply({{1, us(20)}}, t0);
+    REQUIRE(tree.get(1) == "20");
+    // Same value, different bytes: a rewrite would turn it back into "20".
+    tree.set(1, "20\n");
+    holder.apply({{1, us(20)}}, t0);
+    CHECK(tree.get(1) == "20\n");
+    CHECK(holder.held().count(1) == 1);
+}
+
+TEST_CASE("a held CPU moves to a new limit and keeps its original and start time") {
+    QosTree tree(2, "500\n");
+    Log log;
+    PerCpuHolder holder(tree.sysroot(), tree.journal(), log.sink());
+    const SteadyTime t1 = t0 + std::chrono::seconds(5);
+    holder.apply({{1, us(20)}}, t0);
+    holder.apply({{1, us(10)}}, t1);
+    CHECK(tree.get(1) == "10");
+    REQUIRE(holder.held().count(1) == 1);
+    CHECK(holder.held().at(1).original == us(500));
+    CHECK(holder.held().at(1).since == t0);
+    REQUIRE(journal_of(tree).size() == 1);
+    CHECK(journal_of(tree)[0].written == us(10));
+    holder.release_all();
+    CHECK(tree.get(1) == "500");
+}
+
+TEST_CASE("a held CPU whose original already meets the new limit gets its original back") {
+    QosTree tree(2, "100\n");
+    Log log;
+    PerCpuHolder holder(tree.sysroot(), tree.journal(), log.sink());
+    holder.apply({{1, us(20)}}, t0);
+    REQUIRE(tree.get(1) == "20");
+    holder.apply({{1, us(200)}}, t0); // writing 200 would weaken their 100
+    CHECK(tree.get(1) == "100");
+    CHECK(holder.held().empty());
+    CHECK_FALSE(fs::exists(tree.journal()));
+}
+
+TEST_CASE("restore_journal puts back originals and leaves values changed by others") {
+    QosTree tree(3);
+    tree.set(0, "20\n");  // still what latgov wrote
+    tree.set(1, "7\n");   // latgov wrote n/a, someone wrote 7 since
+    tree.set(2, "n/a\n"); // latgov wrote n/a
+    REQUIRE(write_journal(tree.journal(),
+                          {{0, LatencyLimit{}, us(20)}, {1, us(300), us(0)}, {2, us(300), us(0)}}));
+    Log log;
+    auto restored = restore_journal(tree.sysroot(), tree.journal(), log.sink());
+    CHECK(restored);
+    CHECK(tree.get(0) == "0");
+    CHECK(tree.get(1) == "7\n");
+    CHECK(tree.get(2) == "300");
+    CHECK(log.mentions("cpu 1: value is 7"));
+    CHECK_FALSE(fs::exists(tree.journal()));
+}
+
+TEST_CASE("restore_journal after a crash undoes a PerCpuHolder's writes") {
+    QosTree tree(2, "250\n");
+    Log log;
+    {
+        PerCpuHolder holder(tree.sysroot(), tree.journal(), log.sink());
+        holder.apply({{0, us(20)}, {1, us(0)}}, t0);
+        REQUIRE(tree.get(1) == "n/a");
+        // Destroyed without release_all: as if the daemon were killed.
+    }
+    REQUIRE(fs::exists(tree.journal()));
+    CHECK(restore_journal(tree.sysroot(), tree.journal(), log.sink()));
+    CHECK(tree.get(0) == "250");
+    CHECK(tree.get(1) == "250");
+    CHECK_FALSE(fs::exists(tree.journal()));
+}
+
+TEST_CASE("restore_journal without a journal is fine and writes nothing") {
+    QosTree tree(1);
+    Log log;
+    CHECK(restore_journal(tree.sysroot(), tree.journal(), log.sink()));
+    CHECK(tree.get(0) == "0\n");
+    CHECK(log.lines.empty());
+}
+
+TEST_CASE("restore_journal keeps the entries it could not put back") {
+    QosTree tree(1);
+    tree.set(0, "20\n");
+    REQUIRE(write_journal(tree.journal(), {{0, LatencyLimit{}, us(20)}, {9, us(300), us(0)}}));
+    Log log;
+    auto restored = restore_journal(tree.sysroot(), tree.journal(), log.sink());
+    REQUIRE_FALSE(restored);
+    CHECK(restored.error().message.find(tree.journal().string()) != std::string::npos);
+    CHECK(tree.get(0) == "0");
+    auto left = journal_of(tree);
+    REQUIRE(left.size() == 1);
+    CHECK(left[0].cpu == 9);
+}
+
+TEST_CASE("restore_journal of a malformed journal is an error and keeps the journal") {
+    QosTree tree(1);
+    tree.set(0, "20\n");
+    std::ofstream(tree.journal()) << "cpu 0 original 0 written\n";
+    Log log;
+    auto restored = restore_journal(tree.sysroot(), tree.journal(), log.sink());
+    REQUIRE_FALSE(restored);
+    CHECK(restored.error().message.find("line 1") != std::string::npos);
+    CHECK(tree.get(0) == "20\n");
+    CHECK(fs::exists(tree.journal()));
+}
+
+namespace {
+
+// True if this process has an open descriptor on `path`.
+bool process_has_open(const fs::path& path) {
+    for (const auto& fd : fs::directory_iterator("/proc/self/fd")) {
+        std::error_code ec;
+        if (fs::read_symlink(fd.path(), ec) == path)
+            return true;
+    }
+    return false;
+}
+
+std::vector<std::int32_t> s32_writes(const fs::path& path) {
+    const std::string bytes = QosTree::slurp(path);
+    REQUIRE(bytes.size() % 4 == 0);
+    std::vector<std::int32_t> values(bytes.size() / 4);
+    std::memcpy(values.data(), bytes.data(), bytes.size());
+    return values;
+}
+
+} // namespace
+
+TEST_CASE("GlobalHolder writes a 4-byte binary s32 and closes on release") {
+    QosTree tree(1);
+    const auto dev = tree.root() / "dev/cpu_dma_latency";
+    fs::create_directories(dev.parent_path());
+    std::ofstream(dev).flush();
+    Log log;
+    GlobalHolder global(tree.sysroot(), log.sink());
+
+    global.apply(us(20), t0);
+    CHECK(global.holding());
+    CHECK(global.held() == us(20));
+    CHECK(process_has_open(dev));
+    CHECK(s32_writes(dev) == std::vector<std::int32_t>{20});
+
+    global.apply(us(20), t0); // unchanged: no second write
+    CHECK(s32_writes(dev) == std::vector<std::int32_t>{20});
+
+    global.apply(us(0), t0); // new value on the same request
+    CHECK(s32_writes(dev) == std::vector<std::int32_t>{20, 0});
+
+    global.apply(us(4000000000U), t0); // beyond s32: "no constraint", not negative
+    CHECK(s32_writes(dev) == std::vector<std::int32_t>{20, 0, 2000000000});
+
+    global.apply(LatencyLimit{}, t0);
+    CHECK_FALSE(global.holding());
+    CHECK_FALSE(process_has_open(dev));
+    CHECK(log.lines.empty());
+}
+
+TEST_CASE("GlobalHolder without the device logs and holds nothing") {
+    QosTree tree(1);
+    Log log;
+    GlobalHolder global(tree.sysroot(), log.sink());
+    global.apply(us(20), t0);
+    CHECK_FALSE(global.holding());
+    CHECK(log.mentions("Failed to open"));
+    CHECK(log.mentions("cpu_dma_latency"));
+}
