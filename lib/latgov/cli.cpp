@@ -1,10 +1,12 @@
 #include "latgov/cli.hpp"
 
 #include "latgov/snapshot.hpp"
+#include "latgov/status.hpp"
 #include "latgov/topology_json.hpp"
 
 #include <cstdio>
 #include <fmt/core.h>
+#include <fstream>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -86,6 +88,31 @@ int cmd_snapshot(const Args& args) {
     return 0;
 }
 
+int cmd_status(const Args& args) {
+    bool as_json = false;
+    std::string runtime_dir = "/run/latgov";
+    for (size_t i = 0; i < args.rest.size(); ++i) {
+        if (args.rest[i] == "--json")
+            as_json = true;
+        else if (args.rest[i] == "--runtime-dir" && i + 1 < args.rest.size())
+            runtime_dir = args.rest[++i];
+        else
+            return usage_error("status: unknown option " + args.rest[i]);
+    }
+    const std::string path = runtime_dir + "/status.json";
+    std::ifstream in(path);
+    if (!in)
+        return fail("no status at " + path + ": is latgovd running?");
+    auto status = nlohmann::json::parse(in, nullptr, false);
+    if (status.is_discarded())
+        return fail("Failed to parse " + path);
+    if (as_json)
+        fmt::print("{}\n", status.dump(2));
+    else
+        fmt::print("{}", format_status(status));
+    return 0;
+}
+
 } // namespace
 
 int cli_main(int argc, char** argv) {
@@ -121,6 +148,8 @@ int cli_main(int argc, char** argv) {
         return cmd_topology(args);
     if (args.command == "snapshot")
         return cmd_snapshot(args);
+    if (args.command == "status")
+        return cmd_status(args);
     return usage_error("unknown command " + args.command);
 }
 

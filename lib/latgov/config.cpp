@@ -33,9 +33,9 @@ constexpr Choice<Backend> backend_names[] = {
 constexpr Choice<std::string_view> log_levels[] = {
     {"trace", "trace"}, {"debug", "debug"}, {"info", "info"}, {"warn", "warn"}, {"error", "error"}};
 
-constexpr std::string_view daemon_keys[] = {"sample_interval_ms", "idle_interval_ms",
-                                            "status_interval_ms", "runtime_dir",
-                                            "calibration_file",   "log_level"};
+constexpr std::string_view daemon_keys[] = {
+    "sample_interval_ms", "idle_interval_ms", "status_interval_ms", "runtime_dir",
+    "calibration_file",   "log_level",        "io_events",          "calibrate_on_start"};
 constexpr std::string_view policy_keys[] = {
     "mode",         "backend",      "limit_us",  "latency_fraction",
     "min_limit_us", "max_limit_us", "linger_ms", "min_samples"};
@@ -190,6 +190,13 @@ class Section {
         return value->as_string().str;
     }
 
+    std::optional<bool> boolean(std::string_view key) {
+        const auto* value = typed(key, toml::value_t::boolean, "a boolean");
+        if (!value)
+            return std::nullopt;
+        return value->as_boolean();
+    }
+
     std::optional<fs::path> absolute_path(std::string_view key) {
         auto text = string(key);
         if (text && text->front() != '/') {
@@ -300,6 +307,9 @@ void read_daemon(Section& section, DaemonSettings& daemon) {
         section.absolute_path("calibration_file").value_or(daemon.calibration_file);
     if (auto level = section.choice("log_level", log_levels))
         daemon.log_level = std::string(*level);
+    daemon.io_events = section.boolean("io_events").value_or(daemon.io_events);
+    daemon.calibrate_on_start =
+        section.boolean("calibrate_on_start").value_or(daemon.calibrate_on_start);
 }
 
 std::optional<DeviceRule> read_device(Section& section, const Policy& defaults) {

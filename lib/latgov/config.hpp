@@ -69,6 +69,12 @@ struct DaemonSettings {
     std::filesystem::path runtime_dir = "/run/latgov";
     std::filesystem::path calibration_file = "/var/lib/latgov/calibration.toml";
     std::string log_level = "info";
+    // Sleep with no timer while idle and wake on the first request (a perf
+    // tracepoint event); off, or where perf events are refused, idle
+    // sampling every idle_interval takes over.
+    bool io_events = true;
+    // Run `latgov calibrate` at start when no calibration file exists.
+    bool calibrate_on_start = false;
 };
 
 struct Config {

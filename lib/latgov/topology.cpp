@@ -336,10 +336,12 @@ Result<std::optional<BlockDevice>> read_disk(const DiskContext& ctx, const std::
     BlockDevice disk;
     disk.name = name;
     const std::string dir = "/sys/block/" + name;
-    auto dev = read_trimmed(ctx.root, dir + "/dev");
-    if (!dev)
+    // Hidden multipath path disks have no dev_t, hence no dev file.
+    const bool path_disk = std::regex_match(name, nvme_path_re);
+    if (auto dev = read_trimmed(ctx.root, dir + "/dev"))
+        disk.dev = *dev;
+    else if (!path_disk)
         return dev.error();
-    disk.dev = *dev;
 
     auto link = ctx.root.link_basename(dir + "/device");
     const std::string device = link ? *link : std::string{};

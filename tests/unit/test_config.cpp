@@ -98,6 +98,8 @@ status_interval_ms = 500
 runtime_dir = "/tmp/latgov"
 calibration_file = "/tmp/cal.toml"
 log_level = "debug"
+io_events = false
+calibrate_on_start = true
 
 [defaults]
 mode = "fixed"
@@ -130,6 +132,8 @@ min_samples = 100
     CHECK(config.daemon.runtime_dir == "/tmp/latgov");
     CHECK(config.daemon.calibration_file == "/tmp/cal.toml");
     CHECK(config.daemon.log_level == "debug");
+    CHECK_FALSE(config.daemon.io_events);
+    CHECK(config.daemon.calibrate_on_start);
 
     CHECK(config.defaults.mode == Mode::fixed);
     CHECK(config.defaults.backend == Backend::dry_run);
@@ -155,7 +159,7 @@ min_samples = 100
     CHECK(rule.max_limit_us == 2u);
     CHECK(rule.linger == 9ms);
     CHECK(rule.min_samples == 100u);
-    CHECK(rule.origin == "t.toml:19:1");
+    CHECK(rule.origin == "t.toml:21:1");
     CHECK(config.sources == std::vector<fs::path>{"t.toml"});
 }
 
@@ -236,6 +240,8 @@ TEST_CASE("an unknown enum string lists the valid ones") {
     CHECK(error_of("[[device]]\nname = \"vd*\"\nbackend = \"dry_run\"\n") ==
           "t.toml:3:11: [[device]] backend: must be one of percpu, global, dry-run; got "
           "\"dry_run\"");
+    CHECK(error_of("[daemon]\nio_events = 1\n") ==
+          "t.toml:2:13: [daemon] io_events: must be a boolean, got integer");
     CHECK(error_of("[daemon]\nlog_level = \"verbose\"\n") ==
           "t.toml:2:13: [daemon] log_level: must be one of trace, debug, info, warn, error; got "
           "\"verbose\"");

@@ -1,0 +1,203 @@
+#include "latgov/governor.hpp"
+
+#include "latgov/io_events.hpp"
+
+#include <algorithm>
+
+namespace latgov {
+
+void LatencyEstimator::add(std::uint64_t ios, std::uint64_t ticks_ms, std::uint32_t min_samples) {
+    ios_ += ios;
+    ticks_ms_ += ticks_ms;
+    if (ios_ < std::max<std::uint64_t>(min_samples, 1) || ticks_ms_ < 10)
+        return;
+    const double window = static_cast<double>(ticks_ms_) * 1000.0 / static_cast<double>(ios_);
+    // Smooth over windows so one slow burst does not swing the limit.
+    mean_us_ = mean_us_ ? 0.5 * *mean_us_ + 0.5 * window : window;
+    ios_ = 0;
+    ticks_ms_ = 0;
+}
+
+std::map<int, std::vector<IdleCost>> declared_costs(const Topology& topology) {
+    std::map<int, std::vector<IdleCost>> costs;
+    for (const auto& cpu : topology.cpus)
+        costs[cpu.id] = declared_costs(cpu.idle_states);
+    return costs;
+}
+
+namespace {
+
+DeviceIdentity identity_of(const BlockDevice& disk) {
+    return {disk.name, disk.model, disk.serial, disk.wwid, disk.transport};
+}
+
+bool has_own_irqs(const BlockDevice& disk) {
+    return std::any_of(disk.queues.begin(), disk.queues.end(),
+                       [](const HardwareQueue& q) { return q.irq.has_value(); });
+}
+
+std::uint64_t completed(const BlockStat& s) {
+    return s.read_ios + s.write_ios;
+}
+std::uint64_t ticks(const BlockStat& s) {
+    return s.read_ticks_ms + s.write_ticks_ms;
+}
+
+} // namespace
+
+Governor::Governor(const Topology& topology, const Config& config,
+                   std::map<int, std::vector<IdleCost>> costs)
+    : costs_(std::move(costs)),
+      kind_(idle_governor_kind(topology.cpuidle_driver, topology.cpuidle_governor)) {
+    for (const auto& disk : topology.devices) {
+        if (disk.queues.empty())
+            continue; // a multipath head: its paths carry the IO
+        const auto id = identity_of(disk);
+        const DeviceRule* rule = nullptr;
+        for (const auto& r : config.devices)
+            if (matches(r.match, id))
+                rule = &r;
+        const bool nvme = disk.kind == DeviceKind::nvme;
+        if (!rule && !nvme && !has_own_irqs(disk))
+            continue;
+        const Policy policy = resolve_policy(config, id);
+        if (policy.mode == Mode::off)
+            continue;
+        auto kernel_dev = parse_kernel_dev(disk.dev);
+        GovernedDevice device{.name = disk.name,
+                              .kernel_dev = kernel_dev ? *kernel_dev : 0,
+                              .transport = disk.transport,
+                              .policy = policy,
+                              .rule = rule ? rule->origin : std::string("default")};
+        // Hidden path disks keep no IO statistics of their own: the head does.
+        device.stat_source = disk.multipath_head.empty() ? disk.name : disk.multipath_head;
+        for (const auto& q : disk.queues) {
+            if (q.completion_source == CompletionSource::none)
+                continue; // a poll queue: its submitter completes it, awake
+            device.queues.push_back({q.index, q.irq, q.completion_cpus, q.submit_cpus, {}});
+        }
+        if (device.queues.empty())
+            continue;
+        if (std::find(stat_sources_.begin(), stat_sources_.end(), device.stat_source) ==
+            stat_sources_.end())
+            stat_sources_.push_back(device.stat_source);
+        devices_.push_back(std::move(device));
+    }
+}
+
+void Governor::observe(const IoSample& sample, TimePoint now) {
+    if (!previous_) {
+        previous_ = sample; // the first sample only sets the baseline
+        return;
+    }
+    const IoSample& before = *previous_;
+    auto irq_delta = [&](int irq) -> std::uint64_t {
+        auto i = static_cast<size_t>(irq);
+        if (i >= sample.irq_counts.size() || i >= before.irq_counts.size())
+            return 0;
+        return sample.irq_counts[i] - before.irq_counts[i];
+    };
+    for (auto& device : devices_) {
+        auto pos = std::find(stat_sources_.begin(), stat_sources_.end(), device.stat_source);
+        auto s = static_cast<size_t>(pos - stat_sources_.begin());
+        const BlockStat& now_stat = sample.devices.at(s);
+        const BlockStat& old_stat = before.devices.at(s);
+        const std::uint64_t ios = completed(now_stat) - completed(old_stat);
+        device.latency.add(ios, ticks(now_stat) - ticks(old_stat), device.policy.min_samples);
+        const bool busy = ios > 0 || now_stat.in_flight > 0;
+        for (auto& queue : device.queues) {
+            bool io_seen;
+            if (queue.irq)
+                // A completion interrupt is the queue's own sign of IO; an
+                // active queue stays so while its device has IO in flight.
+                io_seen =
+                    irq_delta(*queue.irq) > 0 || (queue.activity.active && now_stat.in_flight > 0);
+            else
+                io_seen = busy;
+            update_activity(queue.activity, io_seen, now, device.policy.linger);
+        }
+        device.limit = limit_for(
+            device, device.queues.front().cpus.empty() ? -1 : device.queues.front().cpus.front());
+        device.has_limit = true;
+    }
+    previous_ = sample;
+}
+
+bool Governor::on_request_issued(std::uint32_t dev, int cpu, TimePoint now) {
+    bool activated = false;
+    for (auto& device : devices_) {
+        if (device.kernel_dev != dev)
+            continue;
+        for (auto& queue : device.queues) {
+            if (!std::binary_search(queue.submit_cpus.begin(), queue.submit_cpus.end(), cpu))
+                continue;
+            if (update_activity(queue.activity, true, now, device.policy.linger) ==
+                Transition::activated)
+                activated = true;
+        }
+    }
+    return activated;
+}
+
+std::vector<std::uint32_t> Governor::watched_devs() const {
+    std::vector<std::uint32_t> devs;
+    for (const auto& d : devices_)
+        if (d.kernel_dev != 0 && std::find(devs.begin(), devs.end(), d.kernel_dev) == devs.end())
+            devs.push_back(d.kernel_dev);
+    return devs;
+}
+
+LatencyLimit Governor::limit_for(const GovernedDevice& device, int cpu) const {
+    static const std::vector<IdleCost> no_states;
+    auto it = costs_.find(cpu);
+    const auto& states = it == costs_.end() ? no_states : it->second;
+    return choose_limit(device.policy, device.latency.mean_us(), device.transport, states, kind_);
+}
+
+Holds Governor::holds() const {
+    std::vector<QueueDemand> percpu;
+    std::vector<QueueDemand> dry_run;
+    std::vector<QueueDemand> global;
+    // The global request constrains every CPU: aggregate it as one pseudo-CPU.
+    constexpr int all_cpus = -1;
+    Holds holds;
+    for (const auto& device : devices_) {
+        for (const auto& queue : device.queues) {
+            if (!queue.activity.active)
+                continue;
+            QueueKey key{device.name, queue.index};
+            for (int cpu : queue.cpus) {
+                LatencyLimit limit = limit_for(device, cpu);
+                if (!limit)
+                    continue;
+                switch (device.policy.backend) {
+                case Backend::percpu:
+                    percpu.push_back({key, {cpu}, limit});
+                    break;
+                case Backend::dry_run:
+                    dry_run.push_back({key, {cpu}, limit});
+                    break;
+                case Backend::global:
+                    global.push_back({key, {all_cpus}, limit});
+                    break;
+                }
+            }
+        }
+    }
+    holds.percpu = aggregate_cpu_limits(percpu);
+    holds.dry_run = aggregate_cpu_limits(dry_run);
+    if (auto all = aggregate_cpu_limits(global); !all.empty()) {
+        holds.global = all.begin()->second.limit;
+        holds.global_for = all.begin()->second.held_for;
+    }
+    return holds;
+}
+
+bool Governor::any_active() const {
+    return std::any_of(devices_.begin(), devices_.end(), [](const GovernedDevice& d) {
+        return std::any_of(d.queues.begin(), d.queues.end(),
+                           [](const GovernedQueue& q) { return q.activity.active; });
+    });
+}
+
+} // namespace latgov

@@ -1,0 +1,96 @@
+// The governor's state between ticks: which queues are active, each device's
+// observed request latency, and what every CPU should hold. Pure: it is fed
+// samples and times, and tells the caller what to hold.
+#pragma once
+
+#include "latgov/config.hpp"
+#include "latgov/policy.hpp"
+#include "latgov/sampler.hpp"
+#include "latgov/topology.hpp"
+
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace latgov {
+
+// Mean request latency from /sys/block/<d>/stat deltas. The kernel sums each
+// request's ns-precise time and shows it in ms, so a mean is trusted only
+// over enough ticks (>= 10 ms summed) and enough completions.
+class LatencyEstimator {
+  public:
+    void add(std::uint64_t ios, std::uint64_t ticks_ms, std::uint32_t min_samples);
+    std::optional<double> mean_us() const { return mean_us_; }
+
+  private:
+    std::uint64_t ios_ = 0;
+    std::uint64_t ticks_ms_ = 0;
+    std::optional<double> mean_us_;
+};
+
+struct GovernedQueue {
+    int index = 0;
+    std::optional<int> irq;
+    CpuSet cpus;        // completion CPUs
+    CpuSet submit_cpus; // who submits to it: maps a request's CPU to the queue
+    QueueActivity activity;
+};
+
+struct GovernedDevice {
+    std::string name{};
+    std::uint32_t kernel_dev = 0; // MAJOR << 20 | MINOR, as tracepoints show it
+    std::string transport{};
+    std::string stat_source{}; // the disk whose stat counts this device's IO
+    Policy policy{};
+    std::string rule{}; // why it is governed: "default" or the matching entry's origin
+    std::vector<GovernedQueue> queues{};
+    LatencyEstimator latency{};
+    LatencyLimit limit{}; // the last limit chosen (for the first completion CPU)
+    bool has_limit = false;
+};
+
+// What the CPUs should hold, split by backend.
+struct Holds {
+    std::map<int, CpuHold> percpu;
+    std::map<int, CpuHold> dry_run;
+    LatencyLimit global;
+    std::vector<QueueKey> global_for;
+};
+
+class Governor {
+  public:
+    // Picks the devices to govern: every NVMe namespace or path and every
+    // disk whose queues have IRQs of their own, unless its policy is off;
+    // IRQ-less disks (loop, null_blk) only when a [[device]] entry matches.
+    // `costs` gives per CPU the wake-up cost of each idle state.
+    Governor(const Topology& topology, const Config& config,
+             std::map<int, std::vector<IdleCost>> costs);
+
+    const std::vector<GovernedDevice>& devices() const { return devices_; }
+    // The disks whose stat files the sampler must read, in sample order.
+    const std::vector<std::string>& stat_sources() const { return stat_sources_; }
+
+    void observe(const IoSample& sample, TimePoint now);
+    // A request was issued on `dev` from `cpu`: activate the queue it went
+    // to at once, before the next sample. True if a queue became active.
+    bool on_request_issued(std::uint32_t dev, int cpu, TimePoint now);
+    // The devices whose requests wake an idle daemon.
+    std::vector<std::uint32_t> watched_devs() const;
+    Holds holds() const;
+    bool any_active() const;
+
+  private:
+    LatencyLimit limit_for(const GovernedDevice& device, int cpu) const;
+
+    std::vector<GovernedDevice> devices_;
+    std::vector<std::string> stat_sources_;
+    std::map<int, std::vector<IdleCost>> costs_;
+    IdleGovernorKind kind_;
+    std::optional<IoSample> previous_;
+};
+
+// The idle-state costs the kernel declares, per online CPU.
+std::map<int, std::vector<IdleCost>> declared_costs(const Topology& topology);
+
+} // namespace latgov

@@ -1,0 +1,198 @@
+#include "latgov/io_events.hpp"
+
+#include "latgov/parse.hpp"
+
+#include <cerrno>
+#include <cstring>
+#include <linux/perf_event.h>
+#include <sys/ioctl.h>
+#include <sys/mman.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
+
+namespace latgov {
+
+namespace {
+
+constexpr std::size_t ring_pages = 8; // data pages; a power of two
+
+long perf_event_open(perf_event_attr* attr, int cpu) {
+    return ::syscall(SYS_perf_event_open, attr, -1, cpu, -1, PERF_FLAG_FD_CLOEXEC);
+}
+
+} // namespace
+
+Result<std::uint32_t> parse_kernel_dev(std::string_view major_minor) {
+    auto t = trim(major_minor);
+    auto colon = t.find(':');
+    if (colon == std::string_view::npos)
+        return make_error("expected MAJOR:MINOR, got \"" + std::string(t) + "\"");
+    auto major = parse_u64(t.substr(0, colon));
+    auto minor = parse_u64(t.substr(colon + 1));
+    if (!major || !minor || *major >= (1u << 12) || *minor >= (1u << 20))
+        return make_error("expected MAJOR:MINOR, got \"" + std::string(t) + "\"");
+    return static_cast<std::uint32_t>(*major << 20 | *minor);
+}
+
+Result<TracepointFormat> parse_tracepoint_format(std::string_view id_text,
+                                                 std::string_view format_text) {
+    auto id = parse_u64(id_text);
+    if (!id)
+        return make_error("bad tracepoint id: " + id.error().message);
+    constexpr std::string_view field = "field:dev_t dev;";
+    auto pos = format_text.find(field);
+    if (pos == std::string_view::npos)
+        return make_error("no \"dev_t dev\" field in the tracepoint format");
+    auto line_end = format_text.find('\n', pos);
+    auto line = format_text.substr(pos, line_end - pos);
+    auto off = line.find("offset:");
+    auto semi = line.find(';', off);
+    if (off == std::string_view::npos || semi == std::string_view::npos)
+        return make_error("no offset for the dev field in the tracepoint format");
+    auto offset = parse_u64(line.substr(off + 7, semi - off - 7));
+    if (!offset)
+        return make_error("bad offset of the dev field: " + offset.error().message);
+    return TracepointFormat{*id, static_cast<std::uint32_t>(*offset)};
+}
+
+Result<IoIssueEvents> IoIssueEvents::open(const SysRoot& root, const std::vector<int>& cpus,
+                                          const std::vector<std::uint32_t>& devs) {
+    if (devs.empty())
+        return make_error("no device to watch");
+    Result<std::string> id = make_error("");
+    Result<std::string> format = make_error("");
+    for (const char* tracefs : {"/sys/kernel/tracing", "/sys/kernel/debug/tracing"}) {
+        const std::string dir = std::string(tracefs) + "/events/block/block_rq_issue";
+        id = root.read(dir + "/id");
+        format = root.read(dir + "/format");
+        if (id && format)
+            break;
+    }
+    if (!id || !format)
+        return make_error("tracefs is not mounted (no events/block/block_rq_issue under "
+                          "/sys/kernel/tracing or /sys/kernel/debug/tracing)");
+    auto tp = parse_tracepoint_format(*id, *format);
+    if (!tp)
+        return make_error("Failed to parse block_rq_issue format: " + tp.error().message);
+
+    std::string filter;
+    for (auto dev : devs)
+        filter += (filter.empty() ? "" : " || ") + std::string("dev == ") + std::to_string(dev);
+
+    IoIssueEvents events;
+    events.dev_offset_ = tp->dev_offset;
+    const long page = ::sysconf(_SC_PAGESIZE);
+    for (int cpu : cpus) {
+        perf_event_attr attr{};
+        attr.size = sizeof attr;
+        attr.type = PERF_TYPE_TRACEPOINT;
+        attr.config = tp->id;
+        attr.sample_period = 1;
+        attr.sample_type = PERF_SAMPLE_TIME | PERF_SAMPLE_RAW;
+        attr.wakeup_events = 1;
+        attr.disabled = 1;
+        attr.use_clockid = 1;
+        attr.clockid = CLOCK_MONOTONIC;
+        long fd = perf_event_open(&attr, cpu);
+        if (fd < 0)
+            return make_error("Failed to open a block_rq_issue perf event on cpu " +
+                              std::to_string(cpu) + ": " + errno_message(errno));
+        CpuEvent event{cpu, Fd(static_cast<int>(fd)), nullptr, 0};
+        if (::ioctl(event.fd.get(), PERF_EVENT_IOC_SET_FILTER, filter.c_str()) != 0)
+            return make_error("Failed to set filter \"" + filter + "\": " + errno_message(errno));
+        event.ring_size = static_cast<std::size_t>(page) * (ring_pages + 1);
+        event.ring =
+            ::mmap(nullptr, event.ring_size, PROT_READ | PROT_WRITE, MAP_SHARED, event.fd.get(), 0);
+        if (event.ring == MAP_FAILED) {
+            event.ring = nullptr;
+            return make_error("Failed to map the perf ring buffer: " + errno_message(errno));
+        }
+        events.events_.push_back(std::move(event));
+    }
+    return events;
+}
+
+IoIssueEvents::IoIssueEvents(IoIssueEvents&& other) noexcept
+    : events_(std::move(other.events_)), dev_offset_(other.dev_offset_), armed_(other.armed_) {
+    other.events_.clear();
+}
+
+IoIssueEvents& IoIssueEvents::operator=(IoIssueEvents&& other) noexcept {
+    if (this != &other) {
+        for (auto& e : events_)
+            if (e.ring)
+                ::munmap(e.ring, e.ring_size);
+        events_ = std::move(other.events_);
+        other.events_.clear();
+        dev_offset_ = other.dev_offset_;
+        armed_ = other.armed_;
+    }
+    return *this;
+}
+
+IoIssueEvents::~IoIssueEvents() {
+    for (auto& e : events_)
+        if (e.ring)
+            ::munmap(e.ring, e.ring_size);
+}
+
+std::vector<int> IoIssueEvents::fds() const {
+    std::vector<int> fds;
+    for (const auto& e : events_)
+        fds.push_back(e.fd.get());
+    return fds;
+}
+
+Result<void> IoIssueEvents::arm() {
+    drain(); // forget requests seen before arming
+    for (auto& e : events_)
+        if (::ioctl(e.fd.get(), PERF_EVENT_IOC_ENABLE, 0) != 0)
+            return make_error("Failed to enable the perf event on cpu " + std::to_string(e.cpu) +
+                              ": " + errno_message(errno));
+    armed_ = true;
+    return {};
+}
+
+void IoIssueEvents::disarm() {
+    for (auto& e : events_)
+        ::ioctl(e.fd.get(), PERF_EVENT_IOC_DISABLE, 0);
+    armed_ = false;
+}
+
+std::vector<IssuedRequest> IoIssueEvents::drain() {
+    std::vector<IssuedRequest> requests;
+    for (auto& e : events_) {
+        auto* meta = static_cast<perf_event_mmap_page*>(e.ring);
+        auto* data = static_cast<unsigned char*>(e.ring) + meta->data_offset;
+        const std::uint64_t size = meta->data_size;
+        const std::uint64_t head = __atomic_load_n(&meta->data_head, __ATOMIC_ACQUIRE);
+        std::uint64_t tail = meta->data_tail;
+        auto copy_out = [&](std::uint64_t at, void* out, std::size_t n) {
+            for (std::size_t i = 0; i < n; ++i)
+                static_cast<unsigned char*>(out)[i] = data[(at + i) % size];
+        };
+        while (tail < head) {
+            perf_event_header header{};
+            copy_out(tail, &header, sizeof header);
+            if (header.size == 0)
+                break;
+            if (header.type == PERF_RECORD_SAMPLE) {
+                // PERF_SAMPLE_TIME then PERF_SAMPLE_RAW: u64 time, u32 size, raw bytes.
+                std::uint64_t time = 0;
+                std::uint32_t raw_size = 0;
+                std::uint32_t dev = 0;
+                copy_out(tail + sizeof header, &time, sizeof time);
+                copy_out(tail + sizeof header + 8, &raw_size, sizeof raw_size);
+                if (raw_size >= dev_offset_ + sizeof dev)
+                    copy_out(tail + sizeof header + 12 + dev_offset_, &dev, sizeof dev);
+                requests.push_back({e.cpu, dev, time});
+            }
+            tail += header.size;
+        }
+        __atomic_store_n(&meta->data_tail, tail, __ATOMIC_RELEASE);
+    }
+    return requests;
+}
+
+} // namespace latgov

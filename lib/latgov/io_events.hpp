@@ -1,0 +1,72 @@
+// Wakes the daemon on the first block request after idle, with no periodic
+// timer: a perf tracepoint event on block/block_rq_issue per CPU, filtered
+// to the governed devices, with wakeup_events=1. Armed only while everything
+// is idle, so it costs nothing per IO while latgovd is sampling.
+#pragma once
+
+#include "latgov/fd.hpp"
+#include "latgov/result.hpp"
+#include "latgov/sysroot.hpp"
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace latgov {
+
+// A kernel dev_t as tracepoints show it: MAJOR << 20 | MINOR.
+Result<std::uint32_t> parse_kernel_dev(std::string_view major_minor);
+
+// The tracepoint's id and where the `dev` field sits in its raw record, from
+// tracefs events/block/block_rq_issue/{id,format}.
+struct TracepointFormat {
+    std::uint64_t id = 0;
+    std::uint32_t dev_offset = 0;
+};
+Result<TracepointFormat> parse_tracepoint_format(std::string_view id_text,
+                                                 std::string_view format_text);
+
+struct IssuedRequest {
+    int cpu = 0;
+    std::uint32_t dev = 0;
+    std::uint64_t time_ns = 0; // CLOCK_MONOTONIC
+};
+
+class IoIssueEvents {
+  public:
+    // Fails (the caller falls back to sampling) when tracefs is not mounted
+    // or perf_event_open is refused (no CAP_PERFMON, seccomp, ...).
+    static Result<IoIssueEvents> open(const SysRoot& root, const std::vector<int>& cpus,
+                                      const std::vector<std::uint32_t>& devs);
+
+    // The fds to wait on (one per CPU).
+    std::vector<int> fds() const;
+    Result<void> arm();
+    void disarm();
+    bool armed() const { return armed_; }
+    // Drains every ring buffer; the requests seen since the last call.
+    std::vector<IssuedRequest> drain();
+
+  private:
+    struct CpuEvent {
+        int cpu = 0;
+        Fd fd;
+        void* ring = nullptr;
+        std::size_t ring_size = 0;
+    };
+    IoIssueEvents() = default;
+
+  public:
+    IoIssueEvents(IoIssueEvents&&) noexcept;
+    IoIssueEvents& operator=(IoIssueEvents&&) noexcept;
+    IoIssueEvents(const IoIssueEvents&) = delete;
+    IoIssueEvents& operator=(const IoIssueEvents&) = delete;
+    ~IoIssueEvents();
+
+  private:
+    std::vector<CpuEvent> events_;
+    std::uint32_t dev_offset_ = 0;
+    bool armed_ = false;
+};
+
+} // namespace latgov

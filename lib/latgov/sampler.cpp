@@ -1,0 +1,73 @@
+#include "latgov/sampler.hpp"
+
+#include <cerrno>
+#include <fcntl.h>
+#include <unistd.h>
+
+namespace latgov {
+
+Result<PreadFile> PreadFile::open(const SysRoot& root, const std::string& abs) {
+    auto path = root.resolve(abs).string();
+    Fd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
+    if (!fd)
+        return make_error("Failed to open " + path + ": " + errno_message(errno));
+    return PreadFile(std::move(fd), std::move(path));
+}
+
+Result<std::string_view> PreadFile::read() {
+    if (buffer_.size() < 4096)
+        buffer_.resize(4096);
+    size_t total = 0;
+    for (;;) {
+        ssize_t n = ::pread(fd_.get(), buffer_.data() + total, buffer_.size() - total,
+                            static_cast<off_t>(total));
+        if (n < 0) {
+            if (errno == EINTR)
+                continue;
+            return make_error("Failed to read " + path_ + ": " + errno_message(errno));
+        }
+        total += static_cast<size_t>(n);
+        if (n == 0 || total < buffer_.size())
+            break;
+        buffer_.resize(buffer_.size() * 2); // /proc/stat grows with IRQs and CPUs
+    }
+    return std::string_view(buffer_.data(), total);
+}
+
+Result<IoSampler> IoSampler::open(const SysRoot& root, const std::vector<std::string>& devices) {
+    auto proc_stat = PreadFile::open(root, "/proc/stat");
+    if (!proc_stat)
+        return proc_stat.error();
+    std::vector<PreadFile> stats;
+    for (const auto& name : devices) {
+        auto file = PreadFile::open(root, "/sys/block/" + name + "/stat");
+        if (!file)
+            return file.error();
+        stats.push_back(std::move(*file));
+    }
+    return IoSampler(std::move(*proc_stat), std::move(stats));
+}
+
+Result<void> IoSampler::sample(IoSample& out) {
+    auto text = proc_stat_.read();
+    if (!text)
+        return text.error();
+    auto irqs = parse_stat_intr(*text);
+    if (!irqs)
+        return make_error("Failed to parse " + proc_stat_.path() + ": " + irqs.error().message);
+    out.irq_counts = std::move(*irqs);
+    out.devices.resize(device_stats_.size());
+    for (size_t i = 0; i < device_stats_.size(); ++i) {
+        auto stat_text = device_stats_[i].read();
+        if (!stat_text)
+            return stat_text.error();
+        auto stat = parse_block_stat(*stat_text);
+        if (!stat)
+            return make_error("Failed to parse " + device_stats_[i].path() + ": " +
+                              stat.error().message);
+        out.devices[i] = *stat;
+    }
+    return {};
+}
+
+} // namespace latgov
