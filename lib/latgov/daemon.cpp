@@ -330,8 +330,8 @@ void Daemon::tick(SteadyTime now) {
             return;
         return;
     }
-    governor_->observe(sample_, now);
-    apply(governor_->holds(), now);
+    if (governor_->observe(sample_, now))
+        apply(governor_->holds(), now);
     if (status_dirty_ ||
         (governor_->any_active() && now - last_status_ >= config_.daemon.status_interval))
         write_status(now);
@@ -475,6 +475,9 @@ int Daemon::run() {
                 while (::read(signals_.get(), &info, sizeof info) == sizeof info) {
                     if (info.ssi_signo == SIGHUP) {
                         reload();
+                        now = std::chrono::steady_clock::now();
+                        next_tick_ = now;
+                        arm_timer(now); // the rescan made new, unarmed IO events
                     } else {
                         spdlog::info("received {}, stopping",
                                      strsignal(static_cast<int>(info.ssi_signo)));

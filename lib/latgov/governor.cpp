@@ -85,11 +85,12 @@ Governor::Governor(const Topology& topology, const Config& config,
     }
 }
 
-void Governor::observe(const IoSample& sample, TimePoint now) {
+bool Governor::observe(const IoSample& sample, TimePoint now) {
     if (!previous_) {
         previous_ = sample; // the first sample only sets the baseline
-        return;
+        return true;
     }
+    bool changed = false;
     const IoSample& before = *previous_;
     auto irq_delta = [&](int irq) -> std::uint64_t {
         auto i = static_cast<size_t>(irq);
@@ -114,13 +115,19 @@ void Governor::observe(const IoSample& sample, TimePoint now) {
                     irq_delta(*queue.irq) > 0 || (queue.activity.active && now_stat.in_flight > 0);
             else
                 io_seen = busy;
-            update_activity(queue.activity, io_seen, now, device.policy.linger);
+            if (update_activity(queue.activity, io_seen, now, device.policy.linger) !=
+                Transition::none)
+                changed = true;
         }
-        device.limit = limit_for(
+        const LatencyLimit limit = limit_for(
             device, device.queues.front().cpus.empty() ? -1 : device.queues.front().cpus.front());
+        if (!device.has_limit || limit != device.limit)
+            changed = true;
+        device.limit = limit;
         device.has_limit = true;
     }
     previous_ = sample;
+    return changed;
 }
 
 bool Governor::on_request_issued(std::uint32_t dev, int cpu, TimePoint now) {
@@ -141,8 +148,9 @@ bool Governor::on_request_issued(std::uint32_t dev, int cpu, TimePoint now) {
 
 std::vector<std::uint32_t> Governor::watched_devs() const {
     std::vector<std::uint32_t> devs;
+    // Hidden multipath path disks have no dev_t: their requests show dev 0.
     for (const auto& d : devices_)
-        if (d.kernel_dev != 0 && std::find(devs.begin(), devs.end(), d.kernel_dev) == devs.end())
+        if (std::find(devs.begin(), devs.end(), d.kernel_dev) == devs.end())
             devs.push_back(d.kernel_dev);
     return devs;
 }

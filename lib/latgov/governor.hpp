@@ -71,7 +71,9 @@ class Governor {
     // The disks whose stat files the sampler must read, in sample order.
     const std::vector<std::string>& stat_sources() const { return stat_sources_; }
 
-    void observe(const IoSample& sample, TimePoint now);
+    // True when what the CPUs should hold may have changed (a queue went
+    // active or idle, or a device's limit moved): only then is holds() due.
+    bool observe(const IoSample& sample, TimePoint now);
     // A request was issued on `dev` from `cpu`: activate the queue it went
     // to at once, before the next sample. True if a queue became active.
     bool on_request_issued(std::uint32_t dev, int cpu, TimePoint now);

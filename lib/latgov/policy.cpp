@@ -149,11 +149,12 @@ std::map<int, CpuHold> aggregate_cpu_limits(std::span<const QueueDemand> demands
             continue;
         }
         for (int cpu : demand.cpus) {
-            auto [it, inserted] = holds.try_emplace(cpu, CpuHold{demand.limit, {demand.queue}});
-            CpuHold& hold = it->second;
-            if (inserted) {
+            auto it = holds.find(cpu);
+            if (it == holds.end()) {
+                holds.emplace(cpu, CpuHold{demand.limit, {demand.queue}});
                 continue;
             }
+            CpuHold& hold = it->second;
             if (*demand.limit < *hold.limit) {
                 hold = CpuHold{demand.limit, {demand.queue}};
             } else if (*demand.limit == *hold.limit) {

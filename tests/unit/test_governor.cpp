@@ -1,0 +1,170 @@
+// The governor on plain structs: a topology, samples and times, no files.
+#include "latgov/governor.hpp"
+
+#include <doctest/doctest.h>
+
+using namespace latgov;
+using namespace std::chrono_literals;
+
+namespace {
+
+HardwareQueue irq_queue(int index, int irq, CpuSet completion, CpuSet submit) {
+    HardwareQueue q;
+    q.index = index;
+    q.irq = irq;
+    q.irq_name = "nvme0q" + std::to_string(index + 1);
+    q.completion_cpus = std::move(completion);
+    q.submit_cpus = std::move(submit);
+    q.completion_source = CompletionSource::irq_effective_affinity;
+    return q;
+}
+
+// Two CPUs with Intel-like states, nvme0n1 with queue 0 (IRQ 10, completes
+// on CPU 0), queue 1 (IRQ 11, CPU 1) and a poll queue, and an idle loop0.
+Topology machine() {
+    Topology t;
+    t.online_cpus = {0, 1};
+    t.cpuidle_driver = "intel_idle";
+    t.cpuidle_governor = "menu";
+    for (int id : {0, 1}) {
+        Cpu cpu;
+        cpu.id = id;
+        cpu.idle_states = {{0, "POLL", 0, 0, false},
+                           {1, "C1", 1, 1, false},
+                           {2, "C1E", 4, 8, false},
+                           {3, "C6", 170, 600, false}};
+        t.cpus.push_back(cpu);
+    }
+    BlockDevice nvme;
+    nvme.name = "nvme0n1";
+    nvme.dev = "259:0";
+    nvme.kind = DeviceKind::nvme;
+    nvme.transport = "pcie";
+    nvme.controller = "nvme0";
+    nvme.queues = {irq_queue(0, 10, {0}, {0}), irq_queue(1, 11, {1}, {1})};
+    HardwareQueue poll;
+    poll.index = 2;
+    poll.type = QueueType::poll;
+    poll.submit_cpus = {0, 1};
+    nvme.queues.push_back(poll);
+    t.devices.push_back(nvme);
+    BlockDevice loop;
+    loop.name = "loop0";
+    loop.dev = "7:0";
+    HardwareQueue lq;
+    lq.submit_cpus = lq.completion_cpus = {0, 1};
+    lq.completion_source = CompletionSource::submit_cpus;
+    loop.queues = {lq};
+    t.devices.push_back(loop);
+    return t;
+}
+
+IoSample sample(std::uint64_t irq10, std::uint64_t irq11, std::uint64_t ios, std::uint64_t ticks_ms,
+                std::uint64_t in_flight = 0) {
+    IoSample s;
+    s.irq_counts.assign(12, 0);
+    s.irq_counts[10] = irq10;
+    s.irq_counts[11] = irq11;
+    BlockStat stat;
+    stat.read_ios = ios;
+    stat.read_ticks_ms = ticks_ms;
+    stat.in_flight = in_flight;
+    s.devices = {stat};
+    return s;
+}
+
+const TimePoint t0{};
+
+} // namespace
+
+TEST_CASE("by default NVMe is governed, IRQ-less loop is not, poll queues are left out") {
+    Governor g(machine(), default_config(), declared_costs(machine()));
+    REQUIRE(g.devices().size() == 1);
+    CHECK(g.devices()[0].name == "nvme0n1");
+    CHECK(g.devices()[0].queues.size() == 2);
+    CHECK(g.stat_sources() == std::vector<std::string>{"nvme0n1"});
+    CHECK(g.watched_devs() == std::vector<std::uint32_t>{259u << 20});
+}
+
+TEST_CASE("a [[device]] entry brings an IRQ-less disk under governance") {
+    Config config = default_config();
+    DeviceRule rule;
+    rule.match.name = "loop*";
+    rule.origin = "t.toml:1:1";
+    config.devices.push_back(rule);
+    Governor g(machine(), config, declared_costs(machine()));
+    REQUIRE(g.devices().size() == 2);
+    CHECK(g.devices()[1].name == "loop0");
+    CHECK(g.devices()[1].rule == "t.toml:1:1");
+}
+
+TEST_CASE("IRQ activity holds exactly the completion CPU of that queue, then lingers out") {
+    Governor g(machine(), default_config(), declared_costs(machine()));
+    CHECK(g.observe(sample(0, 0, 0, 0), t0)); // baseline
+    CHECK_FALSE(g.any_active());
+    // 2000 completions in 200 ms summed: a 100 us mean, so 10 us may be spent
+    // waking: C6 (170) is excluded, C1E (4) kept.
+    CHECK(g.observe(sample(2000, 0, 2000, 200), t0 + 5ms));
+    CHECK(g.any_active());
+    REQUIRE(g.devices()[0].latency.mean_us());
+    CHECK(*g.devices()[0].latency.mean_us() == doctest::Approx(100.0));
+    Holds h = g.holds();
+    REQUIRE(h.percpu.size() == 1);
+    CHECK(h.percpu.at(0).limit == LatencyLimit{4});
+    CHECK(h.percpu.at(0).held_for == std::vector<QueueKey>{{"nvme0n1", 0}});
+    // No new interrupt: held through the linger (3 ms), released after it.
+    CHECK_FALSE(g.observe(sample(2000, 0, 2000, 200), t0 + 7ms));
+    CHECK(g.any_active());
+    CHECK(g.observe(sample(2000, 0, 2000, 200), t0 + 9ms));
+    CHECK_FALSE(g.any_active());
+    CHECK(g.holds().percpu.empty());
+}
+
+TEST_CASE("an active queue stays held while its device has IO in flight") {
+    Governor g(machine(), default_config(), declared_costs(machine()));
+    g.observe(sample(0, 0, 0, 0), t0);
+    g.observe(sample(0, 5, 5, 1, 1), t0 + 5ms);
+    CHECK(g.holds().percpu.count(1));
+    g.observe(sample(0, 5, 5, 1, 1), t0 + 50ms); // a slow request, still in flight
+    CHECK(g.holds().percpu.count(1));
+    g.observe(sample(0, 5, 6, 2, 0), t0 + 60ms);
+    CHECK(g.holds().percpu.empty());
+}
+
+TEST_CASE("a request event activates the queue its CPU submits to, before any sample") {
+    Governor g(machine(), default_config(), declared_costs(machine()));
+    g.observe(sample(0, 0, 0, 0), t0);
+    CHECK_FALSE(g.on_request_issued(7u << 20, 1, t0 + 1ms)); // another device
+    CHECK(g.on_request_issued(259u << 20, 1, t0 + 1ms));
+    Holds h = g.holds();
+    REQUIRE(h.percpu.size() == 1);
+    // No latency observed yet: the pcie default (80 us) allows 8 us, so C1E stays.
+    CHECK(h.percpu.at(1).limit == LatencyLimit{4});
+    CHECK_FALSE(g.on_request_issued(259u << 20, 1, t0 + 2ms)); // already active
+}
+
+TEST_CASE("the global backend holds the strictest active limit once, for all CPUs") {
+    Config config = default_config();
+    config.defaults.backend = Backend::global;
+    config.defaults.mode = Mode::fixed;
+    config.defaults.limit_us = 20;
+    Governor g(machine(), config, declared_costs(machine()));
+    g.observe(sample(0, 0, 0, 0), t0);
+    g.observe(sample(3, 3, 6, 1), t0 + 5ms);
+    Holds h = g.holds();
+    CHECK(h.percpu.empty());
+    CHECK(h.global == LatencyLimit{20});
+    CHECK(h.global_for == std::vector<QueueKey>{{"nvme0n1", 0}, {"nvme0n1", 1}});
+}
+
+TEST_CASE("a multipath path disk is sampled through its head") {
+    Topology t = machine();
+    t.devices[0].name = "nvme1c1n1";
+    t.devices[0].dev = "";
+    t.devices[0].hidden = true;
+    t.devices[0].multipath_head = "nvme1n1";
+    Governor g(t, default_config(), declared_costs(t));
+    CHECK(g.stat_sources() == std::vector<std::string>{"nvme1n1"});
+    REQUIRE(g.watched_devs().size() == 1);
+    CHECK(g.watched_devs()[0] == 0); // hidden disks show dev 0
+}
