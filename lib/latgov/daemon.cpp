@@ -1,5 +1,7 @@
 #include "latgov/daemon.hpp"
 
+#include "latgov/calibrate.hpp"
+#include "latgov/calibration.hpp"
 #include "latgov/config.hpp"
 #include "latgov/governor.hpp"
 #include "latgov/io_events.hpp"
@@ -9,8 +11,10 @@
 #include "latgov/topology_json.hpp"
 
 #include <algorithm>
+#include <atomic>
 #include <csignal>
 #include <cstdlib>
+#include <fstream>
 #include <linux/magic.h>
 #include <memory>
 #include <optional>
@@ -137,6 +141,8 @@ class Daemon {
     std::filesystem::path journal_path() const { return config_.daemon.runtime_dir / "journal"; }
     std::filesystem::path status_path() const { return config_.daemon.runtime_dir / "status.json"; }
     bool rescan();
+    std::map<int, std::vector<IdleCost>> costs();
+    void calibrate_if_missing();
     void tick(SteadyTime now);
     void apply(const Holds& holds, SteadyTime now);
     void write_status(SteadyTime now);
@@ -169,11 +175,60 @@ class Daemon {
     std::string events_state_ = "off";
     // Onset delays (request issued -> constraint written), newest last.
     std::vector<double> onset_us_;
+    std::string cost_source_ = "declared";
 };
 
 // While idle with IO events armed, the daemon still wakes this often for
 // housekeeping (CPU hotplug check, watchdog): far below 1/s.
 constexpr std::chrono::seconds housekeeping_interval{10};
+
+// Measured wake-up costs when a calibration of this very machine exists,
+// the kernel's declared exit latencies otherwise.
+std::map<int, std::vector<IdleCost>> Daemon::costs() {
+    const auto& path = config_.daemon.calibration_file;
+    std::optional<Calibration> calibration;
+    std::string why;
+    if (!std::filesystem::exists(path)) {
+        why = "no calibration at " + path.string();
+    } else if (auto loaded = load_calibration(path); !loaded) {
+        why = "unreadable calibration: " + loaded.error().message;
+        spdlog::warn("Failed to load {}: {}; using declared exit latencies", path.string(),
+                     loaded.error().message);
+    } else if (loaded->machine != read_machine_identity(root_, topology_)) {
+        why = "calibration at " + path.string() + " is for another machine or kernel";
+        spdlog::warn("{}: recalibrate with `latgov calibrate`", why);
+    } else {
+        calibration = std::move(*loaded);
+    }
+    auto result = idle_costs(topology_, calibration ? &*calibration : nullptr, cost_source_);
+    if (!calibration)
+        cost_source_ = "declared (" + why + ")";
+    return result;
+}
+
+void Daemon::calibrate_if_missing() {
+    if (!config_.daemon.calibrate_on_start ||
+        std::filesystem::exists(config_.daemon.calibration_file))
+        return;
+    spdlog::info("no calibration at {}: measuring idle-state costs (calibrate_on_start)",
+                 config_.daemon.calibration_file.string());
+    sd_notify(0, "STATUS=Calibrating idle-state costs\nEXTEND_TIMEOUT_USEC=60000000");
+    CalibrateOptions options;
+    options.runtime_dir = config_.daemon.runtime_dir;
+    options.max_time = std::chrono::seconds(20);
+    std::atomic<bool> stop{false};
+    auto calibration = run_calibration(root_, options, stop);
+    if (!calibration) {
+        spdlog::warn("Failed to calibrate, using declared exit latencies: {}",
+                     calibration.error().message);
+        return;
+    }
+    std::error_code ec;
+    std::filesystem::create_directories(config_.daemon.calibration_file.parent_path(), ec);
+    std::ofstream out(config_.daemon.calibration_file);
+    if (!(out << format_calibration(*calibration)))
+        spdlog::warn("Failed to write {}", config_.daemon.calibration_file.string());
+}
 
 bool Daemon::rescan() {
     auto topology = discover_topology(root_);
@@ -184,7 +239,7 @@ bool Daemon::rescan() {
     topology_ = std::move(*topology);
     for (const auto& w : topology_.warnings)
         spdlog::warn("{}", w);
-    governor_ = std::make_unique<Governor>(topology_, config_, declared_costs(topology_));
+    governor_ = std::make_unique<Governor>(topology_, config_, costs());
     auto sampler = IoSampler::open(root_, governor_->stat_sources());
     if (!sampler) {
         spdlog::error("Failed to open IO statistics: {}", sampler.error().message);
@@ -293,7 +348,7 @@ void Daemon::apply(const Holds& holds, SteadyTime now) {
 }
 
 void Daemon::write_status(SteadyTime now) {
-    StatusInput input{*governor_, holds_, percpu_, global_, topology_, "declared", now};
+    StatusInput input{*governor_, holds_, percpu_, global_, topology_, cost_source_, now};
     auto status = build_status(input);
     status["io_events"] = events_state_;
     nlohmann::ordered_json onset = {{"count", onset_us_.size()}};
@@ -426,8 +481,13 @@ int Daemon::run() {
     // A run that was killed may have left values behind: put them back first.
     if (auto restored = restore_journal(root_, journal_path(), log_warning); !restored)
         spdlog::error("{}", restored.error().message);
+    if (auto topology = discover_topology(root_); topology) {
+        topology_ = std::move(*topology);
+        calibrate_if_missing();
+    }
     if (!rescan())
         return 1;
+    spdlog::info("idle-state costs: {}", cost_source_);
     fmt::print(stderr, "{}", format_topology_table(topology_));
 
     sigset_t mask;

@@ -1,0 +1,250 @@
+#include "latgov/calibrate.hpp"
+
+#include "latgov/config.hpp"
+#include "latgov/fd.hpp"
+#include "latgov/governor.hpp"
+#include "latgov/qos.hpp"
+
+#include <algorithm>
+#include <cerrno>
+#include <ctime>
+#include <fcntl.h>
+#include <fstream>
+#include <liburing.h>
+#include <linux/fs.h>
+#include <nlohmann/json.hpp>
+#include <random>
+#include <sched.h>
+#include <signal.h>
+#include <sys/ioctl.h>
+#include <sys/stat.h>
+#include <sys/sysmacros.h>
+#include <thread>
+
+namespace latgov {
+
+namespace {
+
+double now_us() {
+    timespec ts{};
+    ::clock_gettime(CLOCK_MONOTONIC, &ts);
+    return static_cast<double>(ts.tv_sec) * 1e6 + static_cast<double>(ts.tv_nsec) / 1e3;
+}
+
+// latgovd writes the same per-CPU slots: the two must not run together.
+std::optional<int> running_daemon(const std::filesystem::path& runtime_dir) {
+    std::ifstream in(runtime_dir / "status.json");
+    if (!in)
+        return std::nullopt;
+    auto status = nlohmann::json::parse(in, nullptr, false);
+    if (status.is_discarded() || !status.contains("pid"))
+        return std::nullopt;
+    const int pid = status["pid"].get<int>();
+    if (pid > 0 && ::kill(pid, 0) == 0)
+        return pid;
+    return std::nullopt;
+}
+
+class Ring {
+  public:
+    explicit Ring(unsigned depth) { ok_ = io_uring_queue_init(depth, &ring_, 0) == 0; }
+    ~Ring() {
+        if (ok_)
+            io_uring_queue_exit(&ring_);
+    }
+    Ring(const Ring&) = delete;
+    Ring& operator=(const Ring&) = delete;
+    bool ok() const { return ok_; }
+
+    // One read at QD1; its completion latency in microseconds.
+    Result<double> read(int fd, void* buffer, unsigned size, std::uint64_t offset) {
+        io_uring_sqe* sqe = io_uring_get_sqe(&ring_);
+        if (!sqe) // cannot happen at QD1, but the compiler cannot know
+            return make_error("io_uring submission queue full");
+        io_uring_prep_read(sqe, fd, buffer, size, offset);
+        const double start = now_us();
+        io_uring_submit(&ring_);
+        io_uring_cqe* cqe = nullptr;
+        int rc;
+        while ((rc = io_uring_wait_cqe(&ring_, &cqe)) == -EINTR) {
+        }
+        const double end = now_us();
+        if (rc < 0)
+            return make_error("io_uring_wait_cqe: " + errno_message(-rc));
+        const int res = cqe->res;
+        io_uring_cqe_seen(&ring_, cqe);
+        if (res < 0)
+            return make_error("read: " + errno_message(-res));
+        return end - start;
+    }
+
+  private:
+    io_uring ring_{};
+    bool ok_ = false;
+};
+
+// The disk a file lives on: /sys/dev/block/MAJ:MIN, or its parent for a
+// partition.
+Result<std::string> disk_of_file(const SysRoot& root, const std::filesystem::path& file) {
+    struct stat st {};
+    if (::stat(file.c_str(), &st) != 0)
+        return make_error("Failed to stat " + file.string() + ": " + errno_message(errno));
+    const std::string link = "/sys/dev/block/" + std::to_string(major(st.st_dev)) + ":" +
+                             std::to_string(minor(st.st_dev));
+    auto target = root.read_link(link);
+    if (!target)
+        return make_error(file.string() + " is not on a block device (" + target.error().message +
+                          ")");
+    std::filesystem::path path(*target);
+    if (root.exists(link + "/partition"))
+        path = path.parent_path();
+    return path.filename().string();
+}
+
+} // namespace
+
+Result<Calibration> run_calibration(const SysRoot& root, const CalibrateOptions& options,
+                                    const std::atomic<bool>& stop) {
+    if (auto pid = running_daemon(options.runtime_dir))
+        return make_error("latgovd (pid " + std::to_string(*pid) +
+                          ") is running and writes the same per-CPU limits: stop it first");
+    auto topology = discover_topology(root);
+    if (!topology)
+        return topology.error();
+    std::string disk_name = options.device;
+    if (!options.file.empty()) {
+        auto disk = disk_of_file(root, options.file);
+        if (!disk)
+            return disk.error();
+        if (!disk_name.empty() && disk_name != *disk)
+            return make_error(options.file.string() + " is on " + *disk + ", not " + disk_name);
+        disk_name = *disk;
+    }
+    Governor governor(*topology, default_config(), declared_costs(*topology));
+    const GovernedDevice* device = nullptr;
+    for (const auto& d : governor.devices())
+        if (!device && (disk_name.empty() || d.name == disk_name))
+            device = &d;
+    if (!device)
+        return make_error(options.device.empty()
+                              ? "no disk with per-queue IRQs to probe"
+                              : "Device " + options.device + " has no queue with an IRQ to probe");
+    // The queue and CPUs: the one completing on the chosen CPU, submitted to
+    // from another CPU when possible, so the completion CPU idles between IOs.
+    const GovernedQueue* queue = nullptr;
+    for (const auto& q : device->queues)
+        if (!queue && !q.cpus.empty() && (!options.cpu || q.cpus.front() == *options.cpu))
+            queue = &q;
+    if (!queue)
+        return make_error("no queue of " + device->name + " completes on cpu " +
+                          std::to_string(options.cpu.value_or(-1)));
+    Calibration c;
+    c.device = device->name;
+    c.cpu = queue->cpus.front();
+    c.submit_cpu = queue->submit_cpus.empty() ? c.cpu : queue->submit_cpus.front();
+    for (int cpu : queue->submit_cpus)
+        if (cpu != c.cpu) {
+            c.submit_cpu = cpu;
+            break;
+        }
+    c.rounds = options.rounds;
+    c.ios_per_level = options.ios_per_level;
+    c.machine = read_machine_identity(root, *topology);
+    const Cpu* cpu = topology->cpu(c.cpu);
+    if (!cpu)
+        return make_error("cpu " + std::to_string(c.cpu) + " is not online");
+    if (cpu->resume_latency)
+        return make_error("cpu " + std::to_string(c.cpu) + " already holds a limit (" +
+                          format_resume_latency(cpu->resume_latency) +
+                          "): someone else governs it");
+    c.levels = calibration_levels(
+        *cpu, idle_governor_kind(topology->cpuidle_driver, topology->cpuidle_governor));
+    for (const auto& s : cpu->idle_states)
+        if (!s.disabled)
+            c.states.push_back({s.name, s.exit_latency_us, 0});
+
+    const auto path = options.file.empty() ? root.resolve("/dev/" + c.device) : options.file;
+    Fd fd(::open(path.c_str(), O_RDONLY | O_DIRECT | O_CLOEXEC));
+    if (!fd)
+        return make_error(
+            "Failed to open " + path.string() + ": " + errno_message(errno) +
+            (options.file.empty() ? " (--file reads a file on the disk instead)" : ""));
+    std::uint64_t size = 0;
+    struct stat st {};
+    if (!options.file.empty() && ::fstat(fd.get(), &st) == 0)
+        size = static_cast<std::uint64_t>(st.st_size);
+    else if (options.file.empty())
+        ::ioctl(fd.get(), BLKGETSIZE64, &size);
+    if (size < (1u << 20))
+        return make_error(path.string() + " is smaller than 1 MiB, too small to probe");
+    cpu_set_t set;
+    CPU_ZERO(&set);
+    CPU_SET(static_cast<unsigned>(c.submit_cpu), &set);
+    ::sched_setaffinity(0, sizeof set, &set);
+    Ring ring(4);
+    if (!ring.ok())
+        return make_error("Failed to set up io_uring");
+    constexpr unsigned block = 4096;
+    void* buffer = nullptr;
+    if (::posix_memalign(&buffer, block, block) != 0)
+        return make_error("out of memory");
+    std::unique_ptr<void, decltype(&std::free)> owned(buffer, std::free);
+    std::mt19937_64 rng(42);
+    std::uniform_int_distribution<std::uint64_t> pick(0, size / block - 1);
+
+    std::error_code ec;
+    std::filesystem::create_directories(options.runtime_dir, ec);
+    std::string log_lines;
+    PerCpuHolder holder(root, options.runtime_dir / "journal",
+                        [&](const std::string& line) { log_lines += line + "\n"; });
+    const auto deadline = std::chrono::steady_clock::now() + options.max_time;
+    Result<void> outcome;
+    for (int i = 0; i < 100 && outcome.ok(); ++i) // warm-up
+        if (auto r = ring.read(fd.get(), buffer, block, pick(rng) * block); !r)
+            outcome = r.error();
+    for (int round = 0; round < c.rounds && outcome.ok(); ++round) {
+        for (size_t k = 0; k < c.levels.size() && outcome.ok(); ++k) {
+            // Rotate the order each round so drift hits every level alike.
+            auto& level = c.levels[(k + static_cast<size_t>(round)) % c.levels.size()];
+            std::map<int, LatencyLimit> wanted;
+            if (level.limit)
+                wanted[c.cpu] = level.limit;
+            holder.apply(wanted, std::chrono::steady_clock::now());
+            std::vector<double> samples;
+            for (int i = 0; i < c.ios_per_level; ++i) {
+                if (stop.load()) {
+                    outcome = make_error("interrupted");
+                    break;
+                }
+                if (std::chrono::steady_clock::now() > deadline) {
+                    outcome = make_error("time bound reached");
+                    break;
+                }
+                auto latency = ring.read(fd.get(), buffer, block, pick(rng) * block);
+                if (!latency) {
+                    outcome = latency.error();
+                    break;
+                }
+                samples.push_back(*latency);
+            }
+            std::vector<double> sorted = samples;
+            std::sort(sorted.begin(), sorted.end());
+            if (!sorted.empty())
+                level.round_medians_us.push_back(sorted[sorted.size() / 2]);
+            level.samples_us.insert(level.samples_us.end(), samples.begin(), samples.end());
+        }
+    }
+    holder.release_all();
+    if (!outcome)
+        return make_error("Calibration stopped (" + outcome.error().message +
+                          "); every value was put back" +
+                          (log_lines.empty() ? "" : ":\n" + log_lines));
+    std::time_t t = std::time(nullptr);
+    char date[32];
+    std::strftime(date, sizeof date, "%Y-%m-%dT%H:%M:%SZ", std::gmtime(&t));
+    c.date = date;
+    summarize(c);
+    return c;
+}
+
+} // namespace latgov
