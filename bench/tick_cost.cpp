@@ -513,41 +513,6 @@ Stats time_each(int reps, F body) {
     return summarize(std::move(us));
 }
 
-// parse_stat_intr's algorithm (lib/latgov/parse.cpp) step for step, filling
-// `out`. Fresh each call, it is what the sampler does; reused across calls,
-// the difference is the cost of building a new vector every tick.
-bool parse_intr_into(std::string_view proc_stat, std::vector<std::uint64_t>& out) {
-    size_t pos = 0;
-    while (pos < proc_stat.size()) {
-        size_t end = proc_stat.find('\n', pos);
-        if (end == std::string_view::npos)
-            end = proc_stat.size();
-        auto line = proc_stat.substr(pos, end - pos);
-        if (line.starts_with("intr ")) {
-            out.clear();
-            bool total_skipped = false;
-            size_t p = 5;
-            while (p < line.size()) {
-                size_t e = line.find(' ', p);
-                if (e == std::string_view::npos)
-                    e = line.size();
-                auto field = line.substr(p, e - p);
-                std::uint64_t v = 0;
-                auto [ptr, ec] = std::from_chars(field.data(), field.data() + field.size(), v);
-                if (field.empty() || ec != std::errc{} || ptr != field.data() + field.size())
-                    return false;
-                if (total_skipped)
-                    out.push_back(v);
-                total_skipped = true;
-                p = e + 1;
-            }
-            return total_skipped;
-        }
-        pos = end + 1;
-    }
-    return false;
-}
-
 // Did discovery find every generated controller, namespace and queue?
 bool check_topology(const Topology& topo, const Machine& m, const Governor& governor) {
     bool ok = true;
@@ -779,20 +744,10 @@ int run(const Options& opt) {
               }));
     if (auto text = stat_file->read())
         synthetic_text = std::string(*text);
+    std::vector<std::uint64_t> counts;
     print_row("parse_stat_intr", time_each(reps, [&] {
-                  auto counts = parse_stat_intr(synthetic_text);
-                  if (counts)
-                      sink = sink + counts->size();
-              }));
-    print_row("  copy, fresh vector", time_each(reps, [&] {
-                  std::vector<std::uint64_t> fresh;
-                  if (parse_intr_into(synthetic_text, fresh))
-                      sink = sink + fresh.size();
-              }));
-    std::vector<std::uint64_t> reused;
-    print_row("  copy, reused vector", time_each(reps, [&] {
-                  if (parse_intr_into(synthetic_text, reused))
-                      sink = sink + reused.size();
+                  if (parse_stat_intr(synthetic_text, counts))
+                      sink = sink + counts.size();
               }));
     std::vector<PreadFile> disk_files;
     for (const auto& name : governor.stat_sources())
@@ -897,10 +852,9 @@ int run(const Options& opt) {
                   }));
     size_t live_irqs = 0;
     print_row("parse_stat_intr", time_each(reps, [&] {
-                  auto counts = parse_stat_intr(live_text);
-                  if (counts) {
-                      live_irqs = counts->size();
-                      sink = sink + counts->size();
+                  if (parse_stat_intr(live_text, counts)) {
+                      live_irqs = counts.size();
+                      sink = sink + counts.size();
                   }
               }));
     std::printf("  live /proc/stat: %zu bytes, %zu IRQs in intr\n", live_text.size(), live_irqs);

@@ -15,6 +15,20 @@ std::string_view trim(std::string_view text) {
     return text.substr(first, last - first + 1);
 }
 
+std::vector<std::string_view> split(std::string_view text, char separator) {
+    std::vector<std::string_view> pieces;
+    size_t start = 0;
+    for (;;) {
+        size_t end = text.find(separator, start);
+        if (end == std::string_view::npos) {
+            pieces.push_back(text.substr(start));
+            return pieces;
+        }
+        pieces.push_back(text.substr(start, end - start));
+        start = end + 1;
+    }
+}
+
 namespace {
 
 template <typename T>
@@ -38,12 +52,8 @@ Result<CpuSet> parse_cpu_list(std::string_view text) {
     text = trim(text);
     if (text.empty())
         return cpus;
-    size_t start = 0;
-    while (start <= text.size()) {
-        size_t comma = text.find(',', start);
-        if (comma == std::string_view::npos)
-            comma = text.size();
-        auto item = trim(text.substr(start, comma - start));
+    for (auto piece : split(text, ',')) {
+        auto item = trim(piece);
         auto dash = item.find('-');
         int lo = 0;
         int hi = 0;
@@ -59,7 +69,6 @@ Result<CpuSet> parse_cpu_list(std::string_view text) {
             return make_error("bad CPU range " + quoted(item) + " in list " + quoted(text));
         for (int cpu = lo; cpu <= hi; ++cpu)
             cpus.push_back(cpu);
-        start = comma + 1;
     }
     std::sort(cpus.begin(), cpus.end());
     cpus.erase(std::unique(cpus.begin(), cpus.end()), cpus.end());
@@ -158,53 +167,34 @@ Result<BlockStat> parse_block_stat(std::string_view text) {
     return s;
 }
 
-Result<std::vector<std::uint64_t>> parse_stat_intr(std::string_view proc_stat) {
-    size_t pos = 0;
-    while (pos < proc_stat.size()) {
-        size_t end = proc_stat.find('\n', pos);
-        if (end == std::string_view::npos)
-            end = proc_stat.size();
-        auto line = proc_stat.substr(pos, end - pos);
-        if (line.starts_with("intr ")) {
-            std::vector<std::uint64_t> counts;
-            bool total_skipped = false;
-            size_t p = 5;
-            while (p < line.size()) {
-                size_t e = line.find(' ', p);
-                if (e == std::string_view::npos)
-                    e = line.size();
-                std::uint64_t v = 0;
-                if (!parse_whole(line.substr(p, e - p), v))
-                    return make_error("bad count " + quoted(line.substr(p, e - p)) +
-                                      " in intr line");
-                if (total_skipped)
-                    counts.push_back(v);
-                total_skipped = true;
-                p = e + 1;
-            }
-            if (!total_skipped)
-                return make_error("empty intr line");
-            return counts;
+Result<void> parse_stat_intr(std::string_view proc_stat, std::vector<std::uint64_t>& counts) {
+    for (auto line : split(proc_stat, '\n')) {
+        if (!line.starts_with("intr "))
+            continue;
+        counts.clear();
+        bool total_skipped = false; // the first number is the sum of all
+        for (auto field : split(trim(line.substr(5)), ' ')) {
+            std::uint64_t v = 0;
+            if (!parse_whole(field, v))
+                return make_error("bad count " + quoted(field) + " in intr line");
+            if (total_skipped)
+                counts.push_back(v);
+            total_skipped = true;
         }
-        pos = end + 1;
+        return {};
     }
     return make_error("no intr line");
 }
 
 Result<std::uint64_t> parse_tags_busy(std::string_view text) {
-    size_t pos = 0;
-    while (pos < text.size()) {
-        size_t end = text.find('\n', pos);
-        if (end == std::string_view::npos)
-            end = text.size();
-        auto line = trim(text.substr(pos, end - pos));
-        if (line.starts_with("busy=")) {
-            auto value = parse_u64(line.substr(5));
-            if (!value)
-                return make_error("bad busy= line: " + value.error().message);
-            return *value;
-        }
-        pos = end + 1;
+    for (auto line : split(text, '\n')) {
+        line = trim(line);
+        if (!line.starts_with("busy="))
+            continue;
+        auto value = parse_u64(line.substr(5));
+        if (!value)
+            return make_error("bad busy= line: " + value.error().message);
+        return *value;
     }
     return make_error("no busy= line");
 }

@@ -20,6 +20,8 @@ using CpuSet = std::vector<int>;
 using LatencyLimit = std::optional<std::uint32_t>;
 
 std::string_view trim(std::string_view text);
+// The pieces between separators, empty ones included ("a,,b" -> a, "", b).
+std::vector<std::string_view> split(std::string_view text, char separator);
 
 // "0-3,8,10-11" (sysfs lists) and "0, 1, 2" (blk-mq cpu_list). Empty is the
 // empty set.
@@ -52,8 +54,9 @@ struct BlockStat {
 };
 Result<BlockStat> parse_block_stat(std::string_view text);
 
-// The "intr" line of /proc/stat: per-IRQ totals since boot, indexed by IRQ.
-Result<std::vector<std::uint64_t>> parse_stat_intr(std::string_view proc_stat);
+// The "intr" line of /proc/stat: per-IRQ totals since boot, indexed by IRQ,
+// into `counts` (reused from tick to tick: no allocation once grown).
+Result<void> parse_stat_intr(std::string_view proc_stat, std::vector<std::uint64_t>& counts);
 
 // debugfs block/<disk>/hctxN/tags: the value of "busy=".
 Result<std::uint64_t> parse_tags_busy(std::string_view text);

@@ -52,10 +52,8 @@ Result<void> IoSampler::sample(IoSample& out) {
     auto text = proc_stat_.read();
     if (!text)
         return text.error();
-    auto irqs = parse_stat_intr(*text);
-    if (!irqs)
-        return make_error("Failed to parse " + proc_stat_.path() + ": " + irqs.error().message);
-    out.irq_counts = std::move(*irqs);
+    if (auto parsed = parse_stat_intr(*text, out.irq_counts); !parsed)
+        return make_error("Failed to parse " + proc_stat_.path() + ": " + parsed.error().message);
     out.devices.resize(device_stats_.size());
     for (size_t i = 0; i < device_stats_.size(); ++i) {
         auto stat_text = device_stats_[i].read();

@@ -1,6 +1,7 @@
 #include "latgov/sysroot.hpp"
 
 #include "latgov/fd.hpp"
+#include "latgov/parse.hpp"
 
 #include <algorithm>
 #include <cerrno>
@@ -14,17 +15,12 @@ namespace latgov {
 
 namespace {
 
+// The non-empty components of a path.
 std::vector<std::string> split_path(std::string_view path) {
     std::vector<std::string> parts;
-    size_t start = 0;
-    while (start <= path.size()) {
-        size_t end = path.find('/', start);
-        if (end == std::string_view::npos)
-            end = path.size();
-        if (end > start)
-            parts.emplace_back(path.substr(start, end - start));
-        start = end + 1;
-    }
+    for (auto part : split(path, '/'))
+        if (!part.empty())
+            parts.emplace_back(part);
     return parts;
 }
 

@@ -179,16 +179,10 @@ std::map<std::string, int> read_irq_names(const SysRoot& root, std::vector<std::
         auto actions = root.read("/sys/kernel/irq/" + entry + "/actions");
         if (!actions)
             continue; // IRQ freed while we looked
-        std::string_view list = trim(*actions);
-        size_t start = 0;
-        while (start < list.size()) {
-            size_t comma = list.find(',', start);
-            if (comma == std::string_view::npos)
-                comma = list.size();
-            auto name = trim(list.substr(start, comma - start));
+        for (auto piece : split(trim(*actions), ',')) {
+            auto name = trim(piece);
             if (!name.empty())
                 by_name.emplace(std::string(name), *number);
-            start = comma + 1;
         }
     }
     return by_name;

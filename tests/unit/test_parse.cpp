@@ -73,11 +73,17 @@ TEST_CASE("block stat fields") {
 }
 
 TEST_CASE("the intr line of /proc/stat gives per-IRQ totals") {
-    auto counts = parse_stat_intr("cpu  1 2 3\nintr 100 0 7 93\nctxt 5\n");
-    REQUIRE(counts);
-    CHECK(*counts == std::vector<std::uint64_t>{0, 7, 93});
-    CHECK_FALSE(parse_stat_intr("cpu 1 2\n"));
-    CHECK_FALSE(parse_stat_intr("intr 1 x\n"));
+    std::vector<std::uint64_t> counts{4, 4, 4, 4, 4};
+    REQUIRE(parse_stat_intr("cpu  1 2 3\nintr 100 0 7 93\nctxt 5\n", counts));
+    CHECK(counts == std::vector<std::uint64_t>{0, 7, 93});
+    CHECK_FALSE(parse_stat_intr("cpu 1 2\n", counts));
+    CHECK_FALSE(parse_stat_intr("intr 1 x\n", counts));
+    CHECK_FALSE(parse_stat_intr("intr 1  2\n", counts));
+}
+
+TEST_CASE("split keeps empty pieces") {
+    CHECK(split("a,,b", ',') == std::vector<std::string_view>{"a", "", "b"});
+    CHECK(split("", ',') == std::vector<std::string_view>{""});
 }
 
 TEST_CASE("debugfs tags busy=") {
