@@ -34,8 +34,9 @@ constexpr Choice<std::string_view> log_levels[] = {
     {"trace", "trace"}, {"debug", "debug"}, {"info", "info"}, {"warn", "warn"}, {"error", "error"}};
 
 constexpr std::string_view daemon_keys[] = {
-    "sample_interval_ms", "idle_interval_ms", "status_interval_ms", "runtime_dir",
-    "calibration_file",   "log_level",        "io_events",          "calibrate_on_start"};
+    "sample_interval_ms", "idle_interval_ms",   "status_interval_ms",
+    "runtime_dir",        "calibration_file",   "log_level",
+    "io_events",          "calibrate_on_start", "queue_inflight"};
 constexpr std::string_view policy_keys[] = {
     "mode",         "backend",      "limit_us",  "latency_fraction",
     "min_limit_us", "max_limit_us", "linger_ms", "min_samples"};
@@ -308,6 +309,7 @@ void read_daemon(Section& section, DaemonSettings& daemon) {
     if (auto level = section.choice("log_level", log_levels))
         daemon.log_level = std::string(*level);
     daemon.io_events = section.boolean("io_events").value_or(daemon.io_events);
+    daemon.queue_inflight = section.boolean("queue_inflight").value_or(daemon.queue_inflight);
     daemon.calibrate_on_start =
         section.boolean("calibrate_on_start").value_or(daemon.calibrate_on_start);
 }

@@ -73,6 +73,10 @@ struct DaemonSettings {
     // tracepoint event); off, or where perf events are refused, idle
     // sampling every idle_interval takes over.
     bool io_events = true;
+    // Read each governed queue's in-flight count from debugfs every tick
+    // (hctxN/tags busy=), so a queue with a slow request in flight stays
+    // active; each read takes a queue mutex in the kernel, hence opt-in.
+    bool queue_inflight = false;
     // Run `latgov calibrate` at start when no calibration file exists.
     bool calibrate_on_start = false;
 };

@@ -240,7 +240,14 @@ bool Daemon::rescan() {
     for (const auto& w : topology_.warnings)
         spdlog::warn("{}", w);
     governor_ = std::make_unique<Governor>(topology_, config_, costs());
-    auto sampler = IoSampler::open(root_, governor_->stat_sources());
+    auto sampler = IoSampler::open(root_, governor_->stat_sources(),
+                                   config_.daemon.queue_inflight ? governor_->queue_tags()
+                                                                 : std::vector<QueueTags>{});
+    if (!sampler && config_.daemon.queue_inflight) {
+        spdlog::warn("Failed to open per-queue in-flight counts ({}); using device counts",
+                     sampler.error().message);
+        sampler = IoSampler::open(root_, governor_->stat_sources());
+    }
     if (!sampler) {
         spdlog::error("Failed to open IO statistics: {}", sampler.error().message);
         return false;

@@ -98,6 +98,7 @@ bool Governor::observe(const IoSample& sample, TimePoint now) {
             return 0;
         return sample.irq_counts[i] - before.irq_counts[i];
     };
+    size_t tag_index = 0; // queue_busy follows queue_tags(): device by device, queue by queue
     for (auto& device : devices_) {
         auto pos = std::find(stat_sources_.begin(), stat_sources_.end(), device.stat_source);
         auto s = static_cast<size_t>(pos - stat_sources_.begin());
@@ -115,6 +116,9 @@ bool Governor::observe(const IoSample& sample, TimePoint now) {
                     irq_delta(*queue.irq) > 0 || (queue.activity.active && now_stat.in_flight > 0);
             else
                 io_seen = busy;
+            if (tag_index < sample.queue_busy.size() && sample.queue_busy[tag_index] > 0)
+                io_seen = true; // requests in flight on this very queue
+            ++tag_index;
             if (update_activity(queue.activity, io_seen, now, device.policy.linger) !=
                 Transition::none)
                 changed = true;
@@ -144,6 +148,14 @@ bool Governor::on_request_issued(std::uint32_t dev, int cpu, TimePoint now) {
         }
     }
     return activated;
+}
+
+std::vector<QueueTags> Governor::queue_tags() const {
+    std::vector<QueueTags> tags;
+    for (const auto& d : devices_)
+        for (const auto& q : d.queues)
+            tags.push_back({d.name, q.index});
+    return tags;
 }
 
 std::vector<std::uint32_t> Governor::watched_devs() const {

@@ -70,6 +70,9 @@ class Governor {
     const std::vector<GovernedDevice>& devices() const { return devices_; }
     // The disks whose stat files the sampler must read, in sample order.
     const std::vector<std::string>& stat_sources() const { return stat_sources_; }
+    // Every governed queue in order, for per-queue in-flight counts; a sample
+    // whose queue_busy is filled in this order keeps busy queues active.
+    std::vector<QueueTags> queue_tags() const;
 
     // True when what the CPUs should hold may have changed (a queue went
     // active or idle, or a device's limit moved): only then is holds() due.

@@ -34,7 +34,8 @@ Result<std::string_view> PreadFile::read() {
     return std::string_view(buffer_.data(), total);
 }
 
-Result<IoSampler> IoSampler::open(const SysRoot& root, const std::vector<std::string>& devices) {
+Result<IoSampler> IoSampler::open(const SysRoot& root, const std::vector<std::string>& devices,
+                                  const std::vector<QueueTags>& queues) {
     auto proc_stat = PreadFile::open(root, "/proc/stat");
     if (!proc_stat)
         return proc_stat.error();
@@ -45,7 +46,15 @@ Result<IoSampler> IoSampler::open(const SysRoot& root, const std::vector<std::st
             return file.error();
         stats.push_back(std::move(*file));
     }
-    return IoSampler(std::move(*proc_stat), std::move(stats));
+    std::vector<PreadFile> tags;
+    for (const auto& q : queues) {
+        auto file = PreadFile::open(root, "/sys/kernel/debug/block/" + q.disk + "/hctx" +
+                                              std::to_string(q.hctx) + "/tags");
+        if (!file)
+            return file.error();
+        tags.push_back(std::move(*file));
+    }
+    return IoSampler(std::move(*proc_stat), std::move(stats), std::move(tags));
 }
 
 Result<void> IoSampler::sample(IoSample& out) {
@@ -64,6 +73,17 @@ Result<void> IoSampler::sample(IoSample& out) {
             return make_error("Failed to parse " + device_stats_[i].path() + ": " +
                               stat.error().message);
         out.devices[i] = *stat;
+    }
+    out.queue_busy.resize(queue_tags_.size());
+    for (size_t i = 0; i < queue_tags_.size(); ++i) {
+        auto tags = queue_tags_[i].read();
+        if (!tags)
+            return tags.error();
+        auto busy = parse_tags_busy(*tags);
+        if (!busy)
+            return make_error("Failed to parse " + queue_tags_[i].path() + ": " +
+                              busy.error().message);
+        out.queue_busy[i] = *busy;
     }
     return {};
 }

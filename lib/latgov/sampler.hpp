@@ -31,21 +31,36 @@ class PreadFile {
 struct IoSample {
     std::vector<std::uint64_t> irq_counts; // indexed by IRQ number
     std::vector<BlockStat> devices;        // parallel to the sampler's device list
+    // Requests in flight per hardware queue (debugfs hctxN/tags busy=),
+    // parallel to the sampler's queue list; empty when not read.
+    std::vector<std::uint64_t> queue_busy;
+};
+
+// A hardware queue whose debugfs tags file is read every tick.
+struct QueueTags {
+    std::string disk;
+    int hctx = 0;
 };
 
 class IoSampler {
   public:
-    // `devices`: disk names whose /sys/block/<d>/stat is read every tick.
-    static Result<IoSampler> open(const SysRoot& root, const std::vector<std::string>& devices);
+    // `devices`: disk names whose /sys/block/<d>/stat is read every tick;
+    // `queues`: hardware queues whose debugfs tags are read too (each read
+    // takes the queue's mutex in the kernel: opt-in).
+    static Result<IoSampler> open(const SysRoot& root, const std::vector<std::string>& devices,
+                                  const std::vector<QueueTags>& queues = {});
     // Fails when a file cannot be read any more (a device went away): the
     // caller rescans the topology.
     Result<void> sample(IoSample& out);
 
   private:
-    IoSampler(PreadFile proc_stat, std::vector<PreadFile> device_stats)
-        : proc_stat_(std::move(proc_stat)), device_stats_(std::move(device_stats)) {}
+    IoSampler(PreadFile proc_stat, std::vector<PreadFile> device_stats,
+              std::vector<PreadFile> queue_tags)
+        : proc_stat_(std::move(proc_stat)), device_stats_(std::move(device_stats)),
+          queue_tags_(std::move(queue_tags)) {}
     PreadFile proc_stat_;
     std::vector<PreadFile> device_stats_;
+    std::vector<PreadFile> queue_tags_;
 };
 
 } // namespace latgov

@@ -100,6 +100,7 @@ calibration_file = "/tmp/cal.toml"
 log_level = "debug"
 io_events = false
 calibrate_on_start = true
+queue_inflight = true
 
 [defaults]
 mode = "fixed"
@@ -134,6 +135,7 @@ min_samples = 100
     CHECK(config.daemon.log_level == "debug");
     CHECK_FALSE(config.daemon.io_events);
     CHECK(config.daemon.calibrate_on_start);
+    CHECK(config.daemon.queue_inflight);
 
     CHECK(config.defaults.mode == Mode::fixed);
     CHECK(config.defaults.backend == Backend::dry_run);
@@ -159,7 +161,7 @@ min_samples = 100
     CHECK(rule.max_limit_us == 2u);
     CHECK(rule.linger == 9ms);
     CHECK(rule.min_samples == 100u);
-    CHECK(rule.origin == "t.toml:21:1");
+    CHECK(rule.origin == "t.toml:22:1");
     CHECK(config.sources == std::vector<fs::path>{"t.toml"});
 }
 

@@ -168,3 +168,19 @@ TEST_CASE("a multipath path disk is sampled through its head") {
     REQUIRE(g.watched_devs().size() == 1);
     CHECK(g.watched_devs()[0] == 0); // hidden disks show dev 0
 }
+
+TEST_CASE("a queue with requests in flight on it stays active without completions") {
+    Governor g(machine(), default_config(), declared_costs(machine()));
+    REQUIRE(g.queue_tags().size() == 2);
+    CHECK(g.queue_tags()[1].disk == "nvme0n1");
+    CHECK(g.queue_tags()[1].hctx == 1);
+    g.observe(sample(0, 0, 0, 0), t0);
+    IoSample busy = sample(0, 0, 0, 0);
+    busy.queue_busy = {0, 1}; // one request on queue 1, none completed yet
+    g.observe(busy, t0 + 5ms);
+    Holds h = g.holds();
+    REQUIRE(h.percpu.size() == 1);
+    CHECK(h.percpu.count(1) == 1);
+    g.observe(busy, t0 + 100ms);
+    CHECK(g.holds().percpu.count(1) == 1);
+}
