@@ -34,9 +34,9 @@ constexpr Choice<std::string_view> log_levels[] = {
     {"trace", "trace"}, {"debug", "debug"}, {"info", "info"}, {"warn", "warn"}, {"error", "error"}};
 
 constexpr std::string_view daemon_keys[] = {
-    "sample_interval_ms", "idle_interval_ms",   "status_interval_ms",
-    "runtime_dir",        "calibration_file",   "log_level",
-    "io_events",          "calibrate_on_start", "queue_inflight"};
+    "sample_interval_ms", "steady_interval_ms", "idle_interval_ms", "status_interval_ms",
+    "runtime_dir",        "calibration_file",   "log_level",        "io_events",
+    "calibrate_on_start", "queue_inflight"};
 constexpr std::string_view policy_keys[] = {
     "mode",         "backend",      "limit_us",  "latency_fraction",
     "min_limit_us", "max_limit_us", "linger_ms", "min_samples"};
@@ -299,6 +299,8 @@ void read_daemon(Section& section, DaemonSettings& daemon) {
     section.reject_unknown({daemon_keys});
     daemon.sample_interval =
         section.millis("sample_interval_ms", 1, 1'000).value_or(daemon.sample_interval);
+    daemon.steady_interval =
+        section.millis("steady_interval_ms", 1, 1'000).value_or(daemon.steady_interval);
     daemon.idle_interval =
         section.millis("idle_interval_ms", 1, 10'000).value_or(daemon.idle_interval);
     daemon.status_interval =

@@ -62,6 +62,10 @@ struct DeviceRule {
 struct DaemonSettings {
     // Sampling period while any governed queue is active.
     std::chrono::milliseconds sample_interval{5};
+    // Once the set of active queues has not changed for 100 ms, the period
+    // stretches to this (a steady stream needs no 5 ms watch; its end is then
+    // seen within linger + steady_interval).
+    std::chrono::milliseconds steady_interval{20};
     // Sampling period while everything is idle (when no event source wakes us).
     std::chrono::milliseconds idle_interval{50};
     // How often the status file is rewritten while something changes.

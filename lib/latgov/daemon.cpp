@@ -176,7 +176,12 @@ class Daemon {
     // Onset delays (request issued -> constraint written), newest last.
     std::vector<double> onset_us_;
     std::string cost_source_ = "declared";
+    SteadyTime last_change_{};
 };
+
+// After this long with the same active queues, sampling slows to
+// steady_interval.
+constexpr std::chrono::milliseconds steady_after{100};
 
 // While idle with IO events armed, the daemon still wakes this often for
 // housekeeping (CPU hotplug check, watchdog): far below 1/s.
@@ -308,29 +313,28 @@ void Daemon::open_io_events() {
 void Daemon::on_io_events(SteadyTime now) {
     if (!events_)
         return;
-    // From now on sampling follows the IO; the events would only cost.
-    events_->disarm();
-    bool activated = false;
-    std::uint64_t first_ns = 0;
-    for (const auto& request : events_->drain()) {
-        if (governor_->on_request_issued(request.dev, request.cpu, now)) {
-            activated = true;
-            if (first_ns == 0 || request.time_ns < first_ns)
-                first_ns = request.time_ns;
+    std::uint64_t first_ns = 0; // the earliest request that activated a queue
+    for (const auto& request : events_->drain())
+        if (governor_->on_request_issued(request.dev, request.cpu, now) &&
+            (first_ns == 0 || request.time_ns < first_ns))
+            first_ns = request.time_ns;
+    if (first_ns != 0) {
+        apply(governor_->holds(), now);
+        last_change_ = now;
+        timespec ts{};
+        ::clock_gettime(CLOCK_MONOTONIC, &ts); // the clock the events are stamped with
+        const auto done_ns = static_cast<std::uint64_t>(ts.tv_sec) * 1000000000u +
+                             static_cast<std::uint64_t>(ts.tv_nsec);
+        if (done_ns >= first_ns) {
+            if (onset_us_.size() >= 1000)
+                onset_us_.erase(onset_us_.begin());
+            onset_us_.push_back(static_cast<double>(done_ns - first_ns) / 1000.0);
         }
     }
-    if (!activated)
-        return;
-    apply(governor_->holds(), now);
-    timespec ts{};
-    ::clock_gettime(CLOCK_MONOTONIC, &ts);
-    const auto done_ns = static_cast<std::uint64_t>(ts.tv_sec) * 1000000000u +
-                         static_cast<std::uint64_t>(ts.tv_nsec);
-    if (first_ns != 0 && done_ns >= first_ns) {
-        if (onset_us_.size() >= 1000)
-            onset_us_.erase(onset_us_.begin());
-        onset_us_.push_back(static_cast<double>(done_ns - first_ns) / 1000.0);
-    }
+    // Only once the constraint is written: disarming costs a call per CPU.
+    // From here sampling follows the IO; the events would only cost.
+    events_->disarm();
+    events_->drain();
 }
 
 void Daemon::apply(const Holds& holds, SteadyTime now) {
@@ -392,8 +396,10 @@ void Daemon::tick(SteadyTime now) {
             return;
         return;
     }
-    if (governor_->observe(sample_, now))
+    if (governor_->observe(sample_, now)) {
         apply(governor_->holds(), now);
+        last_change_ = now;
+    }
     if (status_dirty_ ||
         (governor_->any_active() && now - last_status_ >= config_.daemon.status_interval))
         write_status(now);
@@ -407,6 +413,8 @@ void Daemon::arm_timer(SteadyTime now) {
     const bool active = governor_ && governor_->any_active();
     std::chrono::milliseconds interval =
         active ? config_.daemon.sample_interval : config_.daemon.idle_interval;
+    if (active && now - last_change_ >= steady_after)
+        interval = std::max(config_.daemon.sample_interval, config_.daemon.steady_interval);
     if (!active && events_ && !events_->armed()) {
         if (auto armed = events_->arm(); !armed) {
             spdlog::warn("{}; sampling while idle instead", armed.error().message);

@@ -1,6 +1,7 @@
 #include "latgov/parse.hpp"
 
 #include <algorithm>
+#include <array>
 #include <charconv>
 #include <cstring>
 
@@ -131,10 +132,11 @@ Result<LatencyLimit> parse_cpu_dma_latency(std::string_view bytes) {
 }
 
 Result<BlockStat> parse_block_stat(std::string_view text) {
-    std::vector<std::uint64_t> fields;
+    std::array<std::uint64_t, 32> fields{}; // a fixed array: read every tick
+    size_t count = 0;
     auto t = trim(text);
     size_t pos = 0;
-    while (pos < t.size()) {
+    while (pos < t.size() && count < fields.size()) {
         while (pos < t.size() && t[pos] == ' ')
             ++pos;
         size_t end = t.find(' ', pos);
@@ -143,12 +145,12 @@ Result<BlockStat> parse_block_stat(std::string_view text) {
         std::uint64_t v = 0;
         if (!parse_whole(t.substr(pos, end - pos), v))
             return make_error("bad field " + quoted(t.substr(pos, end - pos)) + " in block stat");
-        fields.push_back(v);
+        fields[count++] = v;
         pos = end;
     }
-    if (fields.size() < 11)
+    if (count < 11)
         return make_error("expected at least 11 fields in block stat, got " +
-                          std::to_string(fields.size()));
+                          std::to_string(count));
     BlockStat s;
     s.read_ios = fields[0];
     s.read_ticks_ms = fields[3];
@@ -156,11 +158,11 @@ Result<BlockStat> parse_block_stat(std::string_view text) {
     s.write_ticks_ms = fields[7];
     s.in_flight = fields[8];
     s.io_ticks_ms = fields[9];
-    if (fields.size() >= 15) {
+    if (count >= 15) {
         s.discard_ios = fields[11];
         s.discard_ticks_ms = fields[14];
     }
-    if (fields.size() >= 17) {
+    if (count >= 17) {
         s.flush_ios = fields[15];
         s.flush_ticks_ms = fields[16];
     }
@@ -168,22 +170,33 @@ Result<BlockStat> parse_block_stat(std::string_view text) {
 }
 
 Result<void> parse_stat_intr(std::string_view proc_stat, std::vector<std::uint64_t>& counts) {
-    for (auto line : split(proc_stat, '\n')) {
-        if (!line.starts_with("intr "))
-            continue;
-        counts.clear();
-        bool total_skipped = false; // the first number is the sum of all
-        for (auto field : split(trim(line.substr(5)), ' ')) {
-            std::uint64_t v = 0;
-            if (!parse_whole(field, v))
-                return make_error("bad count " + quoted(field) + " in intr line");
-            if (total_skipped)
-                counts.push_back(v);
-            total_skipped = true;
-        }
-        return {};
+    // Runs every tick on a line of thousands of numbers: no allocation once
+    // `counts` has grown.
+    size_t start = proc_stat.starts_with("intr ") ? 0 : proc_stat.find("\nintr ");
+    if (start == std::string_view::npos)
+        return make_error("no intr line");
+    if (start != 0)
+        ++start;
+    size_t end = proc_stat.find('\n', start);
+    std::string_view line =
+        proc_stat.substr(start + 5, end == std::string_view::npos ? end : end - start - 5);
+    counts.clear();
+    bool total_skipped = false; // the first number is the sum of all
+    size_t pos = 0;
+    while (pos <= line.size()) {
+        size_t space = line.find(' ', pos);
+        if (space == std::string_view::npos)
+            space = line.size();
+        std::uint64_t v = 0;
+        if (!parse_whole(line.substr(pos, space - pos), v))
+            return make_error("bad count " + quoted(line.substr(pos, space - pos)) +
+                              " in intr line");
+        if (total_skipped)
+            counts.push_back(v);
+        total_skipped = true;
+        pos = space + 1;
     }
-    return make_error("no intr line");
+    return {};
 }
 
 Result<std::uint64_t> parse_tags_busy(std::string_view text) {

@@ -23,13 +23,15 @@ ResumeLatencyFile::ResumeLatencyFile(const SysRoot& root, int cpu)
                 .string()) {}
 
 Result<LatencyLimit> ResumeLatencyFile::read() const {
-    std::ifstream in(path_);
-    if (!in)
+    // On the onset path: plain syscalls, no stream set-up.
+    Fd fd(::open(path_.c_str(), O_RDONLY | O_CLOEXEC));
+    char buf[32];
+    const ssize_t n = fd ? ::read(fd.get(), buf, sizeof buf) : -1;
+    if (n < 0)
         return make_error("Failed to read " + path_ + ": " + errno_message(errno));
-    std::string text;
-    if (!std::getline(in, text))
+    if (n == 0)
         return make_error("Failed to read " + path_ + ": empty file");
-    auto value = parse_resume_latency(text);
+    auto value = parse_resume_latency(std::string_view(buf, static_cast<size_t>(n)));
     if (!value)
         return make_error("Failed to parse " + path_ + ": " + value.error().message);
     return value;

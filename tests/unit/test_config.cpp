@@ -93,6 +93,7 @@ TEST_CASE("default_config holds the documented defaults") {
 TEST_CASE("parse_config reads every key") {
     const Config config = parsed(R"([daemon]
 sample_interval_ms = 2
+steady_interval_ms = 7
 idle_interval_ms = 100
 status_interval_ms = 500
 runtime_dir = "/tmp/latgov"
@@ -128,6 +129,7 @@ linger_ms = 9
 min_samples = 100
 )");
     CHECK(config.daemon.sample_interval == 2ms);
+    CHECK(config.daemon.steady_interval == 7ms);
     CHECK(config.daemon.idle_interval == 100ms);
     CHECK(config.daemon.status_interval == 500ms);
     CHECK(config.daemon.runtime_dir == "/tmp/latgov");
@@ -161,7 +163,7 @@ min_samples = 100
     CHECK(rule.max_limit_us == 2u);
     CHECK(rule.linger == 9ms);
     CHECK(rule.min_samples == 100u);
-    CHECK(rule.origin == "t.toml:22:1");
+    CHECK(rule.origin == "t.toml:23:1");
     CHECK(config.sources == std::vector<fs::path>{"t.toml"});
 }
 
