@@ -1,0 +1,203 @@
+"""Host tests of `latgov calibrate` (QD1 reads at each idle-state level on the
+completion CPU of vda) and of latgovd using its result.
+
+Raw /dev/vda cannot be opened on this test bed, so calibrate reads a file on
+vda (--file). Runs as root; a missing prerequisite FAILS, it never skips.
+Helpers and the per-test setup/teardown: hostlib.py.
+"""
+
+import os
+import re
+import signal
+import subprocess
+import time
+import tomllib
+
+from hostlib import (
+    CPU_SYS, FIO_FILE, HostTestCase, cpuidle_driver, foreign_governors, log, read_all,
+    read_cpu, write_cpu,
+)
+
+CALIBRATED_CONFIG = """\
+[daemon]
+log_level = "debug"
+status_interval_ms = 100
+calibration_file = "{path}"
+
+[defaults]
+mode = "fixed"
+limit_us = 0
+"""
+
+
+def sysfs_cpuidle_driver():
+    """current_driver as the kernel spells it ("none" without a driver)."""
+    path = f"{CPU_SYS}/cpuidle/current_driver"
+    if not os.path.exists(path):
+        return cpuidle_driver()
+    with open(path) as f:
+        return f.read().strip()
+
+
+class CalibrateTest(HostTestCase):
+    suite = "host.calibrate"
+
+    def setUp(self):
+        others = foreign_governors()
+        self.assertEqual(others, [], "another latgovd/latgov writes the same per-CPU "
+                                     "slots; these tests need them alone")
+        super().setUp()
+        self.cal_run = os.path.join(self.tmp, "cal-run")
+
+    # helpers ---------------------------------------------------------------
+
+    def calibrate_cmd(self, output, runtime_dir=None, rounds=2, ios=200):
+        return [self.latgov, "calibrate", "--file", FIO_FILE, "--rounds", str(rounds),
+                "--ios", str(ios), "--output", output,
+                "--runtime-dir", runtime_dir or self.cal_run]
+
+    def calibrate(self, output, runtime_dir=None, rounds=2, ios=200, timeout=60):
+        out = subprocess.run(self.calibrate_cmd(output, runtime_dir, rounds, ios),
+                             capture_output=True, text=True, timeout=timeout)
+        return out.returncode, out.stdout + out.stderr
+
+    def load(self, path):
+        with open(path, "rb") as f:
+            return tomllib.load(f)
+
+    def assert_journal_gone(self, runtime_dir=None):
+        journal = os.path.join(runtime_dir or self.cal_run, "journal")
+        self.assertFalse(os.path.exists(journal), f"calibrate left {journal}")
+
+    # tests -------------------------------------------------------------------
+
+    def test_01_calibrate(self):
+        """A short calibration: exits 0, prints the levels, writes the TOML,
+        and puts back every per-CPU value it found."""
+        write_cpu(self.other, "20")  # someone else's value on the other CPU
+        before = read_all()
+        output = os.path.join(self.tmp, "cal.toml")
+        started = time.monotonic()
+        rc, text = self.calibrate(output)
+        took = time.monotonic() - started
+        log(f"  latgov calibrate ({took:.1f} s):\n{text.rstrip()}")
+        self.assertEqual(rc, 0, text)
+        self.assertEqual(read_cpu(self.other), "20", "the other CPU's value was changed")
+        self.assertEqual(read_cpu(self.comp), "0", "the completion CPU was not put back")
+        self.assertEqual(read_all(), before)
+        self.assert_journal_gone()
+
+        self.assertTrue(os.path.exists(output), f"no {output} written:\n{text}")
+        cal = self.load(output)
+        self.assertIn("machine", cal, cal)
+        self.assertEqual(cal["machine"].get("cpuidle_driver"), sysfs_cpuidle_driver(), cal)
+        self.assertEqual(cal["probe"]["cpu"], self.comp, cal["probe"])
+        self.assertEqual(cal["probe"]["submit_cpu"], self.other, cal["probe"])
+        levels = cal.get("level", [])
+        names = [lv["name"] for lv in levels]
+        self.assertGreaterEqual(len(levels), 2, cal)
+        self.assertEqual(names[0], "poll", names)
+        self.assertEqual(levels[0]["limit"], "n/a", levels[0])
+        self.assertEqual(names[-1], "none", names)
+        self.assertEqual(levels[-1]["limit"], "0", levels[-1])
+        for lv in levels:
+            self.assertGreater(lv["median_us"], 0, lv)
+            self.assertEqual(len(lv["round_medians_us"]), 2, lv)
+            # The table on stdout names every level.
+            self.assertRegex(text, rf"(?m)^{re.escape(lv['name'])}\s", text)
+        medians = ", ".join(f"{lv['name']} {lv['median_us']:.1f} us (p99 {lv['p99_us']:.1f})"
+                            for lv in levels)
+        log(f"  levels: {medians}")
+        driver = sysfs_cpuidle_driver()
+        if driver == "haltpoll":
+            states = {s["name"]: s for s in cal.get("state", [])}
+            self.assertIn("haltpoll", states, cal)
+            log(f"  haltpoll: declared {states['haltpoll']['declared_exit_latency_us']} us, "
+                f"measured {states['haltpoll']['measured_cost_us']:.1f} us")
+            self.assertGreater(states["haltpoll"]["measured_cost_us"], 5, states)
+        else:
+            log(f"  cpuidle driver {driver}: poll median {levels[0]['median_us']:.1f} us, "
+                f"none median {levels[-1]['median_us']:.1f} us (no assertion on them)")
+
+    def test_02_sigint_puts_everything_back(self):
+        write_cpu(self.other, "20")
+        before = read_all()
+        output = os.path.join(self.tmp, "cal.toml")
+        proc = subprocess.Popen(self.calibrate_cmd(output, rounds=50, ios=1000),
+                                stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        try:
+            seen = set()
+            t0 = time.monotonic()
+            while time.monotonic() - t0 < 1.0 and proc.poll() is None:
+                seen.add(read_cpu(self.comp))
+                time.sleep(0.002)
+            # Interrupt it while it holds the poll level when possible.
+            t1 = time.monotonic()
+            while time.monotonic() - t1 < 1.0 and proc.poll() is None:
+                if read_cpu(self.comp) == "n/a":
+                    seen.add("n/a")
+                    break
+                time.sleep(0.0005)
+            at_signal = read_cpu(self.comp)
+            if proc.poll() is not None:
+                self.fail("calibrate --rounds 50 ended before the SIGINT: "
+                          + proc.communicate()[0])
+            proc.send_signal(signal.SIGINT)
+            text = proc.communicate(timeout=10)[0]
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
+        log(f"  SIGINT with cpu {self.comp} at {at_signal!r} (seen {sorted(seen)}); "
+            f"rc {proc.returncode}: {text.strip()}")
+        self.assertIn("n/a", seen, f"calibrate never held cpu {self.comp} at the poll level")
+        self.assertNotEqual(proc.returncode, 0, text)
+        self.assertIn("interrupted", text)
+        self.assertEqual(read_all(), before, "values not put back after SIGINT")
+        self.assert_journal_gone()
+        self.assertFalse(os.path.exists(output), "calibration written after SIGINT")
+
+    def test_03_refuses_while_latgovd_runs(self):
+        d = self.start_daemon()
+        output = os.path.join(self.tmp, "cal.toml")
+        rc, text = self.calibrate(output, runtime_dir=d.runtime_dir, rounds=1, ios=50)
+        log(f"  rc {rc}: {text.strip()}")
+        self.assertNotEqual(rc, 0, text)
+        self.assertRegex(text, rf"latgovd.*\bpid {d.proc.pid}\b", text)
+        self.assertFalse(os.path.exists(output), "calibration written while latgovd runs")
+        self.assertTrue(d.alive())
+        self.assertEqual(d.stop(), 0)
+        self.assertEqual(read_all(), self.baseline)
+
+    def test_04_latgovd_uses_calibration(self):
+        path = os.path.join(self.tmp, "calibration.toml")
+        rc, text = self.calibrate(path, rounds=1, ios=100)
+        self.assertEqual(rc, 0, text)
+
+        d = self.start_daemon(CALIBRATED_CONFIG.format(path=path),
+                              runtime_dir=os.path.join(self.tmp, "run-measured"))
+        costs = self.status(d.runtime_dir).get("idle_costs", "")
+        log(f"  idle_costs with this machine's calibration: {costs!r}")
+        self.assertTrue(costs.startswith("measured"), costs)
+        self.assertEqual(d.stop(), 0)
+
+        with open(path) as f:
+            cal = f.read()
+        other_kernel = re.sub(r'(?m)^kernel = ".*"$', 'kernel = "0.0.0-another-kernel"', cal)
+        self.assertNotEqual(other_kernel, cal, "no kernel line in the calibration")
+        foreign = os.path.join(self.tmp, "foreign.toml")
+        with open(foreign, "w") as f:
+            f.write(other_kernel)
+        d = self.start_daemon(CALIBRATED_CONFIG.format(path=foreign),
+                              runtime_dir=os.path.join(self.tmp, "run-foreign"))
+        costs = self.status(d.runtime_dir).get("idle_costs", "")
+        log(f"  idle_costs with another kernel's calibration: {costs!r}")
+        self.assertTrue(costs.startswith("declared ("), costs)
+        self.assertIn("another machine", costs)
+        self.assertEqual(d.stop(), 0)
+        self.assertEqual(read_all(), self.baseline)
+
+
+if __name__ == "__main__":
+    import unittest
+    unittest.main(verbosity=2)
