@@ -291,7 +291,7 @@ void Daemon::open_io_events() {
         events_state_ = "off (configuration): sampling every idle_interval while idle";
         return;
     }
-    if (governor_->watched_devs().empty()) {
+    if (governor_->devices().empty()) {
         events_state_ = "no device to watch";
         return;
     }

@@ -49,6 +49,9 @@ Governor::Governor(const Topology& topology, const Config& config,
                    std::map<int, std::vector<IdleCost>> costs)
     : costs_(std::move(costs)),
       kind_(idle_governor_kind(topology.cpuidle_driver, topology.cpuidle_governor)) {
+    for (const auto& disk : topology.devices)
+        if (auto dev = parse_kernel_dev(disk.dev))
+            known_devs_.push_back(*dev);
     for (const auto& disk : topology.devices) {
         if (disk.queues.empty())
             continue; // a multipath head: its paths carry the IO
@@ -136,8 +139,11 @@ bool Governor::observe(const IoSample& sample, TimePoint now) {
 
 bool Governor::on_request_issued(std::uint32_t dev, int cpu, TimePoint now) {
     bool activated = false;
+    const bool unknown_dev =
+        std::find(known_devs_.begin(), known_devs_.end(), dev) == known_devs_.end();
     for (auto& device : devices_) {
-        if (device.kernel_dev != dev)
+        // A hidden path disk (kernel_dev 0) takes requests of unknown disks.
+        if (device.kernel_dev != dev && !(device.kernel_dev == 0 && unknown_dev))
             continue;
         for (auto& queue : device.queues) {
             if (!std::binary_search(queue.submit_cpus.begin(), queue.submit_cpus.end(), cpu))
@@ -160,10 +166,12 @@ std::vector<QueueTags> Governor::queue_tags() const {
 
 std::vector<std::uint32_t> Governor::watched_devs() const {
     std::vector<std::uint32_t> devs;
-    // Hidden multipath path disks have no dev_t: their requests show dev 0.
-    for (const auto& d : devices_)
+    for (const auto& d : devices_) {
+        if (d.kernel_dev == 0)
+            return {}; // a hidden path disk: no filter can name it
         if (std::find(devs.begin(), devs.end(), d.kernel_dev) == devs.end())
             devs.push_back(d.kernel_dev);
+    }
     return devs;
 }
 

@@ -58,8 +58,6 @@ Result<TracepointFormat> parse_tracepoint_format(std::string_view id_text,
 
 Result<IoIssueEvents> IoIssueEvents::open(const SysRoot& root, const std::vector<int>& cpus,
                                           const std::vector<std::uint32_t>& devs) {
-    if (devs.empty())
-        return make_error("no device to watch");
     Result<std::string> id = make_error("");
     Result<std::string> format = make_error("");
     for (const char* tracefs : {"/sys/kernel/tracing", "/sys/kernel/debug/tracing"}) {
@@ -99,7 +97,8 @@ Result<IoIssueEvents> IoIssueEvents::open(const SysRoot& root, const std::vector
             return make_error("Failed to open a block_rq_issue perf event on cpu " +
                               std::to_string(cpu) + ": " + errno_message(errno));
         CpuEvent event{cpu, Fd(static_cast<int>(fd)), nullptr, 0};
-        if (::ioctl(event.fd.get(), PERF_EVENT_IOC_SET_FILTER, filter.c_str()) != 0)
+        if (!filter.empty() &&
+            ::ioctl(event.fd.get(), PERF_EVENT_IOC_SET_FILTER, filter.c_str()) != 0)
             return make_error("Failed to set filter \"" + filter + "\": " + errno_message(errno));
         event.ring_size = static_cast<std::size_t>(page) * (ring_pages + 1);
         event.ring =

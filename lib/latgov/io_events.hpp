@@ -35,7 +35,8 @@ struct IssuedRequest {
 class IoIssueEvents {
   public:
     // Fails (the caller falls back to sampling) when tracefs is not mounted
-    // or perf_event_open is refused (no CAP_PERFMON, seccomp, ...).
+    // or perf_event_open is refused (no CAP_PERFMON, seccomp, ...). Empty
+    // `devs` watches requests of every disk.
     static Result<IoIssueEvents> open(const SysRoot& root, const std::vector<int>& cpus,
                                       const std::vector<std::uint32_t>& devs);
 

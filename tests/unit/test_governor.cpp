@@ -165,8 +165,13 @@ TEST_CASE("a multipath path disk is sampled through its head") {
     t.devices[0].multipath_head = "nvme1n1";
     Governor g(t, default_config(), declared_costs(t));
     CHECK(g.stat_sources() == std::vector<std::string>{"nvme1n1"});
-    REQUIRE(g.watched_devs().size() == 1);
-    CHECK(g.watched_devs()[0] == 0); // hidden disks show dev 0
+    // Its dev_t is not in sysfs: every request wakes the daemon, and one of
+    // an unknown disk goes to the path disk's queue for that CPU.
+    CHECK(g.watched_devs().empty());
+    g.observe(sample(0, 0, 0, 0), t0);
+    CHECK_FALSE(g.on_request_issued(7u << 20, 1, t0 + 1ms)); // loop0: a disk we know
+    CHECK(g.on_request_issued(259u << 20, 1, t0 + 1ms));     // the hidden path's real dev_t
+    CHECK(g.holds().percpu.count(1) == 1);
 }
 
 TEST_CASE("a queue with requests in flight on it stays active without completions") {
