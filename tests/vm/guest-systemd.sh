@@ -48,14 +48,10 @@ echo "topology: CPU $k submits on $disk queue $q, IRQ $irq completes on CPU $com
 [[ $comp =~ ^[0-9]+$ ]] || { lg_fail "topology: IRQ $irq completes on '$comp', not one CPU"; exit 1; }
 
 # The unit as shipped, with our binary. ProtectHome= and PrivateTmp= hide
-# /home, /root, /run/user and /tmp from the service: a build there is copied
-# to /usr/local/sbin (of this throw-away guest) instead.
-bin=$latgovd
-case $bin in
-  /home/*|/root/*|/run/user/*|/tmp/*|/var/tmp/*)
-    install -m 0755 "$latgovd" /usr/local/sbin/latgovd; bin=/usr/local/sbin/latgovd
-    echo "note: $latgovd is hidden from the service by ProtectHome=/PrivateTmp=; using a copy in $bin";;
-esac
+# home directories and /tmp from the service, where a build may live: install
+# a copy in /usr/local/sbin of this throw-away guest, as a package would.
+install -m 0755 "$latgovd" /usr/local/sbin/latgovd
+bin=/usr/local/sbin/latgovd
 sed -E -e "s|^ExecStart=[^ ]*latgovd|ExecStart=$bin|" \
     -e "s|^ExecStopPost=[^ ]*latgovd|ExecStopPost=$bin|" \
     "$unit_src" > /etc/systemd/system/$unit.service
