@@ -5,7 +5,6 @@
 #include <algorithm>
 #include <charconv>
 #include <map>
-#include <regex>
 
 namespace latgov {
 
@@ -321,8 +320,44 @@ Result<HardwareQueue> read_queue(const DiskContext& ctx, const BlockDevice& disk
     return queue;
 }
 
-const std::regex nvme_namespace_re{R"(nvme(\d+)n(\d+))"};
-const std::regex nvme_path_re{R"(nvme(\d+)c(\d+)n(\d+))"};
+// An NVMe disk name: nvme<S>n<N> (namespace or multipath head) or
+// nvme<S>c<C>n<N> (a hidden multipath path).
+struct NvmeDiskName {
+    std::string subsystem;
+    std::string controller; // empty for nvme<S>n<N>
+    std::string ns;
+};
+
+std::optional<NvmeDiskName> parse_nvme_disk_name(std::string_view name) {
+    auto digits = [&name]() {
+        size_t n = 0;
+        while (n < name.size() && name[n] >= '0' && name[n] <= '9')
+            ++n;
+        std::string out(name.substr(0, n));
+        name.remove_prefix(n);
+        return out;
+    };
+    if (!name.starts_with("nvme"))
+        return std::nullopt;
+    name.remove_prefix(4);
+    NvmeDiskName parsed;
+    parsed.subsystem = digits();
+    if (parsed.subsystem.empty())
+        return std::nullopt;
+    if (name.starts_with("c")) {
+        name.remove_prefix(1);
+        parsed.controller = digits();
+        if (parsed.controller.empty())
+            return std::nullopt;
+    }
+    if (!name.starts_with("n"))
+        return std::nullopt;
+    name.remove_prefix(1);
+    parsed.ns = digits();
+    if (parsed.ns.empty() || !name.empty())
+        return std::nullopt;
+    return parsed;
+}
 
 // nullopt: not a blk-mq disk (zram, a bio-based device), nothing to govern.
 Result<std::optional<BlockDevice>> read_disk(const DiskContext& ctx, const std::string& name,
@@ -330,8 +365,9 @@ Result<std::optional<BlockDevice>> read_disk(const DiskContext& ctx, const std::
     BlockDevice disk;
     disk.name = name;
     const std::string dir = "/sys/block/" + name;
+    const auto nvme_name = parse_nvme_disk_name(name);
     // Hidden multipath path disks have no dev_t, hence no dev file.
-    const bool path_disk = std::regex_match(name, nvme_path_re);
+    const bool path_disk = nvme_name && !nvme_name->controller.empty();
     if (auto dev = read_trimmed(ctx.root, dir + "/dev"))
         disk.dev = *dev;
     else if (!path_disk)
@@ -339,12 +375,11 @@ Result<std::optional<BlockDevice>> read_disk(const DiskContext& ctx, const std::
 
     auto link = ctx.root.link_basename(dir + "/device");
     const std::string device = link ? *link : std::string{};
-    std::smatch m;
-    if (std::regex_match(name, m, nvme_path_re)) {
+    if (path_disk) {
         disk.kind = DeviceKind::nvme;
         disk.hidden = true;
-        disk.multipath_head = "nvme" + m[1].str() + "n" + m[3].str();
-    } else if (std::regex_match(name, m, nvme_namespace_re)) {
+        disk.multipath_head = "nvme" + nvme_name->subsystem + "n" + nvme_name->ns;
+    } else if (nvme_name) {
         disk.kind =
             device.starts_with("nvme-subsys") ? DeviceKind::nvme_multipath_head : DeviceKind::nvme;
     } else if (device.starts_with("virtio")) {
