@@ -258,9 +258,8 @@ bool Daemon::rescan() {
         return false;
     }
     sampler_ = std::move(*sampler);
-    online_text_ = root_.read("/sys/devices/system/cpu/online").ok()
-                       ? *root_.read("/sys/devices/system/cpu/online")
-                       : std::string{};
+    auto online = root_.read("/sys/devices/system/cpu/online");
+    online_text_ = online ? *online : std::string{};
     spdlog::info("cpuidle driver {}, governor {}; {} online CPUs", topology_.cpuidle_driver,
                  topology_.cpuidle_governor, topology_.online_cpus.size());
     if (governor_->devices().empty())
@@ -391,17 +390,20 @@ void Daemon::tick(SteadyTime now) {
         }
     }
     if (auto sampled = sampler_->sample(sample_); !sampled) {
+        // A device went away (or a controller reset): map the machine anew;
+        // a failed rescan is retried at the next tick.
         spdlog::warn("{}; rescanning devices", sampled.error().message);
-        if (!rescan())
-            return;
+        rescan();
         return;
     }
     if (governor_->observe(sample_, now)) {
         apply(governor_->holds(), now);
         last_change_ = now;
     }
-    if (status_dirty_ ||
-        (governor_->any_active() && now - last_status_ >= config_.daemon.status_interval))
+    // At most one status write per status_interval: the file may live on a
+    // disk latgov governs, and every write there is IO it would react to.
+    if ((status_dirty_ || governor_->any_active()) &&
+        now - last_status_ >= config_.daemon.status_interval)
         write_status(now);
     if (watchdog_interval_.count() > 0 && now - last_watchdog_ >= watchdog_interval_ / 2) {
         sd_notify(0, "WATCHDOG=1");
