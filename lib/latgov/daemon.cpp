@@ -262,6 +262,18 @@ bool Daemon::rescan() {
     online_text_ = online ? *online : std::string{};
     spdlog::info("cpuidle driver {}, governor {}; {} online CPUs", topology_.cpuidle_driver,
                  topology_.cpuidle_governor, topology_.online_cpus.size());
+    switch (idle_governor_kind(topology_.cpuidle_driver, topology_.cpuidle_governor)) {
+    case IdleGovernorKind::none:
+        spdlog::warn("no cpuidle driver: CPUs idle in the default idle whatever PM QoS says, "
+                     "so auto holds nothing here (fixed limits are still written)");
+        break;
+    case IdleGovernorKind::zero_only:
+        spdlog::info("cpuidle governor {} honours only a limit of 0: auto holds 0 or nothing",
+                     topology_.cpuidle_governor);
+        break;
+    case IdleGovernorKind::latency_aware:
+        break;
+    }
     if (governor_->devices().empty())
         spdlog::info("no device to govern");
     for (const auto& d : governor_->devices()) {
