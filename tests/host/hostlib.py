@@ -425,6 +425,13 @@ class HostTestCase(unittest.TestCase):
         self.fios.append(fio)
         return fio
 
+    def start_fio_held(self, seconds):
+        """Start fio and wait until its IO has started and the completion CPU is held."""
+        fio = self.start_fio(seconds)
+        fio.wait_io_start()
+        self.wait_held(fio)
+        return fio
+
     def wait_value(self, read, want, timeout, step=0.001):
         """Poll read() until it returns want; the time it did, or None."""
         deadline = time.monotonic() + timeout

@@ -90,9 +90,7 @@ class GovernorTest(HostTestCase):
         for attempt in range(attempts):
             runtime = os.path.join(self.tmp, f"run-kill-{attempt}")
             d = self.start_daemon(config_text, runtime_dir=runtime)
-            fio = self.start_fio(3)
-            fio.wait_io_start()
-            self.wait_held(fio)
+            fio = self.start_fio_held(3)
             d.proc.kill()
             d.proc.wait()
             fio.kill()
@@ -175,9 +173,7 @@ class GovernorTest(HostTestCase):
 
     def test_03_release_after_fio(self):
         self.start_daemon()
-        fio = self.start_fio(2)
-        fio.wait_io_start()
-        self.wait_held(fio)
+        fio = self.start_fio_held(2)
         watched = fio.watch_until_exit(lambda: read_cpu(self.comp), self.irq)
         self.assert_released(lambda: read_cpu(self.comp), "0", fio, watched,
                              f"cpu {self.comp}")
@@ -185,9 +181,7 @@ class GovernorTest(HostTestCase):
 
     def test_04_sigterm_while_holding(self):
         d = self.start_daemon()
-        fio = self.start_fio(3)
-        fio.wait_io_start()
-        self.wait_held(fio)
+        fio = self.start_fio_held(3)
         self.assertIsNotNone(self.wait_value(lambda: journal_cpus(d.journal), [self.comp], 1.0),
                              "no journal listing the held CPU while holding")
         rc = d.stop(signal.SIGTERM)
@@ -254,9 +248,7 @@ class GovernorTest(HostTestCase):
         write_cpu(self.other, "20")
         write_cpu(self.comp, "500")
         d = self.start_daemon()
-        fio = self.start_fio(2)
-        fio.wait_io_start()
-        self.wait_held(fio)
+        fio = self.start_fio_held(2)
         self.assertEqual(read_cpu(self.other), "20")
         others = set()
         while fio.running():
@@ -292,9 +284,7 @@ class GovernorTest(HostTestCase):
 
     def test_07c_external_change_while_held(self):
         d = self.start_daemon()
-        fio = self.start_fio(3)
-        fio.wait_io_start()
-        self.wait_held(fio)
+        fio = self.start_fio_held(3)
         time.sleep(0.2)
         self.wait_held(fio)
         write_cpu(self.comp, "7")

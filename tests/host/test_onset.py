@@ -35,15 +35,7 @@ linger_ms = {LINGER_MS}
 """
 
 # Default linger (3 ms): the daemon goes back to sleep as soon as IO stops.
-IDLE_CONFIG = """\
-[daemon]
-log_level = "debug"
-status_interval_ms = 100
-
-[defaults]
-mode = "fixed"
-limit_us = 0
-"""
+IDLE_CONFIG = ONSET_CONFIG.replace(f"linger_ms = {LINGER_MS}\n", "")
 
 IDLE_INTERVAL_MS = 50
 FALLBACK_CONFIG = f"""\
