@@ -39,7 +39,7 @@ TEST_CASE("levels step from poll only through each state to no limit") {
 
 TEST_CASE("under haltpoll, or with no cpuidle states, only poll and none are probed") {
     Cpu haltpoll;
-    haltpoll.idle_states = {{0, "POLL", 0, 0, false}, {1, "haltpoll", 1, 1, false}};
+    haltpoll.idle_states = {{0, "POLL", 0, 0, false}, {1, "haltpoll idle", 1, 1, false}};
     auto levels = calibration_levels(haltpoll, IdleGovernorKind::zero_only);
     REQUIRE(levels.size() == 2);
     CHECK(levels[0].name == "poll");
@@ -68,14 +68,14 @@ TEST_CASE("a state's cost is the median growth over poll when it is first allowe
 TEST_CASE("haltpoll's measured cost replaces its declared 1 us") {
     Cpu haltpoll;
     haltpoll.id = 1;
-    haltpoll.idle_states = {{0, "POLL", 0, 0, false}, {1, "haltpoll", 1, 1, false}};
+    haltpoll.idle_states = {{0, "POLL", 0, 0, false}, {1, "haltpoll idle", 1, 1, false}};
     Calibration c;
     c.device = "vda";
     c.date = "2026-11-30T00:00:00Z";
     c.levels = calibration_levels(haltpoll, IdleGovernorKind::zero_only);
     c.levels[0].samples_us = around(26);
     c.levels[1].samples_us = around(38);
-    c.states = {{"POLL", 0, 0}, {"haltpoll", 1, 0}};
+    c.states = {{"POLL", 0, 0}, {"haltpoll idle", 1, 0}};
     summarize(c);
     CHECK(c.states[1].measured_cost_us == doctest::Approx(12));
 
@@ -102,7 +102,7 @@ TEST_CASE("the calibration file round-trips") {
     c.date = "2026-11-30T12:00:00Z";
     c.levels = {{"poll", LatencyLimit{0}, {}, {25.5, 26.0}, 25.75, 40.25},
                 {"none", LatencyLimit{}, {}, {37.0, 38.0}, 37.5, 55.0}};
-    c.states = {{"haltpoll", 1, 11.75}};
+    c.states = {{"haltpoll idle", 1, 11.75}};
     auto parsed = parse_calibration(format_calibration(c), "cal.toml");
     REQUIRE(parsed);
     CHECK(parsed->machine == c.machine);

@@ -42,9 +42,10 @@ const std::vector<IdleCost> intel = {
 };
 
 // cpuidle-haltpoll in a guest: declares 1 us for what costs ~12 us here.
-const std::vector<IdleCost> haltpoll_declared = {{"POLL", 0, 0, false}, {"haltpoll", 1, 1, false}};
+const std::vector<IdleCost> haltpoll_declared = {{"POLL", 0, 0, false},
+                                                 {"haltpoll idle", 1, 1, false}};
 const std::vector<IdleCost> haltpoll_measured = {{"POLL", 0, 0, false},
-                                                 {"haltpoll", 1, 12.0, false}};
+                                                 {"haltpoll idle", 1, 12.0, false}};
 
 Policy automatic(double fraction = 0.1) {
     Policy policy;
