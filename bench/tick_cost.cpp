@@ -10,11 +10,11 @@
 // The tree goes to --tmpdir, else $TMPDIR, else /dev/shm, else /tmp.
 // Exits non-zero when discovery does not find what was generated.
 #include "latgov/config.hpp"
+#include "latgov/discovery.hpp"
 #include "latgov/governor.hpp"
 #include "latgov/parse.hpp"
 #include "latgov/sampler.hpp"
 #include "latgov/sysroot.hpp"
-#include "latgov/topology.hpp"
 
 #include <algorithm>
 #include <array>

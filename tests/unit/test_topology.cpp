@@ -1,6 +1,6 @@
 // Discovery on small trees written by the test; whole-machine trees captured
 // with `latgov snapshot` are checked by the golden tests.
-#include "latgov/topology.hpp"
+#include "latgov/discovery.hpp"
 
 #include <doctest/doctest.h>
 #include <filesystem>

@@ -23,18 +23,6 @@ long perf_event_open(perf_event_attr* attr, int cpu) {
 
 } // namespace
 
-Result<std::uint32_t> parse_kernel_dev(std::string_view major_minor) {
-    auto t = trim(major_minor);
-    auto colon = t.find(':');
-    if (colon == std::string_view::npos)
-        return make_error("expected MAJOR:MINOR, got \"" + std::string(t) + "\"");
-    auto major = parse_u64(t.substr(0, colon));
-    auto minor = parse_u64(t.substr(colon + 1));
-    if (!major || !minor || *major >= (1u << 12) || *minor >= (1u << 20))
-        return make_error("expected MAJOR:MINOR, got \"" + std::string(t) + "\"");
-    return static_cast<std::uint32_t>(*major << 20 | *minor);
-}
-
 Result<TracepointFormat> parse_tracepoint_format(std::string_view id_text,
                                                  std::string_view format_text) {
     auto id = parse_u64(id_text);

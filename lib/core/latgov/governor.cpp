@@ -1,6 +1,6 @@
 #include "latgov/governor.hpp"
 
-#include "latgov/io_events.hpp"
+#include "latgov/parse.hpp"
 
 #include <algorithm>
 

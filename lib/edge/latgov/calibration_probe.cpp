@@ -1,6 +1,7 @@
-#include "latgov/calibrate.hpp"
+#include "latgov/calibration_probe.hpp"
 
 #include "latgov/config.hpp"
+#include "latgov/discovery.hpp"
 #include "latgov/fd.hpp"
 #include "latgov/governor.hpp"
 #include "latgov/qos.hpp"
@@ -16,6 +17,7 @@
 #include <random>
 #include <sched.h>
 #include <signal.h>
+#include <sstream>
 #include <sys/ioctl.h>
 #include <sys/stat.h>
 #include <sys/sysmacros.h>
@@ -102,6 +104,27 @@ Result<std::string> disk_of_file(const SysRoot& root, const std::filesystem::pat
 }
 
 } // namespace
+
+MachineIdentity read_machine_identity(const SysRoot& root, const Topology& topology) {
+    MachineIdentity id;
+    if (auto cpuinfo = root.read("/proc/cpuinfo")) {
+        std::istringstream in(*cpuinfo);
+        std::string line;
+        while (std::getline(in, line)) {
+            if (line.starts_with("model name")) {
+                auto colon = line.find(':');
+                if (colon != std::string::npos)
+                    id.cpu_model = std::string(trim(std::string_view(line).substr(colon + 1)));
+                break;
+            }
+        }
+    }
+    if (auto release = root.read("/proc/sys/kernel/osrelease"))
+        id.kernel = std::string(trim(*release));
+    id.cpuidle_driver = topology.cpuidle_driver;
+    id.cpuidle_governor = topology.cpuidle_governor;
+    return id;
+}
 
 Result<Calibration> run_calibration(const SysRoot& root, const CalibrateOptions& options,
                                     const std::atomic<bool>& stop) {

@@ -5,7 +5,6 @@
 
 #include "latgov/parse.hpp"
 #include "latgov/result.hpp"
-#include "latgov/sysroot.hpp"
 
 #include <cstdint>
 #include <optional>
@@ -107,10 +106,5 @@ struct Topology {
     const BlockDevice* device(std::string_view name) const;
     const NvmeController* controller(std::string_view name) const;
 };
-
-// Reads the machine (or captured tree) under `root`. Fails only when the
-// machine itself cannot be read (no /sys/devices/system/cpu/online); a device
-// that vanishes or reads wrong mid-scan is left out with a warning.
-Result<Topology> discover_topology(const SysRoot& root);
 
 } // namespace latgov

@@ -1,8 +1,9 @@
-#include "latgov/daemon.hpp"
+#include "daemon.hpp"
 
-#include "latgov/calibrate.hpp"
 #include "latgov/calibration.hpp"
+#include "latgov/calibration_probe.hpp"
 #include "latgov/config.hpp"
+#include "latgov/discovery.hpp"
 #include "latgov/governor.hpp"
 #include "latgov/io_events.hpp"
 #include "latgov/qos.hpp"

@@ -1,5 +1,5 @@
 // latgovd: the latency governor daemon.
-#include "latgov/daemon.hpp"
+#include "daemon.hpp"
 
 int main(int argc, char** argv) {
     return latgov::daemon_main(argc, argv);

@@ -1,10 +1,11 @@
-// `latgov calibrate`: a read-only QD1 O_DIRECT probe (liburing) that steps
-// the completion CPU's limit through its idle-state levels, interleaved over
-// rounds, and records completion latency per level.
+// The probe behind `latgov calibrate`: read-only QD1 O_DIRECT reads
+// (liburing) while the completion CPU's limit steps through its idle-state
+// levels, interleaved over rounds, recording completion latency per level.
 #pragma once
 
 #include "latgov/calibration.hpp"
 #include "latgov/sysroot.hpp"
+#include "latgov/topology.hpp"
 
 #include <atomic>
 #include <chrono>
@@ -13,6 +14,10 @@
 #include <string>
 
 namespace latgov {
+
+// /proc/cpuinfo's model name, /proc/sys/kernel/osrelease and the topology's
+// cpuidle driver and governor.
+MachineIdentity read_machine_identity(const SysRoot& root, const Topology& topology);
 
 struct CalibrateOptions {
     std::string device; // empty: the first governed disk

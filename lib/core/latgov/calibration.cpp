@@ -32,27 +32,6 @@ std::string quoted(const std::string& s) {
 
 } // namespace
 
-MachineIdentity read_machine_identity(const SysRoot& root, const Topology& topology) {
-    MachineIdentity id;
-    if (auto cpuinfo = root.read("/proc/cpuinfo")) {
-        std::istringstream in(*cpuinfo);
-        std::string line;
-        while (std::getline(in, line)) {
-            if (line.starts_with("model name")) {
-                auto colon = line.find(':');
-                if (colon != std::string::npos)
-                    id.cpu_model = std::string(trim(std::string_view(line).substr(colon + 1)));
-                break;
-            }
-        }
-    }
-    if (auto release = root.read("/proc/sys/kernel/osrelease"))
-        id.kernel = std::string(trim(*release));
-    id.cpuidle_driver = topology.cpuidle_driver;
-    id.cpuidle_governor = topology.cpuidle_governor;
-    return id;
-}
-
 std::vector<CalibrationLevel> calibration_levels(const Cpu& cpu, IdleGovernorKind kind) {
     std::vector<CalibrationLevel> levels;
     levels.push_back({"poll", LatencyLimit{0}, {}, {}, 0, 0});

@@ -22,9 +22,6 @@ struct MachineIdentity {
     std::string cpuidle_governor;
     bool operator==(const MachineIdentity&) const = default;
 };
-// /proc/cpuinfo's model name, /proc/sys/kernel/osrelease and the topology's
-// cpuidle driver and governor.
-MachineIdentity read_machine_identity(const SysRoot& root, const Topology& topology);
 
 // One step of the probe: the CPU's limit while it ran.
 struct CalibrationLevel {

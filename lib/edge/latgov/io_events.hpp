@@ -5,6 +5,7 @@
 #pragma once
 
 #include "latgov/fd.hpp"
+#include "latgov/parse.hpp"
 #include "latgov/result.hpp"
 #include "latgov/sysroot.hpp"
 
@@ -13,9 +14,6 @@
 #include <vector>
 
 namespace latgov {
-
-// A kernel dev_t as tracepoints show it: MAJOR << 20 | MINOR.
-Result<std::uint32_t> parse_kernel_dev(std::string_view major_minor);
 
 // The tracepoint's id and where the `dev` field sits in its raw record, from
 // tracefs events/block/block_rq_issue/{id,format}.

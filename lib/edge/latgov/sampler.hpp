@@ -5,6 +5,7 @@
 #include "latgov/fd.hpp"
 #include "latgov/parse.hpp"
 #include "latgov/result.hpp"
+#include "latgov/sample.hpp"
 #include "latgov/sysroot.hpp"
 
 #include <cstdint>
@@ -26,20 +27,6 @@ class PreadFile {
     Fd fd_;
     std::string path_;
     std::string buffer_;
-};
-
-struct IoSample {
-    std::vector<std::uint64_t> irq_counts; // indexed by IRQ number
-    std::vector<BlockStat> devices;        // parallel to the sampler's device list
-    // Requests in flight per hardware queue (debugfs hctxN/tags busy=),
-    // parallel to the sampler's queue list; empty when not read.
-    std::vector<std::uint64_t> queue_busy;
-};
-
-// A hardware queue whose debugfs tags file is read every tick.
-struct QueueTags {
-    std::string disk;
-    int hctx = 0;
 };
 
 class IoSampler {

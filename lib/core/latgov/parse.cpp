@@ -212,4 +212,16 @@ Result<std::uint64_t> parse_tags_busy(std::string_view text) {
     return make_error("no busy= line");
 }
 
+Result<std::uint32_t> parse_kernel_dev(std::string_view major_minor) {
+    auto t = trim(major_minor);
+    auto colon = t.find(':');
+    if (colon == std::string_view::npos)
+        return make_error("expected MAJOR:MINOR, got \"" + std::string(t) + "\"");
+    auto major = parse_u64(t.substr(0, colon));
+    auto minor = parse_u64(t.substr(colon + 1));
+    if (!major || !minor || *major >= (1u << 12) || *minor >= (1u << 20))
+        return make_error("expected MAJOR:MINOR, got \"" + std::string(t) + "\"");
+    return static_cast<std::uint32_t>(*major << 20 | *minor);
+}
+
 } // namespace latgov

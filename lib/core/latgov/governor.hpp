@@ -5,7 +5,7 @@
 
 #include "latgov/config.hpp"
 #include "latgov/policy.hpp"
-#include "latgov/sampler.hpp"
+#include "latgov/sample.hpp"
 #include "latgov/topology.hpp"
 
 #include <map>

@@ -61,4 +61,7 @@ Result<void> parse_stat_intr(std::string_view proc_stat, std::vector<std::uint64
 // debugfs block/<disk>/hctxN/tags: the value of "busy=".
 Result<std::uint64_t> parse_tags_busy(std::string_view text);
 
+// A kernel dev_t as tracepoints show it: MAJOR << 20 | MINOR.
+Result<std::uint32_t> parse_kernel_dev(std::string_view major_minor);
+
 } // namespace latgov

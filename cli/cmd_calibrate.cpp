@@ -1,0 +1,82 @@
+// `latgov calibrate`: measure each idle state's wake-up cost with QD1 reads
+// and write the calibration file latgovd prefers to declared latencies.
+#include "commands.hpp"
+#include "latgov/calibration_probe.hpp"
+#include "latgov/parse.hpp"
+
+#include <atomic>
+#include <csignal>
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+#include <fstream>
+
+namespace latgov::cli {
+
+namespace {
+
+std::atomic<bool> calibration_stop{false};
+
+} // namespace
+
+int calibrate(const Args& args) {
+    CalibrateOptions options;
+    std::filesystem::path output = "/var/lib/latgov/calibration.toml";
+    for (size_t i = 0; i < args.rest.size(); ++i) {
+        const std::string& arg = args.rest[i];
+        if (i + 1 >= args.rest.size())
+            return usage_error("calibrate: unknown option or missing value " + arg);
+        const std::string& value = args.rest[++i];
+        auto number = [&](int& out) {
+            auto parsed = parse_u64(value);
+            if (!parsed || *parsed == 0 || *parsed > 1000000)
+                return false;
+            out = static_cast<int>(*parsed);
+            return true;
+        };
+        int n = 0;
+        if (arg == "--device")
+            options.device = value;
+        else if (arg == "--cpu" && parse_u64(value))
+            options.cpu = static_cast<int>(*parse_u64(value));
+        else if (arg == "--rounds" && number(options.rounds))
+            continue;
+        else if (arg == "--ios" && number(options.ios_per_level))
+            continue;
+        else if (arg == "--max-seconds" && number(n))
+            options.max_time = std::chrono::seconds(n);
+        else if (arg == "--file")
+            options.file = value;
+        else if (arg == "--output")
+            output = value;
+        else if (arg == "--runtime-dir")
+            options.runtime_dir = value;
+        else
+            return usage_error("calibrate: bad option " + arg + " " + value);
+    }
+    struct sigaction action {};
+    action.sa_handler = [](int) { calibration_stop = true; };
+    for (int sig : {SIGINT, SIGTERM, SIGHUP})
+        ::sigaction(sig, &action, nullptr);
+    SysRoot root(args.sysroot);
+    auto calibration = run_calibration(root, options, calibration_stop);
+    if (!calibration)
+        return fail(calibration.error().message);
+    fmt::print("{:<10} {:>8} {:>10} {:>10}   round medians\n", "LEVEL", "LIMIT", "MEDIAN_US",
+               "P99_US");
+    for (const auto& level : calibration->levels)
+        fmt::print("{:<10} {:>8} {:>10.1f} {:>10.1f}   {:.1f}\n", level.name,
+                   format_resume_latency(level.limit), level.median_us, level.p99_us,
+                   fmt::join(level.round_medians_us, " "));
+    for (const auto& state : calibration->states)
+        fmt::print("state {:<10} declared exit latency {:>4} us, measured cost {:.1f} us\n",
+                   state.name, state.declared_exit_latency_us, state.measured_cost_us);
+    std::error_code ec;
+    std::filesystem::create_directories(output.parent_path(), ec);
+    std::ofstream out(output);
+    if (!(out << format_calibration(*calibration)))
+        return fail("Failed to write " + output.string());
+    fmt::print("wrote {}\n", output.string());
+    return 0;
+}
+
+} // namespace latgov::cli

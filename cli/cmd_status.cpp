@@ -1,0 +1,35 @@
+// `latgov status [--json]`: what latgovd holds now, from its status file.
+#include "commands.hpp"
+#include "latgov/status.hpp"
+
+#include <fmt/format.h>
+#include <fstream>
+
+namespace latgov::cli {
+
+int status(const Args& args) {
+    bool as_json = false;
+    std::string runtime_dir = "/run/latgov";
+    for (size_t i = 0; i < args.rest.size(); ++i) {
+        if (args.rest[i] == "--json")
+            as_json = true;
+        else if (args.rest[i] == "--runtime-dir" && i + 1 < args.rest.size())
+            runtime_dir = args.rest[++i];
+        else
+            return usage_error("status: unknown option " + args.rest[i]);
+    }
+    const std::string path = runtime_dir + "/status.json";
+    std::ifstream in(path);
+    if (!in)
+        return fail("no status at " + path + ": is latgovd running?");
+    auto status = nlohmann::json::parse(in, nullptr, false);
+    if (status.is_discarded())
+        return fail("Failed to parse " + path);
+    if (as_json)
+        fmt::print("{}\n", status.dump(2));
+    else
+        fmt::print("{}", format_status(status));
+    return 0;
+}
+
+} // namespace latgov::cli

@@ -1,0 +1,33 @@
+// `latgov topology [--json]`: hardware queues, their IRQs and completion CPUs.
+#include "commands.hpp"
+#include "latgov/discovery.hpp"
+#include "latgov/topology_json.hpp"
+
+#include <cstdio>
+#include <fmt/format.h>
+
+namespace latgov::cli {
+
+int topology(const Args& args) {
+    bool as_json = false;
+    for (const auto& arg : args.rest) {
+        if (arg == "--json")
+            as_json = true;
+        else
+            return usage_error("topology: unknown option " + arg);
+    }
+    SysRoot root(args.sysroot);
+    auto topology = discover_topology(root);
+    if (!topology)
+        return fail(topology.error().message);
+    if (as_json) {
+        fmt::print("{}\n", to_json(*topology).dump(2));
+        return 0;
+    }
+    fmt::print("{}", format_topology_table(*topology));
+    for (const auto& warning : topology->warnings)
+        fmt::print(stderr, "warning: {}\n", warning);
+    return 0;
+}
+
+} // namespace latgov::cli

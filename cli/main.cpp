@@ -1,0 +1,87 @@
+// latgov: inspect what the governor sees and does. Global options and
+// dispatch; each command lives in a file of its own.
+#include "commands.hpp"
+
+#include <cstdio>
+#include <fmt/format.h>
+#include <string>
+#include <string_view>
+
+namespace latgov::cli {
+
+namespace {
+
+constexpr std::string_view usage = R"(Usage: latgov [--sysroot DIR] COMMAND [OPTIONS]
+
+Commands:
+  topology [--json]        hardware queues, their IRQs and completion CPUs
+  snapshot -o FILE.tar.gz  capture the files topology discovery reads
+  status [--json]          what latgovd holds now (from RUNTIME_DIR/status.json)
+      [--runtime-dir DIR]  default /run/latgov
+  calibrate                measure each idle state's wake-up cost with QD1 reads
+      [--device NAME]      disk to read (read-only); default the first governed one
+      [--file PATH]        read this file on the disk instead of the raw device
+      [--cpu N]            completion CPU to step; default queue 0's
+      [--rounds N] [--ios N] [--max-seconds S]   default 5, 1000 per level, 30
+      [--output FILE]      default /var/lib/latgov/calibration.toml
+      [--runtime-dir DIR]  journal of the values it writes; default /run/latgov
+
+Options:
+  --sysroot DIR            read sysfs/procfs/dev under DIR (a captured tree)
+  -h, --help               this text
+)";
+
+} // namespace
+
+int fail(const std::string& message) {
+    fmt::print(stderr, "latgov: {}\n", message);
+    return 1;
+}
+
+int usage_error(const std::string& message) {
+    fmt::print(stderr, "latgov: {}\n{}", message, usage);
+    return 2;
+}
+
+} // namespace latgov::cli
+
+int main(int argc, char** argv) {
+    using namespace latgov::cli;
+    Args args;
+    int i = 1;
+    for (; i < argc; ++i) {
+        std::string_view arg = argv[i];
+        if (arg == "-h" || arg == "--help") {
+            fmt::print("{}", usage);
+            return 0;
+        }
+        if (arg == "--sysroot" && i + 1 < argc) {
+            args.sysroot = argv[++i];
+        } else if (arg.starts_with("--sysroot=")) {
+            args.sysroot = std::string(arg.substr(10));
+        } else if (!arg.starts_with("-")) {
+            break;
+        } else {
+            return usage_error("unknown option " + std::string(arg));
+        }
+    }
+    if (i == argc)
+        return usage_error("no command given");
+    args.command = argv[i];
+    for (++i; i < argc; ++i) {
+        std::string_view arg = argv[i];
+        if (arg == "--sysroot" && i + 1 < argc)
+            args.sysroot = argv[++i];
+        else
+            args.rest.emplace_back(arg);
+    }
+    if (args.command == "topology")
+        return topology(args);
+    if (args.command == "snapshot")
+        return snapshot(args);
+    if (args.command == "status")
+        return status(args);
+    if (args.command == "calibrate")
+        return calibrate(args);
+    return usage_error("unknown command " + args.command);
+}

@@ -1,0 +1,27 @@
+// What one tick observes of IO, as the governor consumes it. Filled by the
+// IoSampler at the edge; plain values here so the governor stays pure.
+#pragma once
+
+#include "latgov/parse.hpp"
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace latgov {
+
+struct IoSample {
+    std::vector<std::uint64_t> irq_counts; // indexed by IRQ number
+    std::vector<BlockStat> devices;        // parallel to the sampler's device list
+    // Requests in flight per hardware queue (debugfs hctxN/tags busy=),
+    // parallel to the sampler's queue list; empty when not read.
+    std::vector<std::uint64_t> queue_busy;
+};
+
+// A hardware queue whose debugfs tags file is read every tick.
+struct QueueTags {
+    std::string disk;
+    int hctx = 0;
+};
+
+} // namespace latgov
