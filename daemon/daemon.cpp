@@ -1,116 +1,44 @@
 #include "daemon.hpp"
 
-#include "latgov/calibration.hpp"
-#include "latgov/calibration_probe.hpp"
-#include "latgov/config.hpp"
-#include "latgov/discovery.hpp"
-#include "latgov/governor.hpp"
-#include "latgov/io_events.hpp"
-#include "latgov/qos.hpp"
-#include "latgov/sampler.hpp"
+#include "idle_costs.hpp"
+#include "latgov/schedule.hpp"
 #include "latgov/status.hpp"
 #include "latgov/topology_json.hpp"
+#include "logging.hpp"
 
 #include <algorithm>
-#include <atomic>
 #include <csignal>
-#include <cstdlib>
-#include <fstream>
+#include <cstring>
 #include <linux/magic.h>
-#include <memory>
-#include <optional>
-#include <spdlog/sinks/stdout_color_sinks.h>
-#include <spdlog/sinks/systemd_sink.h>
 #include <spdlog/spdlog.h>
 #include <sys/epoll.h>
 #include <sys/signalfd.h>
-#include <sys/stat.h>
 #include <sys/statfs.h>
 #include <sys/timerfd.h>
 #include <systemd/sd-daemon.h>
+#include <time.h>
 
 namespace latgov {
 
 namespace {
 
-constexpr int exit_config = 78; // EX_CONFIG: systemd does not restart on it
+// A failed rescan (a device mid-reset, a controller going away) is retried
+// after this, doubling up to max_rescan_retry; the current state governs
+// meanwhile.
+constexpr std::chrono::milliseconds first_rescan_retry{100};
+constexpr std::chrono::milliseconds max_rescan_retry{5000};
 
-constexpr std::string_view usage = R"(Usage: latgovd [OPTIONS]
+// CPU hotplug moves managed IRQs: the online set is compared this often.
+constexpr std::chrono::seconds online_check_interval{5};
 
-Holds CPU wake-up latency limits on the CPUs that complete block IO, only
-while IO is outstanding. Runs in the foreground (systemd Type=notify).
-
-Options:
-  --config FILE      configuration (default /etc/latgov/latgov.toml; missing = embedded default)
-  --check-config     validate the configuration and exit 0 (valid) or 1
-  --restore          put back the per-CPU values a previous run left, and exit
-  --sysroot DIR      read and write sysfs/procfs/dev under DIR (tests)
-  --runtime-dir DIR  override [daemon] runtime_dir
-  --dry-run          compute and log, change nothing (backend dry-run everywhere)
-  -h, --help         this text
-)";
-
-struct Options {
-    std::filesystem::path config = "/etc/latgov/latgov.toml";
-    std::string sysroot = "/";
-    std::optional<std::filesystem::path> runtime_dir;
-    bool check_config = false;
-    bool restore = false;
-    bool dry_run = false;
-};
-
-std::optional<Options> parse_options(int argc, char** argv) {
-    Options o;
-    for (int i = 1; i < argc; ++i) {
-        std::string_view arg = argv[i];
-        auto value = [&]() -> const char* { return i + 1 < argc ? argv[++i] : nullptr; };
-        if (arg == "-h" || arg == "--help") {
-            fmt::print("{}", usage);
-            std::exit(0);
-        } else if (arg == "--check-config") {
-            o.check_config = true;
-        } else if (arg == "--restore") {
-            o.restore = true;
-        } else if (arg == "--dry-run") {
-            o.dry_run = true;
-        } else if (arg == "--config" || arg == "--sysroot" || arg == "--runtime-dir") {
-            const char* v = value();
-            if (!v) {
-                fmt::print(stderr, "latgovd: {} needs a value\n{}", arg, usage);
-                return std::nullopt;
-            }
-            if (arg == "--config")
-                o.config = v;
-            else if (arg == "--sysroot")
-                o.sysroot = v;
-            else
-                o.runtime_dir = v;
-        } else {
-            fmt::print(stderr, "latgovd: unknown option {}\n{}", arg, usage);
-            return std::nullopt;
-        }
-    }
-    return o;
+std::string read_online(const SysRoot& root) {
+    auto online = root.read("/sys/devices/system/cpu/online");
+    return online ? *online : std::string{};
 }
 
-void setup_logging(const std::string& level) {
-    std::shared_ptr<spdlog::logger> logger;
-    // Under systemd stderr already goes to the journal: one sink, or lines
-    // appear twice.
-    if (std::getenv("JOURNAL_STREAM"))
-        logger = std::make_shared<spdlog::logger>(
-            "latgovd", std::make_shared<spdlog::sinks::systemd_sink_mt>("latgovd", false));
-    else
-        logger = spdlog::stderr_color_mt("latgovd");
-    logger->set_level(spdlog::level::from_str(level));
-    spdlog::set_default_logger(logger);
-}
+} // namespace
 
-void log_warning(const std::string& line) {
-    spdlog::warn("{}", line);
-}
-
-Result<Config> load_for_daemon(const Options& o) {
+Result<Config> load_daemon_config(const Options& o) {
     auto config = load_config(o.config);
     if (!config)
         return config;
@@ -124,169 +52,36 @@ Result<Config> load_for_daemon(const Options& o) {
     return config;
 }
 
-std::string describe_limit(LatencyLimit limit) {
-    if (!limit)
-        return "none";
-    return *limit == 0 ? "0 us (poll only)" : std::to_string(*limit) + " us";
-}
+Daemon::Daemon(Options options, Config config)
+    : options_(std::move(options)), config_(std::move(config)), root_(options_.sysroot),
+      percpu_(root_, journal_path(), log_warning), global_(root_, log_warning),
+      rescan_retry_(first_rescan_retry) {}
 
-class Daemon {
-  public:
-    Daemon(Options options, Config config)
-        : options_(std::move(options)), config_(std::move(config)), root_(options_.sysroot),
-          percpu_(root_, journal_path(), log_warning), global_(root_, log_warning) {}
-
-    int run();
-
-  private:
-    std::filesystem::path journal_path() const { return config_.daemon.runtime_dir / "journal"; }
-    std::filesystem::path status_path() const { return config_.daemon.runtime_dir / "status.json"; }
-    bool rescan();
-    std::map<int, std::vector<IdleCost>> costs();
-    void calibrate_if_missing();
-    void tick(SteadyTime now);
-    void apply(const Holds& holds, SteadyTime now);
-    void write_status(SteadyTime now);
-    void reload();
-    void shutdown();
-    void arm_timer(SteadyTime now);
-    void open_io_events();
-    void on_io_events(SteadyTime now);
-    void watch(int fd);
-
-    Options options_;
-    Config config_;
-    SysRoot root_;
-    PerCpuHolder percpu_;
-    GlobalHolder global_;
-    Topology topology_;
-    std::unique_ptr<Governor> governor_;
-    std::optional<IoSampler> sampler_;
-    IoSample sample_;
-    Holds holds_;
-    Fd epoll_, signals_, timer_;
-    SteadyTime next_tick_{};
-    SteadyTime last_status_{};
-    SteadyTime last_watchdog_{};
-    std::chrono::microseconds watchdog_interval_{0};
-    std::string online_text_;
-    SteadyTime last_online_check_{};
-    bool status_dirty_ = true;
-    std::optional<IoIssueEvents> events_;
-    std::string events_state_ = "off";
-    // Onset delays (request issued -> constraint written), newest last.
-    std::vector<double> onset_us_;
-    std::string cost_source_ = "declared";
-    SteadyTime last_change_{};
-};
-
-// After this long with the same active queues, sampling slows to
-// steady_interval.
-constexpr std::chrono::milliseconds steady_after{100};
-
-// While idle with IO events armed, the daemon still wakes this often for
-// housekeeping (CPU hotplug check, watchdog): far below 1/s.
-constexpr std::chrono::seconds housekeeping_interval{10};
-
-// Measured wake-up costs when a calibration of this very machine exists,
-// the kernel's declared exit latencies otherwise.
-std::map<int, std::vector<IdleCost>> Daemon::costs() {
-    const auto& path = config_.daemon.calibration_file;
-    std::optional<Calibration> calibration;
-    std::string why;
-    if (!std::filesystem::exists(path)) {
-        why = "no calibration at " + path.string();
-    } else if (auto loaded = load_calibration(path); !loaded) {
-        why = "unreadable calibration: " + loaded.error().message;
-        spdlog::warn("Failed to load {}: {}; using declared exit latencies", path.string(),
-                     loaded.error().message);
-    } else if (loaded->machine != read_machine_identity(root_, topology_)) {
-        why = "calibration at " + path.string() + " is for another machine or kernel";
-        spdlog::warn("{}: recalibrate with `latgov calibrate`", why);
-    } else {
-        calibration = std::move(*loaded);
-    }
-    auto result = idle_costs(topology_, calibration ? &*calibration : nullptr, cost_source_);
-    if (!calibration)
-        cost_source_ = "declared (" + why + ")";
-    return result;
-}
-
-void Daemon::calibrate_if_missing() {
-    if (!config_.daemon.calibrate_on_start ||
-        std::filesystem::exists(config_.daemon.calibration_file))
-        return;
-    spdlog::info("no calibration at {}: measuring idle-state costs (calibrate_on_start)",
-                 config_.daemon.calibration_file.string());
-    sd_notify(0, "STATUS=Calibrating idle-state costs\nEXTEND_TIMEOUT_USEC=60000000");
-    CalibrateOptions options;
-    options.runtime_dir = config_.daemon.runtime_dir;
-    options.max_time = std::chrono::seconds(20);
-    std::atomic<bool> stop{false};
-    auto calibration = run_calibration(root_, options, stop);
-    if (!calibration) {
-        spdlog::warn("Failed to calibrate, using declared exit latencies: {}",
-                     calibration.error().message);
-        return;
-    }
-    std::error_code ec;
-    std::filesystem::create_directories(config_.daemon.calibration_file.parent_path(), ec);
-    std::ofstream out(config_.daemon.calibration_file);
-    if (!(out << format_calibration(*calibration)))
-        spdlog::warn("Failed to write {}", config_.daemon.calibration_file.string());
-}
-
-bool Daemon::rescan() {
-    auto topology = discover_topology(root_);
-    if (!topology) {
-        spdlog::error("Failed to discover topology: {}", topology.error().message);
+bool Daemon::rescan(TimePoint now) {
+    auto state = build_governed_state(root_, config_);
+    if (!state) {
+        spdlog::error("{}; keeping the current devices, retrying in {} ms", state.error().message,
+                      rescan_retry_.count());
+        next_rescan_ = now + rescan_retry_;
+        rescan_retry_ = std::min(rescan_retry_ * 2, max_rescan_retry);
         return false;
     }
-    topology_ = std::move(*topology);
-    for (const auto& w : topology_.warnings)
-        spdlog::warn("{}", w);
-    governor_ = std::make_unique<Governor>(topology_, config_, costs());
-    auto sampler = IoSampler::open(root_, governor_->stat_sources(),
-                                   config_.daemon.queue_inflight ? governor_->queue_tags()
-                                                                 : std::vector<QueueTags>{});
-    if (!sampler && config_.daemon.queue_inflight) {
-        spdlog::warn("Failed to open per-queue in-flight counts ({}); using device counts",
-                     sampler.error().message);
-        sampler = IoSampler::open(root_, governor_->stat_sources());
-    }
-    if (!sampler) {
-        spdlog::error("Failed to open IO statistics: {}", sampler.error().message);
-        return false;
-    }
-    sampler_ = std::move(*sampler);
-    auto online = root_.read("/sys/devices/system/cpu/online");
-    online_text_ = online ? *online : std::string{};
-    spdlog::info("cpuidle driver {}, governor {}; {} online CPUs", topology_.cpuidle_driver,
-                 topology_.cpuidle_governor, topology_.online_cpus.size());
-    switch (idle_governor_kind(topology_.cpuidle_driver, topology_.cpuidle_governor)) {
-    case IdleGovernorKind::none:
-        spdlog::warn("no cpuidle driver: CPUs idle in the default idle whatever PM QoS says, "
-                     "so auto holds nothing here (fixed limits are still written)");
-        break;
-    case IdleGovernorKind::zero_only:
-        spdlog::info("cpuidle governor {} honours only a limit of 0: auto holds 0 or nothing",
-                     topology_.cpuidle_governor);
-        break;
-    case IdleGovernorKind::latency_aware:
-        break;
-    }
-    if (governor_->devices().empty())
-        spdlog::info("no device to govern");
-    for (const auto& d : governor_->devices()) {
-        std::string queues;
-        for (const auto& q : d.queues)
-            queues += fmt::format("{}q{}->cpu{}", queues.empty() ? "" : " ", q.index,
-                                  format_cpu_list(q.cpus));
-        spdlog::info("governing {} (mode {}, backend {}, by {}): {}", d.name,
-                     to_string(d.policy.mode), to_string(d.policy.backend), d.rule, queues);
-    }
-    open_io_events();
+    install(std::move(*state), now);
     return true;
+}
+
+void Daemon::install(GovernedState state, TimePoint now) {
+    // The old events close here, which also takes them out of epoll.
+    state_ = std::make_unique<GovernedState>(std::move(state));
+    rescan_retry_ = first_rescan_retry;
+    next_rescan_ = {};
+    online_text_ = read_online(root_);
+    last_online_check_ = now;
+    log_governed_state(*state_);
+    if (epoll_ && state_->events)
+        for (int fd : state_->events->fds())
+            watch(fd);
+    status_dirty_ = true;
 }
 
 void Daemon::watch(int fd) {
@@ -297,59 +92,32 @@ void Daemon::watch(int fd) {
         spdlog::warn("Failed to watch fd {}: {}", fd, errno_message(errno));
 }
 
-void Daemon::open_io_events() {
-    events_.reset(); // closing the fds also removes them from epoll
-    if (!config_.daemon.io_events) {
-        events_state_ = "off (configuration): sampling every idle_interval while idle";
-        return;
-    }
-    if (governor_->devices().empty()) {
-        events_state_ = "no device to watch";
-        return;
-    }
-    auto events = IoIssueEvents::open(root_, topology_.online_cpus, governor_->watched_devs());
-    if (!events) {
-        events_state_ = "unavailable: " + events.error().message;
-        spdlog::warn("IO events unavailable ({}); sampling every {} ms while idle instead",
-                     events.error().message, config_.daemon.idle_interval.count());
-        return;
-    }
-    events_ = std::move(*events);
-    if (epoll_)
-        for (int fd : events_->fds())
-            watch(fd);
-    events_state_ = "sleeping until the first request (block_rq_issue events)";
-    spdlog::info("waking on block_rq_issue events while idle");
-}
-
-void Daemon::on_io_events(SteadyTime now) {
-    if (!events_)
+void Daemon::on_io_events(TimePoint now) {
+    auto& events = state_->events;
+    if (!events)
         return;
     std::uint64_t first_ns = 0; // the earliest request that activated a queue
-    for (const auto& request : events_->drain())
-        if (governor_->on_request_issued(request.dev, request.cpu, now) &&
+    for (const auto& request : events->drain())
+        if (state_->governor.on_request_issued(request.dev, request.cpu, now) &&
             (first_ns == 0 || request.time_ns < first_ns))
             first_ns = request.time_ns;
     if (first_ns != 0) {
-        apply(governor_->holds(), now);
+        apply(state_->governor.holds(), now);
         last_change_ = now;
         timespec ts{};
         ::clock_gettime(CLOCK_MONOTONIC, &ts); // the clock the events are stamped with
         const auto done_ns = static_cast<std::uint64_t>(ts.tv_sec) * 1000000000u +
                              static_cast<std::uint64_t>(ts.tv_nsec);
-        if (done_ns >= first_ns) {
-            if (onset_us_.size() >= 1000)
-                onset_us_.erase(onset_us_.begin());
-            onset_us_.push_back(static_cast<double>(done_ns - first_ns) / 1000.0);
-        }
+        if (done_ns >= first_ns)
+            onset_.record(std::chrono::nanoseconds(done_ns - first_ns));
     }
     // Only once the constraint is written: disarming costs a call per CPU.
     // From here sampling follows the IO; the events would only cost.
-    events_->disarm();
-    events_->drain();
+    events->disarm();
+    events->drain();
 }
 
-void Daemon::apply(const Holds& holds, SteadyTime now) {
+void Daemon::apply(const Holds& holds, TimePoint now) {
     std::map<int, LatencyLimit> wanted;
     for (const auto& [cpu, hold] : holds.percpu)
         wanted[cpu] = hold.limit;
@@ -370,52 +138,47 @@ void Daemon::apply(const Holds& holds, SteadyTime now) {
     holds_ = holds;
 }
 
-void Daemon::write_status(SteadyTime now) {
-    StatusInput input{*governor_, holds_, percpu_, global_, topology_, cost_source_, now};
-    auto status = build_status(input);
-    status["io_events"] = events_state_;
-    nlohmann::ordered_json onset = {{"count", onset_us_.size()}};
-    if (!onset_us_.empty()) {
-        auto sorted = onset_us_;
-        std::sort(sorted.begin(), sorted.end());
-        auto at = [&](double q) {
-            return sorted[static_cast<size_t>(q * static_cast<double>(sorted.size() - 1))];
-        };
-        onset["p50_us"] = at(0.5);
-        onset["p99_us"] = at(0.99);
-        onset["max_us"] = sorted.back();
-    }
-    status["onset_delay"] = std::move(onset);
-    if (auto written = latgov::write_status(status_path(), status); !written)
+void Daemon::write_status(TimePoint now) {
+    const StatusInput input{state_->governor,
+                            holds_,
+                            percpu_,
+                            global_,
+                            state_->topology,
+                            state_->cost_source,
+                            state_->events_state,
+                            onset_.summary(),
+                            now};
+    if (auto written = latgov::write_status(status_path(), build_status(input)); !written)
         spdlog::warn("{}", written.error().message);
     last_status_ = now;
     status_dirty_ = false;
 }
 
-void Daemon::tick(SteadyTime now) {
+void Daemon::tick(TimePoint now) {
     // CPU hotplug moves managed IRQs: a changed online set means a new map.
-    if (now - last_online_check_ >= std::chrono::seconds(5)) {
+    if (now - last_online_check_ >= online_check_interval && now >= next_rescan_) {
         last_online_check_ = now;
-        auto online = root_.read("/sys/devices/system/cpu/online");
-        if (online && *online != online_text_) {
-            spdlog::info("online CPUs changed to {}, rescanning", trim(*online));
-            rescan();
+        auto online = read_online(root_);
+        if (online != online_text_) {
+            spdlog::info("online CPUs changed to {}, rescanning", trim(online));
+            rescan(now);
         }
     }
-    if (auto sampled = sampler_->sample(sample_); !sampled) {
-        // A device went away (or a controller reset): map the machine anew;
-        // a failed rescan is retried at the next tick.
-        spdlog::warn("{}; rescanning devices", sampled.error().message);
-        rescan();
+    if (auto sampled = state_->sampler.sample(sample_); !sampled) {
+        // A device went away (or a controller reset): map the machine anew.
+        if (now >= next_rescan_) {
+            spdlog::warn("{}; rescanning devices", sampled.error().message);
+            rescan(now);
+        }
         return;
     }
-    if (governor_->observe(sample_, now)) {
-        apply(governor_->holds(), now);
+    if (state_->governor.observe(sample_, now)) {
+        apply(state_->governor.holds(), now);
         last_change_ = now;
     }
     // At most one status write per status_interval: the file may live on a
     // disk latgov governs, and every write there is IO it would react to.
-    if ((status_dirty_ || governor_->any_active()) &&
+    if ((status_dirty_ || state_->governor.any_active()) &&
         now - last_status_ >= config_.daemon.status_interval)
         write_status(now);
     if (watchdog_interval_.count() > 0 && now - last_watchdog_ >= watchdog_interval_ / 2) {
@@ -424,51 +187,40 @@ void Daemon::tick(SteadyTime now) {
     }
 }
 
-void Daemon::arm_timer(SteadyTime now) {
-    const bool active = governor_ && governor_->any_active();
-    std::chrono::milliseconds interval =
-        active ? config_.daemon.sample_interval : config_.daemon.idle_interval;
-    if (active && now - last_change_ >= steady_after)
-        interval = std::max(config_.daemon.sample_interval, config_.daemon.steady_interval);
-    if (!active && events_ && !events_->armed()) {
-        if (auto armed = events_->arm(); !armed) {
+void Daemon::arm_timer(TimePoint now) {
+    const bool active = state_->governor.any_active();
+    auto& events = state_->events;
+    if (!active && events && !events->armed()) {
+        if (auto armed = events->arm(); !armed) {
             spdlog::warn("{}; sampling while idle instead", armed.error().message);
-            events_state_ = "unavailable: " + armed.error().message;
-            events_.reset();
+            state_->events_state = "unavailable: " + armed.error().message;
+            events.reset();
         }
     }
-    if (!active && events_) {
-        // The first request wakes us: the timer is only for housekeeping.
-        interval = housekeeping_interval;
-        if (watchdog_interval_.count() > 0)
-            interval = std::min(
-                interval,
-                std::chrono::duration_cast<std::chrono::milliseconds>(watchdog_interval_) / 2);
-    }
-    // Deadlines advance by whole periods from the last one, so ticks do not
-    // drift; a missed period is skipped, not caught up.
-    next_tick_ += interval;
-    if (next_tick_ <= now)
-        next_tick_ = now + interval;
-    SteadyTime deadline = next_tick_;
-    // A status change still to be written is flushed on time.
-    if (status_dirty_)
-        deadline = std::min(deadline, std::max(now, last_status_ + config_.daemon.status_interval));
+    const ScheduleState schedule{active,
+                                 !active && events.has_value(),
+                                 last_change_,
+                                 next_tick_,
+                                 status_dirty_,
+                                 last_status_,
+                                 watchdog_interval_};
+    const auto deadline = next_deadline(schedule, config_.daemon, now);
+    next_tick_ = deadline.next_tick;
     const auto ns =
-        std::chrono::duration_cast<std::chrono::nanoseconds>(deadline.time_since_epoch()).count();
+        std::chrono::duration_cast<std::chrono::nanoseconds>(deadline.wake.time_since_epoch())
+            .count();
     itimerspec spec{};
     spec.it_value.tv_sec = static_cast<time_t>(ns / 1000000000);
     spec.it_value.tv_nsec = static_cast<long>(ns % 1000000000);
     ::timerfd_settime(timer_.get(), TFD_TIMER_ABSTIME, &spec, nullptr);
 }
 
-void Daemon::reload() {
+void Daemon::reload(TimePoint now) {
     sd_notifyf(
         0, "RELOADING=1\nSTATUS=Reloading configuration\nMONOTONIC_USEC=%llu",
-        static_cast<unsigned long long>(std::chrono::duration_cast<std::chrono::microseconds>(
-                                            std::chrono::steady_clock::now().time_since_epoch())
-                                            .count()));
-    auto config = load_for_daemon(options_);
+        static_cast<unsigned long long>(
+            std::chrono::duration_cast<std::chrono::microseconds>(now.time_since_epoch()).count()));
+    auto config = load_daemon_config(options_);
     if (!config) {
         spdlog::error("Failed to reload configuration, keeping the running one: {}",
                       config.error().message);
@@ -481,7 +233,7 @@ void Daemon::reload() {
         spdlog::set_level(spdlog::level::from_str(config_.daemon.log_level));
         spdlog::info("configuration reloaded");
     }
-    rescan();
+    rescan(now);
     status_dirty_ = true;
     sd_notify(0, "READY=1\nSTATUS=Governing");
 }
@@ -511,14 +263,16 @@ int Daemon::run() {
     // A run that was killed may have left values behind: put them back first.
     if (auto restored = restore_journal(root_, journal_path(), log_warning); !restored)
         spdlog::error("{}", restored.error().message);
-    if (auto topology = discover_topology(root_); topology) {
-        topology_ = std::move(*topology);
-        calibrate_if_missing();
-    }
-    if (!rescan())
+    calibrate_if_missing(root_, config_.daemon);
+    auto state = build_governed_state(root_, config_);
+    if (!state) {
+        spdlog::error("{}", state.error().message);
         return 1;
-    spdlog::info("idle-state costs: {}", cost_source_);
-    fmt::print(stderr, "{}", format_topology_table(topology_));
+    }
+    auto now = std::chrono::steady_clock::now();
+    install(std::move(*state), now);
+    spdlog::info("idle-state costs: {}", state_->cost_source);
+    fmt::print(stderr, "{}", format_topology_table(state_->topology));
 
     sigset_t mask;
     sigemptyset(&mask);
@@ -534,14 +288,14 @@ int Daemon::run() {
     }
     watch(signals_.get());
     watch(timer_.get());
-    if (events_)
-        for (int fd : events_->fds())
+    if (state_->events)
+        for (int fd : state_->events->fds())
             watch(fd);
     std::uint64_t watchdog_usec = 0;
     if (sd_watchdog_enabled(0, &watchdog_usec) > 0)
         watchdog_interval_ = std::chrono::microseconds(watchdog_usec);
 
-    auto now = std::chrono::steady_clock::now();
+    now = std::chrono::steady_clock::now();
     next_tick_ = now;
     tick(now);
     write_status(now);
@@ -564,8 +318,8 @@ int Daemon::run() {
                 signalfd_siginfo info{};
                 while (::read(signals_.get(), &info, sizeof info) == sizeof info) {
                     if (info.ssi_signo == SIGHUP) {
-                        reload();
                         now = std::chrono::steady_clock::now();
+                        reload(now);
                         next_tick_ = now;
                         arm_timer(now); // the rescan made new, unarmed IO events
                     } else {
@@ -581,7 +335,7 @@ int Daemon::run() {
                 now = std::chrono::steady_clock::now();
                 tick(now);
                 arm_timer(now);
-            } else if (events_) {
+            } else if (state_->events) {
                 now = std::chrono::steady_clock::now();
                 on_io_events(now);
                 next_tick_ = now; // sample from here on, one period after the wake
@@ -589,43 +343,6 @@ int Daemon::run() {
             }
         }
     }
-}
-
-} // namespace
-
-int daemon_main(int argc, char** argv) {
-    auto options = parse_options(argc, argv);
-    if (!options)
-        return 2;
-    auto config = load_for_daemon(*options);
-    if (options->check_config) {
-        if (!config) {
-            fmt::print(stderr, "{}\n", config.error().message);
-            return 1;
-        }
-        fmt::print("configuration OK ({})\n", config->sources.empty()
-                                                  ? std::string("embedded default")
-                                                  : config->sources.front().string());
-        return 0;
-    }
-    setup_logging(config ? config->daemon.log_level : "info");
-    if (options->restore) {
-        const auto runtime =
-            config ? config->daemon.runtime_dir : options->runtime_dir.value_or("/run/latgov");
-        SysRoot root(options->sysroot);
-        if (auto restored = restore_journal(root, runtime / "journal", log_warning); !restored) {
-            spdlog::error("{}", restored.error().message);
-            return 1;
-        }
-        return 0;
-    }
-    if (!config) {
-        spdlog::error("{}", config.error().message);
-        sd_notifyf(0, "STATUS=Bad configuration: %s", config.error().message.c_str());
-        return exit_config;
-    }
-    Daemon daemon(std::move(*options), std::move(*config));
-    return daemon.run();
 }
 
 } // namespace latgov

@@ -1,8 +1,77 @@
+// latgovd's event loop: one thread, one epoll over signals, the tick timer
+// and the IO issue events. Ticks sample IO, let the governor decide and
+// apply what it decides; SIGHUP reloads, SIGTERM/SIGINT release and stop.
 #pragma once
+
+#include "governed.hpp"
+#include "latgov/config.hpp"
+#include "latgov/fd.hpp"
+#include "latgov/onset.hpp"
+#include "latgov/qos.hpp"
+#include "latgov/result.hpp"
+
+#include <chrono>
+#include <filesystem>
+#include <memory>
+#include <optional>
+#include <string>
 
 namespace latgov {
 
-// `latgovd`: the governor daemon.
-int daemon_main(int argc, char** argv);
+struct Options {
+    std::filesystem::path config = "/etc/latgov/latgov.toml";
+    std::string sysroot = "/";
+    std::optional<std::filesystem::path> runtime_dir;
+    bool check_config = false;
+    bool restore = false;
+    bool dry_run = false;
+};
+
+// The configuration with the command line's overrides (--runtime-dir, --dry-run).
+Result<Config> load_daemon_config(const Options& options);
+
+class Daemon {
+  public:
+    Daemon(Options options, Config config);
+    // Until a signal stops it: 0 on SIGTERM/SIGINT, 1 when it cannot start.
+    int run();
+
+  private:
+    std::filesystem::path journal_path() const { return config_.daemon.runtime_dir / "journal"; }
+    std::filesystem::path status_path() const { return config_.daemon.runtime_dir / "status.json"; }
+    // Builds a new governed state and swaps it in; on failure the current
+    // one stays and the next attempt waits (rescan_retry_, doubling).
+    bool rescan(TimePoint now);
+    void install(GovernedState state, TimePoint now);
+    void tick(TimePoint now);
+    void apply(const Holds& holds, TimePoint now);
+    void write_status(TimePoint now);
+    void reload(TimePoint now);
+    void shutdown();
+    void arm_timer(TimePoint now);
+    void on_io_events(TimePoint now);
+    void watch(int fd);
+
+    Options options_;
+    Config config_;
+    SysRoot root_;
+    PerCpuHolder percpu_;
+    GlobalHolder global_;
+    std::unique_ptr<GovernedState> state_;
+    IoSample sample_;
+    Holds holds_;
+    Fd epoll_, signals_, timer_;
+    TimePoint next_tick_{};
+    TimePoint last_status_{};
+    TimePoint last_watchdog_{};
+    std::chrono::microseconds watchdog_interval_{0};
+    std::string online_text_; // /sys/devices/system/cpu/online when last scanned
+    TimePoint last_online_check_{};
+    TimePoint next_rescan_{}; // a failed rescan is not retried before this
+    std::chrono::milliseconds rescan_retry_;
+    bool status_dirty_ = true;
+    OnsetDelays onset_;
+    TimePoint last_change_{};
+};
 
 } // namespace latgov

@@ -1,6 +1,106 @@
-// latgovd: the latency governor daemon.
+// latgovd: the latency governor daemon. The command line is parsed here;
+// the loop is in daemon.cpp.
 #include "daemon.hpp"
+#include "logging.hpp"
+
+#include <cstdio>
+#include <fmt/format.h>
+#include <spdlog/spdlog.h>
+#include <string_view>
+#include <systemd/sd-daemon.h>
+
+namespace {
+
+using latgov::Options;
+
+constexpr int exit_config = 78; // EX_CONFIG: systemd does not restart on it
+
+constexpr std::string_view usage = R"(Usage: latgovd [OPTIONS]
+
+Holds CPU wake-up latency limits on the CPUs that complete block IO, only
+while IO is outstanding. Runs in the foreground (systemd Type=notify).
+
+Options:
+  --config FILE      configuration (default /etc/latgov/latgov.toml; missing = embedded default)
+  --check-config     validate the configuration and exit 0 (valid) or 1
+  --restore          put back the per-CPU values a previous run left, and exit
+  --sysroot DIR      read and write sysfs/procfs/dev under DIR (tests)
+  --runtime-dir DIR  override [daemon] runtime_dir
+  --dry-run          compute and log, change nothing (backend dry-run everywhere)
+  -h, --help         this text
+)";
+
+// nullopt after printing why (or the help text: then `help` is set).
+std::optional<Options> parse_options(int argc, char** argv, bool& help) {
+    Options o;
+    for (int i = 1; i < argc; ++i) {
+        std::string_view arg = argv[i];
+        auto value = [&]() -> const char* { return i + 1 < argc ? argv[++i] : nullptr; };
+        if (arg == "-h" || arg == "--help") {
+            fmt::print("{}", usage);
+            help = true;
+            return std::nullopt;
+        } else if (arg == "--check-config") {
+            o.check_config = true;
+        } else if (arg == "--restore") {
+            o.restore = true;
+        } else if (arg == "--dry-run") {
+            o.dry_run = true;
+        } else if (arg == "--config" || arg == "--sysroot" || arg == "--runtime-dir") {
+            const char* v = value();
+            if (!v) {
+                fmt::print(stderr, "latgovd: {} needs a value\n{}", arg, usage);
+                return std::nullopt;
+            }
+            if (arg == "--config")
+                o.config = v;
+            else if (arg == "--sysroot")
+                o.sysroot = v;
+            else
+                o.runtime_dir = v;
+        } else {
+            fmt::print(stderr, "latgovd: unknown option {}\n{}", arg, usage);
+            return std::nullopt;
+        }
+    }
+    return o;
+}
+
+} // namespace
 
 int main(int argc, char** argv) {
-    return latgov::daemon_main(argc, argv);
+    using namespace latgov;
+    bool help = false;
+    auto options = parse_options(argc, argv, help);
+    if (!options)
+        return help ? 0 : 2;
+    auto config = load_daemon_config(*options);
+    if (options->check_config) {
+        if (!config) {
+            fmt::print(stderr, "{}\n", config.error().message);
+            return 1;
+        }
+        fmt::print("configuration OK ({})\n", config->sources.empty()
+                                                  ? std::string("embedded default")
+                                                  : config->sources.front().string());
+        return 0;
+    }
+    setup_logging(config ? config->daemon.log_level : "info");
+    if (options->restore) {
+        const auto runtime = config ? config->daemon.runtime_dir
+                                    : options->runtime_dir.value_or(DaemonSettings{}.runtime_dir);
+        SysRoot root(options->sysroot);
+        if (auto restored = restore_journal(root, runtime / "journal", log_warning); !restored) {
+            spdlog::error("{}", restored.error().message);
+            return 1;
+        }
+        return 0;
+    }
+    if (!config) {
+        spdlog::error("{}", config.error().message);
+        sd_notifyf(0, "STATUS=Bad configuration: %s", config.error().message.c_str());
+        return exit_config;
+    }
+    Daemon daemon(std::move(*options), std::move(*config));
+    return daemon.run();
 }

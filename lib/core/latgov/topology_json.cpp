@@ -1,5 +1,7 @@
 #include "latgov/topology_json.hpp"
 
+#include "latgov/json.hpp"
+
 #include <fmt/format.h>
 
 namespace latgov {
@@ -7,10 +9,6 @@ namespace latgov {
 namespace {
 
 using json = nlohmann::ordered_json;
-
-json limit_json(LatencyLimit limit) {
-    return limit ? json(*limit) : json(nullptr);
-}
 
 json cpu_json(const Cpu& cpu) {
     json states = json::array();

@@ -1,6 +1,7 @@
 #include "latgov/status.hpp"
 
 #include "latgov/fd.hpp"
+#include "latgov/json.hpp"
 
 #include <cerrno>
 #include <fcntl.h>
@@ -12,10 +13,6 @@ namespace latgov {
 namespace {
 
 using json = nlohmann::ordered_json;
-
-json limit_json(LatencyLimit limit) {
-    return limit ? json(*limit) : json(nullptr);
-}
 
 json queues_json(const std::vector<QueueKey>& keys) {
     json out = json::array();
@@ -75,6 +72,14 @@ json build_status(const StatusInput& in) {
         {"global_held_for", queues_json(in.holds.global_for)}};
     if (in.global.holding())
         status["global_held_seconds"] = seconds_between(in.global.since(), in.now);
+    status["io_events"] = in.io_events;
+    json onset = {{"count", in.onset.count}};
+    if (in.onset.count > 0) {
+        onset["p50_us"] = in.onset.p50_us;
+        onset["p99_us"] = in.onset.p99_us;
+        onset["max_us"] = in.onset.max_us;
+    }
+    status["onset_delay"] = std::move(onset);
     return status;
 }
 

@@ -3,6 +3,7 @@
 #pragma once
 
 #include "latgov/governor.hpp"
+#include "latgov/onset.hpp"
 #include "latgov/qos.hpp"
 #include "latgov/result.hpp"
 
@@ -18,10 +19,17 @@ struct StatusInput {
     const PerCpuHolder& percpu;
     const GlobalHolder& global;
     const Topology& topology;
-    std::string cost_source; // "declared" or the calibration file used
+    // "measured (<disk>, <date>)" from a calibration of this machine, else
+    // "declared (<why no calibration applies>)".
+    std::string cost_source;
+    std::string io_events; // how an idle daemon wakes: events, or why it samples
+    OnsetSummary onset;
     SteadyTime now;
 };
 
+// The whole status document (schema latgov.status/1): one entry per online
+// CPU, one per governed device, the global hold, the IO event state and the
+// onset delays.
 nlohmann::ordered_json build_status(const StatusInput& input);
 Result<void> write_status(const std::filesystem::path& path, const nlohmann::ordered_json& status);
 

@@ -1,0 +1,93 @@
+#include "governed.hpp"
+
+#include "idle_costs.hpp"
+#include "latgov/discovery.hpp"
+
+#include <fmt/format.h>
+#include <spdlog/spdlog.h>
+
+namespace latgov {
+
+namespace {
+
+Result<IoSampler> open_sampler(const SysRoot& root, const Config& config,
+                               const Governor& governor) {
+    auto sampler = IoSampler::open(root, governor.stat_sources(),
+                                   config.daemon.queue_inflight ? governor.queue_tags()
+                                                                : std::vector<QueueTags>{});
+    if (!sampler && config.daemon.queue_inflight) {
+        spdlog::warn("Failed to open per-queue in-flight counts ({}); using device counts",
+                     sampler.error().message);
+        sampler = IoSampler::open(root, governor.stat_sources());
+    }
+    if (!sampler)
+        return make_error("Failed to open IO statistics: " + sampler.error().message);
+    return sampler;
+}
+
+// The events and a line saying how an idle daemon wakes.
+std::pair<std::optional<IoIssueEvents>, std::string> open_io_events(const SysRoot& root,
+                                                                    const Config& config,
+                                                                    const Topology& topology,
+                                                                    const Governor& governor) {
+    if (!config.daemon.io_events)
+        return {std::nullopt, "off (configuration): sampling every idle_interval while idle"};
+    if (governor.devices().empty())
+        return {std::nullopt, "no device to watch"};
+    auto events = IoIssueEvents::open(root, topology.online_cpus, governor.watched_devs());
+    if (!events) {
+        spdlog::warn("IO events unavailable ({}); sampling every {} ms while idle instead",
+                     events.error().message, config.daemon.idle_interval.count());
+        return {std::nullopt, "unavailable: " + events.error().message};
+    }
+    spdlog::info("waking on block_rq_issue events while idle");
+    return {std::move(*events), "sleeping until the first request (block_rq_issue events)"};
+}
+
+} // namespace
+
+Result<GovernedState> build_governed_state(const SysRoot& root, const Config& config) {
+    auto topology = discover_topology(root);
+    if (!topology)
+        return make_error("Failed to discover topology: " + topology.error().message);
+    for (const auto& w : topology->warnings)
+        spdlog::warn("{}", w);
+    auto costs = load_idle_costs(root, config.daemon, *topology);
+    Governor governor(*topology, config, std::move(costs.per_cpu));
+    auto sampler = open_sampler(root, config, governor);
+    if (!sampler)
+        return sampler.error();
+    auto [events, events_state] = open_io_events(root, config, *topology, governor);
+    return GovernedState{std::move(*topology), std::move(governor),     std::move(*sampler),
+                         std::move(events),    std::move(events_state), std::move(costs.source)};
+}
+
+void log_governed_state(const GovernedState& state) {
+    const auto& topology = state.topology;
+    spdlog::info("cpuidle driver {}, governor {}; {} online CPUs", topology.cpuidle_driver,
+                 topology.cpuidle_governor, topology.online_cpus.size());
+    switch (idle_governor_kind(topology.cpuidle_driver, topology.cpuidle_governor)) {
+    case IdleGovernorKind::none:
+        spdlog::warn("no cpuidle driver: CPUs idle in the default idle whatever PM QoS says, "
+                     "so auto holds nothing here (fixed limits are still written)");
+        break;
+    case IdleGovernorKind::zero_only:
+        spdlog::info("cpuidle governor {} honours only a limit of 0: auto holds 0 or nothing",
+                     topology.cpuidle_governor);
+        break;
+    case IdleGovernorKind::latency_aware:
+        break;
+    }
+    if (state.governor.devices().empty())
+        spdlog::info("no device to govern");
+    for (const auto& d : state.governor.devices()) {
+        std::string queues;
+        for (const auto& q : d.queues)
+            queues += fmt::format("{}q{}->cpu{}", queues.empty() ? "" : " ", q.index,
+                                  format_cpu_list(q.cpus));
+        spdlog::info("governing {} (mode {}, backend {}, by {}): {}", d.name,
+                     to_string(d.policy.mode), to_string(d.policy.backend), d.rule, queues);
+    }
+}
+
+} // namespace latgov

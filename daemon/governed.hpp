@@ -1,0 +1,36 @@
+// Everything latgovd governs with, built from one discovery of the machine:
+// the topology, the governor, the sampler that feeds it and the IO events
+// that wake it. Built whole; the daemon swaps it in only when the build
+// succeeded, so a new governor never pairs with an old sampler.
+#pragma once
+
+#include "latgov/config.hpp"
+#include "latgov/governor.hpp"
+#include "latgov/io_events.hpp"
+#include "latgov/sampler.hpp"
+#include "latgov/sysroot.hpp"
+#include "latgov/topology.hpp"
+
+#include <optional>
+#include <string>
+
+namespace latgov {
+
+struct GovernedState {
+    Topology topology;
+    Governor governor;
+    IoSampler sampler;
+    std::optional<IoIssueEvents> events; // none: sample every idle_interval while idle
+    std::string events_state;            // for `latgov status`: how an idle daemon wakes
+    std::string cost_source;             // for `latgov status`: where the idle costs came from
+};
+
+// Discovers the machine and builds the state for it. Fails when the machine
+// cannot be read or the IO statistics cannot be opened; IO events that
+// cannot be opened are not a failure (the daemon samples while idle).
+Result<GovernedState> build_governed_state(const SysRoot& root, const Config& config);
+
+// Logs what the state governs and how (one line per device).
+void log_governed_state(const GovernedState& state);
+
+} // namespace latgov

@@ -1,0 +1,16 @@
+// latgovd's log: the journal under systemd, stderr otherwise.
+#pragma once
+
+#include "latgov/parse.hpp"
+
+#include <string>
+
+namespace latgov {
+
+void setup_logging(const std::string& level);
+// For the edge's warning callbacks (PM QoS holders, journal restore).
+void log_warning(const std::string& line);
+// A limit as a log line shows it: "none", "0 us (poll only)", "20 us".
+std::string describe_limit(LatencyLimit limit);
+
+} // namespace latgov

@@ -1,0 +1,29 @@
+#include "latgov/schedule.hpp"
+
+#include <algorithm>
+
+namespace latgov {
+
+Deadline next_deadline(const ScheduleState& state, const DaemonSettings& settings, TimePoint now) {
+    using std::chrono::milliseconds;
+    milliseconds interval = state.active ? settings.sample_interval : settings.idle_interval;
+    if (state.active && now - state.last_change >= steady_after)
+        interval = std::max(settings.sample_interval, settings.steady_interval);
+    if (!state.active && state.events_armed) {
+        // The first request wakes the daemon: the timer is only for housekeeping.
+        interval = housekeeping_interval;
+        if (state.watchdog.count() > 0)
+            interval =
+                std::min(interval, std::chrono::duration_cast<milliseconds>(state.watchdog) / 2);
+    }
+    Deadline out;
+    out.next_tick = state.next_tick + interval;
+    if (out.next_tick <= now)
+        out.next_tick = now + interval;
+    out.wake = out.next_tick;
+    if (state.status_dirty)
+        out.wake = std::min(out.wake, std::max(now, state.last_status + settings.status_interval));
+    return out;
+}
+
+} // namespace latgov

@@ -1,0 +1,43 @@
+// When latgovd wakes next. Pure: the loop passes what it knows and the time,
+// and arms its timer at the answer.
+#pragma once
+
+#include "latgov/config.hpp"
+#include "latgov/policy.hpp"
+
+#include <chrono>
+
+namespace latgov {
+
+// After this long with the same active queues, sampling slows to
+// steady_interval.
+inline constexpr std::chrono::milliseconds steady_after{100};
+
+// While idle with IO events armed, the daemon still wakes this often for
+// housekeeping (CPU hotplug check, watchdog): far below 1/s.
+inline constexpr std::chrono::seconds housekeeping_interval{10};
+
+struct ScheduleState {
+    bool active = false;                   // some governed queue is active
+    bool events_armed = false;             // idle, and the first request wakes the daemon
+    TimePoint last_change{};               // when what the CPUs hold last changed
+    TimePoint next_tick{};                 // the tick deadline before this one
+    bool status_dirty = false;             // a status change is still to be written
+    TimePoint last_status{};               // when the status file was last written
+    std::chrono::microseconds watchdog{0}; // systemd's watchdog interval, 0 = none
+};
+
+struct Deadline {
+    TimePoint next_tick; // the tick's deadline, the base of the one after
+    TimePoint wake;      // when to wake: the tick, or earlier to flush the status
+};
+
+// The period: sample_interval while a queue is active, stretched to
+// steady_interval once nothing changed for steady_after; idle_interval while
+// idle, or housekeeping_interval (at most half the watchdog) when IO events
+// wake the daemon. Deadlines advance by whole periods from the last one, so
+// ticks do not drift; a missed period is skipped, not caught up. A dirty
+// status is flushed status_interval after the last write, not later.
+Deadline next_deadline(const ScheduleState& state, const DaemonSettings& settings, TimePoint now);
+
+} // namespace latgov

@@ -1,0 +1,34 @@
+#include "latgov/onset.hpp"
+
+#include <doctest/doctest.h>
+
+using namespace latgov;
+using namespace std::chrono_literals;
+
+TEST_CASE("no onset yet: a count of zero") {
+    OnsetDelays delays;
+    CHECK(delays.summary().count == 0);
+}
+
+TEST_CASE("onset summary: median, p99 and max of the delays in microseconds") {
+    OnsetDelays delays;
+    for (int i = 100; i >= 1; --i) // 1..100 us, recorded out of order
+        delays.record(std::chrono::microseconds(i));
+    const auto s = delays.summary();
+    CHECK(s.count == 100);
+    CHECK(s.p50_us == doctest::Approx(50)); // rank floor(0.5 * 99) of 1..100
+    CHECK(s.p99_us == doctest::Approx(99));
+    CHECK(s.max_us == doctest::Approx(100));
+}
+
+TEST_CASE("onset summary keeps only the newest delays") {
+    OnsetDelays delays(3);
+    delays.record(1000us); // dropped once three more arrive
+    delays.record(10us);
+    delays.record(20us);
+    delays.record(2500ns);
+    const auto s = delays.summary();
+    CHECK(s.count == 3);
+    CHECK(s.max_us == doctest::Approx(20));
+    CHECK(s.p50_us == doctest::Approx(10));
+}

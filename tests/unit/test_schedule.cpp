@@ -1,0 +1,131 @@
+#include "latgov/schedule.hpp"
+
+#include <doctest/doctest.h>
+
+using namespace latgov;
+using namespace std::chrono_literals;
+
+namespace {
+
+// Milliseconds since t0, so a failing check prints a number.
+const TimePoint t0 = TimePoint{} + 1000s;
+long long ms(TimePoint t) {
+    return std::chrono::duration_cast<std::chrono::milliseconds>(t - t0).count();
+}
+
+DaemonSettings settings() {
+    DaemonSettings s;
+    s.sample_interval = 5ms;
+    s.steady_interval = 20ms;
+    s.idle_interval = 50ms;
+    s.status_interval = 1000ms;
+    return s;
+}
+
+// A daemon whose last tick was due at t0 and whose status is written.
+ScheduleState at_t0() {
+    ScheduleState state;
+    state.next_tick = t0;
+    state.last_status = t0;
+    return state;
+}
+
+} // namespace
+
+TEST_CASE("an active queue that just changed is sampled every sample_interval") {
+    auto state = at_t0();
+    state.active = true;
+    state.last_change = t0;
+    const auto d = next_deadline(state, settings(), t0 + 1ms);
+    CHECK(ms(d.next_tick) == 5);
+    CHECK(ms(d.wake) == 5);
+}
+
+TEST_CASE("active queues unchanged for steady_after are sampled every steady_interval") {
+    auto state = at_t0();
+    state.active = true;
+    state.last_change = t0 - steady_after;
+    CHECK(ms(next_deadline(state, settings(), t0).next_tick) == 20);
+}
+
+TEST_CASE("steady sampling is never faster than sample_interval") {
+    auto state = at_t0();
+    state.active = true;
+    state.last_change = t0 - 1s;
+    auto s = settings();
+    s.sample_interval = 30ms; // steady_interval 20 ms is shorter
+    CHECK(ms(next_deadline(state, s, t0).next_tick) == 30);
+}
+
+TEST_CASE("idle without IO events samples every idle_interval") {
+    auto state = at_t0();
+    CHECK(ms(next_deadline(state, settings(), t0).next_tick) == 50);
+}
+
+TEST_CASE("idle with IO events armed wakes only for housekeeping") {
+    auto state = at_t0();
+    state.events_armed = true;
+    CHECK(ms(next_deadline(state, settings(), t0).next_tick) == 10000);
+}
+
+TEST_CASE("housekeeping wakes at half the watchdog interval when that is shorter") {
+    auto state = at_t0();
+    state.events_armed = true;
+    state.watchdog = 3s;
+    CHECK(ms(next_deadline(state, settings(), t0).next_tick) == 1500);
+    state.watchdog = 60s; // half of it is longer than housekeeping
+    CHECK(ms(next_deadline(state, settings(), t0).next_tick) == 10000);
+}
+
+TEST_CASE("events armed while active do not stretch the period") {
+    auto state = at_t0();
+    state.active = true;
+    state.last_change = t0;
+    state.events_armed = true;
+    CHECK(ms(next_deadline(state, settings(), t0).next_tick) == 5);
+}
+
+TEST_CASE("deadlines advance from the previous deadline, not from now") {
+    auto state = at_t0();
+    state.active = true;
+    state.last_change = t0;
+    // Woken 3 ms late: the next tick is still one period after the last deadline.
+    CHECK(ms(next_deadline(state, settings(), t0 + 3ms).next_tick) == 5);
+}
+
+TEST_CASE("a missed period is skipped, not caught up") {
+    auto state = at_t0();
+    state.active = true;
+    state.last_change = t0 + 10ms;
+    const auto d = next_deadline(state, settings(), t0 + 12ms);
+    CHECK(ms(d.next_tick) == 17);
+    // Exactly on the missed deadline counts as missed too.
+    CHECK(ms(next_deadline(state, settings(), t0 + 5ms).next_tick) == 10);
+}
+
+TEST_CASE("a dirty status wakes the daemon when its write is due") {
+    auto state = at_t0();
+    state.events_armed = true; // next tick 10 s away
+    state.status_dirty = true;
+    state.last_status = t0 - 400ms;
+    const auto d = next_deadline(state, settings(), t0);
+    CHECK(ms(d.next_tick) == 10000);
+    CHECK(ms(d.wake) == 600);
+}
+
+TEST_CASE("a dirty status already overdue is written now") {
+    auto state = at_t0();
+    state.status_dirty = true;
+    state.last_status = t0 - 5s;
+    const auto d = next_deadline(state, settings(), t0 + 2ms);
+    CHECK(ms(d.wake) == 2);
+    CHECK(ms(d.next_tick) == 50);
+}
+
+TEST_CASE("a dirty status due after the next tick does not delay the tick") {
+    auto state = at_t0();
+    state.status_dirty = true;
+    state.last_status = t0;
+    const auto d = next_deadline(state, settings(), t0);
+    CHECK(ms(d.wake) == 50);
+}
