@@ -69,7 +69,7 @@ struct NvmeController {
     std::string subsystem_nqn;
     std::string state;
     int queue_count = 0;                      // as sysfs says: admin + I/O queues
-    std::vector<NvmePowerState> power_states; // from Identify, live system only
+    std::vector<NvmePowerState> power_states; // Identify: add_nvme_power_states, live only
 };
 
 enum class DeviceKind { nvme, nvme_multipath_head, virtio_blk, other };

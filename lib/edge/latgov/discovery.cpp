@@ -1,6 +1,6 @@
 #include "latgov/discovery.hpp"
 
-#include "latgov/nvme_identify.hpp"
+#include "latgov/irq_match.hpp"
 
 #include <algorithm>
 #include <charconv>
@@ -109,8 +109,8 @@ struct IrqInfo {
 
 // IRQ action names -> numbers, from /sys/kernel/irq/<n>/actions. One IRQ may
 // carry several actions ("a,b").
-std::map<std::string, int> read_irq_names(const SysRoot& root, std::vector<std::string>& warnings) {
-    std::map<std::string, int> by_name;
+IrqNames read_irq_names(const SysRoot& root, std::vector<std::string>& warnings) {
+    IrqNames by_name;
     auto irqs = root.list("/sys/kernel/irq");
     if (!irqs) {
         warnings.push_back(irqs.error().message + "; no queue can be matched to its IRQ");
@@ -159,70 +159,31 @@ QueueType parse_queue_type(std::string_view text) {
 
 struct DiskContext {
     const SysRoot& root;
-    const std::map<std::string, int>& irq_names;
+    const IrqNames& irq_names;
     const CpuSet& online;
     std::vector<std::string>& warnings;
 };
 
-// The IRQs of the PCI function behind a disk, for matching queues by mask
-// when no naming rule applies.
-std::vector<int> device_msi_irqs(const SysRoot& root, const std::string& disk) {
+// The MSI IRQs of the PCI function behind a disk and their affinity, for
+// matching queues by mask when no naming rule applies.
+std::vector<std::pair<int, CpuSet>> read_msi_affinities(const SysRoot& root,
+                                                        const std::string& disk) {
+    std::vector<std::pair<int, CpuSet>> out;
     std::string dir = "/sys/block/" + disk + "/device";
     for (int depth = 0; depth < 3; ++depth, dir += "/..") {
         if (auto names = root.list(dir + "/msi_irqs")) {
-            std::vector<int> irqs;
             for (const auto& name : *names)
-                if (auto n = to_int(name))
-                    irqs.push_back(*n);
-            return irqs;
+                if (auto irq = to_int(name))
+                    if (auto cpus = read_irq_cpus(root, *irq))
+                        out.emplace_back(*irq, std::move(cpus->affinity));
+            return out;
         }
     }
-    return {};
+    return out;
 }
 
-// Which IRQ completes hardware queue `index` of `disk`; nullopt when the queue
-// has none (poll queue, or a device without per-queue IRQs).
-std::optional<std::pair<int, std::string>>
-queue_irq(const DiskContext& ctx, const BlockDevice& disk, const HardwareQueue& queue) {
-    auto lookup = [&](const std::string& name) -> std::optional<std::pair<int, std::string>> {
-        auto it = ctx.irq_names.find(name);
-        if (it == ctx.irq_names.end())
-            return std::nullopt;
-        return std::pair{it->second, name};
-    };
-    if (queue.type == QueueType::poll)
-        return std::nullopt;
-    if (disk.kind == DeviceKind::nvme) {
-        // hctx i is served by I/O queue i+1 (nvme_init_hctx); a controller
-        // with a single vector shares queue 0's IRQ.
-        if (auto irq = lookup(disk.controller + "q" + std::to_string(queue.index + 1)))
-            return irq;
-        if (!lookup(disk.controller + "q1"))
-            return lookup(disk.controller + "q0");
-        return std::nullopt;
-    }
-    if (disk.kind == DeviceKind::virtio_blk) {
-        auto device = ctx.root.link_basename("/sys/block/" + disk.name + "/device");
-        if (device)
-            if (auto irq = lookup(*device + "-req." + std::to_string(queue.index)))
-                return irq;
-    }
-    // No naming rule: the device IRQ whose affinity mask equals the queue's
-    // submitting CPUs (managed IRQs are spread that way).
-    for (int irq : device_msi_irqs(ctx.root, disk.name)) {
-        auto cpus = read_irq_cpus(ctx.root, irq);
-        if (cpus && cpus->affinity == queue.submit_cpus) {
-            std::string name;
-            for (const auto& [n, number] : ctx.irq_names)
-                if (number == irq)
-                    name = n;
-            return std::pair{irq, name};
-        }
-    }
-    return std::nullopt;
-}
-
-Result<HardwareQueue> read_queue(const DiskContext& ctx, const BlockDevice& disk, int index) {
+Result<HardwareQueue> read_queue(const DiskContext& ctx, const BlockDevice& disk,
+                                 const DiskIrqFacts& facts, int index) {
     HardwareQueue queue;
     queue.index = index;
     const std::string hctx = std::to_string(index);
@@ -236,18 +197,18 @@ Result<HardwareQueue> read_queue(const DiskContext& ctx, const BlockDevice& disk
     if (auto type = ctx.root.read(debug_type))
         queue.type = parse_queue_type(*type);
 
-    auto irq = queue_irq(ctx, disk, queue);
+    auto irq = match_queue_irq(ctx.irq_names, facts, index, queue.type, queue.submit_cpus);
     if (!irq && disk.kind == DeviceKind::nvme && queue.type == QueueType::default_) {
         // NVMe queues without an IRQ are poll queues (seen here when debugfs
         // is not mounted to say so).
         queue.type = QueueType::poll;
     }
     if (irq) {
-        auto cpus = read_irq_cpus(ctx.root, irq->first);
+        auto cpus = read_irq_cpus(ctx.root, irq->irq);
         if (!cpus)
             return cpus.error();
-        queue.irq = irq->first;
-        queue.irq_name = irq->second;
+        queue.irq = irq->irq;
+        queue.irq_name = irq->name;
         queue.irq_affinity = std::move(cpus->affinity);
         queue.completion_cpus = std::move(cpus->effective);
         queue.completion_source = CompletionSource::irq_effective_affinity;
@@ -364,8 +325,11 @@ Result<std::optional<BlockDevice>> read_disk(const DiskContext& ctx, const std::
         if (auto index = to_int(entry))
             indexes.push_back(*index);
     std::sort(indexes.begin(), indexes.end());
+    DiskIrqFacts facts{disk.kind, disk.controller, device, {}};
+    if (disk.kind != DeviceKind::nvme)
+        facts.msi_affinities = read_msi_affinities(ctx.root, name);
     for (int index : indexes) {
-        auto queue = read_queue(ctx, disk, index);
+        auto queue = read_queue(ctx, disk, facts, index);
         if (!queue)
             return queue.error();
         disk.queues.push_back(std::move(*queue));
@@ -421,8 +385,6 @@ Result<Topology> discover_topology(const SysRoot& root) {
                 topo.warnings.push_back(ctrl.error().message + ", skipping controller " + name);
                 continue;
             }
-            if (root.is_live())
-                ctrl->power_states = read_nvme_power_states(name);
             topo.controllers.push_back(std::move(*ctrl));
         }
     }

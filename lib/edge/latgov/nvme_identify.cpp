@@ -31,4 +31,11 @@ std::vector<NvmePowerState> read_nvme_power_states(const std::string& controller
     return states;
 }
 
+void add_nvme_power_states(const SysRoot& root, Topology& topology) {
+    if (!root.is_live())
+        return;
+    for (auto& controller : topology.controllers)
+        controller.power_states = read_nvme_power_states(controller.name);
+}
+
 } // namespace latgov

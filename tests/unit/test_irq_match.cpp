@@ -1,0 +1,71 @@
+#include "latgov/irq_match.hpp"
+
+#include <doctest/doctest.h>
+
+using namespace latgov;
+
+namespace {
+
+// "irq/name", or "none", so a failing check prints the match.
+std::string describe(const std::optional<QueueIrq>& irq) {
+    return irq ? std::to_string(irq->irq) + "/" + irq->name : "none";
+}
+
+DiskIrqFacts nvme(std::string controller) {
+    DiskIrqFacts facts;
+    facts.kind = DeviceKind::nvme;
+    facts.controller = std::move(controller);
+    return facts;
+}
+
+} // namespace
+
+TEST_CASE("NVMe hardware queue i is completed by I/O queue i+1's IRQ") {
+    const IrqNames names{{"nvme0q0", 30}, {"nvme0q1", 31}, {"nvme0q2", 32}};
+    CHECK(describe(match_queue_irq(names, nvme("nvme0"), 0, QueueType::default_, {0})) ==
+          "31/nvme0q1");
+    CHECK(describe(match_queue_irq(names, nvme("nvme0"), 1, QueueType::read, {1})) == "32/nvme0q2");
+}
+
+TEST_CASE("an NVMe controller with a single vector shares queue 0's IRQ") {
+    const IrqNames names{{"nvme1q0", 40}};
+    CHECK(describe(match_queue_irq(names, nvme("nvme1"), 0, QueueType::default_, {0, 1})) ==
+          "40/nvme1q0");
+}
+
+TEST_CASE("an NVMe queue beyond the named IRQs has none (a poll queue without debugfs)") {
+    const IrqNames names{{"nvme0q0", 30}, {"nvme0q1", 31}};
+    CHECK(describe(match_queue_irq(names, nvme("nvme0"), 1, QueueType::default_, {1})) == "none");
+}
+
+TEST_CASE("a poll queue has no IRQ, whatever the names say") {
+    const IrqNames names{{"nvme0q2", 32}};
+    CHECK(describe(match_queue_irq(names, nvme("nvme0"), 1, QueueType::poll, {1})) == "none");
+}
+
+TEST_CASE("virtio-blk queue i is completed by <device>-req.<i>") {
+    DiskIrqFacts facts;
+    facts.kind = DeviceKind::virtio_blk;
+    facts.device_link = "virtio1";
+    const IrqNames names{{"virtio1-config", 24}, {"virtio1-req.0", 25}};
+    CHECK(describe(match_queue_irq(names, facts, 0, QueueType::default_, {0, 1})) ==
+          "25/virtio1-req.0");
+}
+
+TEST_CASE("without a naming rule the MSI IRQ whose affinity equals the submitters matches") {
+    DiskIrqFacts facts;
+    facts.kind = DeviceKind::other;
+    facts.msi_affinities = {{50, {0}}, {51, {1}}};
+    const IrqNames names{{"foo-queue1", 51}};
+    CHECK(describe(match_queue_irq(names, facts, 1, QueueType::default_, {1})) == "51/foo-queue1");
+    CHECK(describe(match_queue_irq(names, facts, 0, QueueType::default_, {0})) == "50/");
+    CHECK(describe(match_queue_irq(names, facts, 2, QueueType::default_, {0, 1})) == "none");
+}
+
+TEST_CASE("a virtio disk without its named IRQ falls back to the affinity match") {
+    DiskIrqFacts facts;
+    facts.kind = DeviceKind::virtio_blk;
+    facts.device_link = "virtio2";
+    facts.msi_affinities = {{60, {0, 1}}};
+    CHECK(describe(match_queue_irq({}, facts, 0, QueueType::default_, {0, 1})) == "60/");
+}
