@@ -8,7 +8,6 @@
 #include <csignal>
 #include <fmt/format.h>
 #include <fmt/ranges.h>
-#include <fstream>
 
 namespace latgov::cli {
 
@@ -20,7 +19,7 @@ std::atomic<bool> calibration_stop{false};
 
 int calibrate(const Args& args) {
     CalibrateOptions options;
-    std::filesystem::path output = "/var/lib/latgov/calibration.toml";
+    std::filesystem::path output{default_calibration_file};
     for (size_t i = 0; i < args.rest.size(); ++i) {
         const std::string& arg = args.rest[i];
         if (i + 1 >= args.rest.size())
@@ -70,11 +69,8 @@ int calibrate(const Args& args) {
     for (const auto& state : calibration->states)
         fmt::print("state {:<10} declared exit latency {:>4} us, measured cost {:.1f} us\n",
                    state.name, state.declared_exit_latency_us, state.measured_cost_us);
-    std::error_code ec;
-    std::filesystem::create_directories(output.parent_path(), ec);
-    std::ofstream out(output);
-    if (!(out << format_calibration(*calibration)))
-        return fail("Failed to write " + output.string());
+    if (auto saved = save_calibration(*calibration, output); !saved)
+        return fail(saved.error().message);
     fmt::print("wrote {}\n", output.string());
     return 0;
 }

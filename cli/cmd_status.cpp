@@ -1,15 +1,16 @@
 // `latgov status [--json]`: what latgovd holds now, from its status file.
 #include "commands.hpp"
+#include "latgov/config.hpp"
 #include "latgov/status.hpp"
+#include "latgov/text_file.hpp"
 
 #include <fmt/format.h>
-#include <fstream>
 
 namespace latgov::cli {
 
 int status(const Args& args) {
     bool as_json = false;
-    std::string runtime_dir = "/run/latgov";
+    std::string runtime_dir{default_runtime_dir};
     for (size_t i = 0; i < args.rest.size(); ++i) {
         if (args.rest[i] == "--json")
             as_json = true;
@@ -19,10 +20,10 @@ int status(const Args& args) {
             return usage_error("status: unknown option " + args.rest[i]);
     }
     const std::string path = runtime_dir + "/status.json";
-    std::ifstream in(path);
-    if (!in)
+    auto text = read_text_file(path);
+    if (!text)
         return fail("no status at " + path + ": is latgovd running?");
-    auto status = nlohmann::json::parse(in, nullptr, false);
+    auto status = nlohmann::json::parse(*text, nullptr, false);
     if (status.is_discarded())
         return fail("Failed to parse " + path);
     if (as_json)

@@ -1,6 +1,7 @@
 // latgov: inspect what the governor sees and does. Global options and
 // dispatch; each command lives in a file of its own.
 #include "commands.hpp"
+#include "latgov/config.hpp"
 
 #include <cstdio>
 #include <fmt/format.h>
@@ -11,25 +12,28 @@ namespace latgov::cli {
 
 namespace {
 
-constexpr std::string_view usage = R"(Usage: latgov [--sysroot DIR] COMMAND [OPTIONS]
+constexpr std::string_view usage_template = R"(Usage: latgov [--sysroot DIR] COMMAND [OPTIONS]
 
 Commands:
   topology [--json]        hardware queues, their IRQs and completion CPUs
   snapshot -o FILE.tar.gz  capture the files topology discovery reads
   status [--json]          what latgovd holds now (from RUNTIME_DIR/status.json)
-      [--runtime-dir DIR]  default /run/latgov
+      [--runtime-dir DIR]  default {runtime_dir}
   calibrate                measure each idle state's wake-up cost with QD1 reads
       [--device NAME]      disk to read (read-only); default the first governed one
       [--file PATH]        read this file on the disk instead of the raw device
       [--cpu N]            completion CPU to step; default queue 0's
       [--rounds N] [--ios N] [--max-seconds S]   default 5, 1000 per level, 30
-      [--output FILE]      default /var/lib/latgov/calibration.toml
-      [--runtime-dir DIR]  journal of the values it writes; default /run/latgov
+      [--output FILE]      default {calibration_file}
+      [--runtime-dir DIR]  journal of the values it writes; default {runtime_dir}
 
 Options:
   --sysroot DIR            read sysfs/procfs/dev under DIR (a captured tree)
   -h, --help               this text
 )";
+
+const std::string usage = fmt::format(usage_template, fmt::arg("runtime_dir", default_runtime_dir),
+                                      fmt::arg("calibration_file", default_calibration_file));
 
 } // namespace
 

@@ -19,7 +19,7 @@
 namespace latgov {
 
 struct Options {
-    std::filesystem::path config = "/etc/latgov/latgov.toml";
+    std::filesystem::path config{default_config_file};
     std::string sysroot = "/";
     std::optional<std::filesystem::path> runtime_dir;
     bool check_config = false;

@@ -4,7 +4,6 @@
 #include "latgov/calibration_probe.hpp"
 
 #include <atomic>
-#include <fstream>
 #include <optional>
 #include <spdlog/spdlog.h>
 #include <systemd/sd-daemon.h>
@@ -51,11 +50,8 @@ void calibrate_if_missing(const SysRoot& root, const DaemonSettings& settings) {
                      calibration.error().message);
         return;
     }
-    std::error_code ec;
-    std::filesystem::create_directories(settings.calibration_file.parent_path(), ec);
-    std::ofstream out(settings.calibration_file);
-    if (!(out << format_calibration(*calibration)))
-        spdlog::warn("Failed to write {}", settings.calibration_file.string());
+    if (auto saved = save_calibration(*calibration, settings.calibration_file); !saved)
+        spdlog::warn("{}", saved.error().message);
 }
 
 } // namespace latgov

@@ -15,13 +15,13 @@ using latgov::Options;
 
 constexpr int exit_config = 78; // EX_CONFIG: systemd does not restart on it
 
-constexpr std::string_view usage = R"(Usage: latgovd [OPTIONS]
+constexpr std::string_view usage_template = R"(Usage: latgovd [OPTIONS]
 
 Holds CPU wake-up latency limits on the CPUs that complete block IO, only
 while IO is outstanding. Runs in the foreground (systemd Type=notify).
 
 Options:
-  --config FILE      configuration (default /etc/latgov/latgov.toml; missing = embedded default)
+  --config FILE      configuration (default {config}; missing = embedded default)
   --check-config     validate the configuration and exit 0 (valid) or 1
   --restore          put back the per-CPU values a previous run left, and exit
   --sysroot DIR      read and write sysfs/procfs/dev under DIR (tests)
@@ -29,6 +29,9 @@ Options:
   --dry-run          compute and log, change nothing (backend dry-run everywhere)
   -h, --help         this text
 )";
+
+const std::string usage =
+    fmt::format(usage_template, fmt::arg("config", latgov::default_config_file));
 
 // nullopt after printing why (or the help text: then `help` is set).
 std::optional<Options> parse_options(int argc, char** argv, bool& help) {
@@ -88,7 +91,7 @@ int main(int argc, char** argv) {
     setup_logging(config ? config->daemon.log_level : "info");
     if (options->restore) {
         const auto runtime = config ? config->daemon.runtime_dir
-                                    : options->runtime_dir.value_or(DaemonSettings{}.runtime_dir);
+                                    : options->runtime_dir.value_or(default_runtime_dir);
         SysRoot root(options->sysroot);
         if (auto restored = restore_journal(root, runtime / "journal", log_warning); !restored) {
             spdlog::error("{}", restored.error().message);

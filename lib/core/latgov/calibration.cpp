@@ -1,5 +1,7 @@
 #include "latgov/calibration.hpp"
 
+#include "latgov/text_file.hpp"
+
 #include <algorithm>
 #include <fmt/format.h>
 #include <fstream>
@@ -20,7 +22,8 @@ double quantile(std::vector<double> values, double q) {
     return values[lo] + (values[hi] - values[lo]) * (pos - static_cast<double>(lo));
 }
 
-std::string quoted(const std::string& s) {
+// A TOML basic string.
+std::string toml_string(const std::string& s) {
     std::string out = "\"";
     for (char c : s) {
         if (c == '"' || c == '\\')
@@ -80,18 +83,18 @@ std::string format_calibration(const Calibration& c) {
         "# latgov calibration: wake-up cost of each idle state in the IO path,\n"
         "# measured by `latgov calibrate`. latgovd uses it only on the machine below.\n";
     out += "[machine]\n";
-    out += "cpu_model = " + quoted(c.machine.cpu_model) + "\n";
-    out += "kernel = " + quoted(c.machine.kernel) + "\n";
-    out += "cpuidle_driver = " + quoted(c.machine.cpuidle_driver) + "\n";
-    out += "cpuidle_governor = " + quoted(c.machine.cpuidle_governor) + "\n\n";
+    out += "cpu_model = " + toml_string(c.machine.cpu_model) + "\n";
+    out += "kernel = " + toml_string(c.machine.kernel) + "\n";
+    out += "cpuidle_driver = " + toml_string(c.machine.cpuidle_driver) + "\n";
+    out += "cpuidle_governor = " + toml_string(c.machine.cpuidle_governor) + "\n\n";
     out += "[probe]\n";
-    out += "device = " + quoted(c.device) + "\n";
+    out += "device = " + toml_string(c.device) + "\n";
     out += fmt::format("cpu = {}\nsubmit_cpu = {}\nrounds = {}\nios_per_level = {}\n", c.cpu,
                        c.submit_cpu, c.rounds, c.ios_per_level);
-    out += "date = " + quoted(c.date) + "\n";
+    out += "date = " + toml_string(c.date) + "\n";
     for (const auto& level : c.levels) {
-        out += "\n[[level]]\nname = " + quoted(level.name) + "\n";
-        out += "limit = " + quoted(format_resume_latency(level.limit)) + "\n";
+        out += "\n[[level]]\nname = " + toml_string(level.name) + "\n";
+        out += "limit = " + toml_string(format_resume_latency(level.limit)) + "\n";
         out += fmt::format("median_us = {:.2f}\np99_us = {:.2f}\n", level.median_us, level.p99_us);
         out += "round_medians_us = [";
         for (size_t i = 0; i < level.round_medians_us.size(); ++i)
@@ -99,7 +102,7 @@ std::string format_calibration(const Calibration& c) {
         out += "]\n";
     }
     for (const auto& state : c.states) {
-        out += "\n[[state]]\nname = " + quoted(state.name) + "\n";
+        out += "\n[[state]]\nname = " + toml_string(state.name) + "\n";
         out += fmt::format("declared_exit_latency_us = {}\nmeasured_cost_us = {:.2f}\n",
                            state.declared_exit_latency_us, state.measured_cost_us);
     }
@@ -149,12 +152,19 @@ Result<Calibration> parse_calibration(std::string_view text, const std::string& 
 }
 
 Result<Calibration> load_calibration(const std::filesystem::path& path) {
-    std::ifstream in(path);
-    if (!in)
-        return make_error("Failed to open " + path.string());
-    std::stringstream text;
-    text << in.rdbuf();
-    return parse_calibration(text.str(), path.string());
+    auto text = read_text_file(path);
+    if (!text)
+        return text.error();
+    return parse_calibration(*text, path.string());
+}
+
+Result<void> save_calibration(const Calibration& calibration, const std::filesystem::path& path) {
+    std::error_code ec;
+    std::filesystem::create_directories(path.parent_path(), ec);
+    std::ofstream out(path);
+    if (!(out << format_calibration(calibration)))
+        return make_error("Failed to write " + path.string());
+    return {};
 }
 
 std::map<int, std::vector<IdleCost>>

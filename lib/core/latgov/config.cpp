@@ -2,12 +2,12 @@
 #include "latgov/config.hpp"
 
 #include "latgov/parse.hpp"
+#include "latgov/text_file.hpp"
 
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <fnmatch.h>
-#include <fstream>
 #include <initializer_list>
 #include <span>
 #include <sstream>
@@ -70,10 +70,6 @@ std::string_view type_name(const toml::value& value) {
     default:
         return "date/time";
     }
-}
-
-std::string in_quotes(std::string_view text) {
-    return "\"" + std::string(text) + "\"";
 }
 
 std::string format_double(double value) {
@@ -253,10 +249,9 @@ class Section {
     Diagnostics& diagnostics_;
 };
 
-// The keys [defaults] and [[device]] share. A DeviceRule doubles as the set
-// of keys [defaults] gave, so one overlay() serves both.
-DeviceRule read_policy(Section& section) {
-    DeviceRule rule;
+// The keys [defaults] and [[device]] share, so one overlay() serves both.
+PolicyOverrides read_policy(Section& section) {
+    PolicyOverrides rule;
     rule.mode = section.choice("mode", mode_names);
     rule.backend = section.choice("backend", backend_names);
     rule.limit_us = section.integer("limit_us", 0, max_limit_us);
@@ -268,7 +263,7 @@ DeviceRule read_policy(Section& section) {
     return rule;
 }
 
-void overlay(Policy& policy, const DeviceRule& rule) {
+void overlay(Policy& policy, const PolicyOverrides& rule) {
     policy.mode = rule.mode.value_or(policy.mode);
     policy.backend = rule.backend.value_or(policy.backend);
     policy.limit_us = rule.limit_us.value_or(policy.limit_us);
@@ -282,7 +277,7 @@ void overlay(Policy& policy, const DeviceRule& rule) {
 
 // The clamps `rule` sets, completed from `base`, must not cross. The key this
 // table gave is blamed (max_limit_us when it gave both).
-void check_limits(Section& section, const DeviceRule& rule, const Policy& base) {
+void check_limits(Section& section, const PolicyOverrides& rule, const Policy& base) {
     Policy result = base;
     overlay(result, rule);
     if (!result.max_limit_us || *result.max_limit_us >= result.min_limit_us)
@@ -318,7 +313,8 @@ void read_daemon(Section& section, DaemonSettings& daemon) {
 
 std::optional<DeviceRule> read_device(Section& section, const Policy& defaults) {
     section.reject_unknown({matcher_keys, policy_keys});
-    DeviceRule rule = read_policy(section);
+    DeviceRule rule;
+    static_cast<PolicyOverrides&>(rule) = read_policy(section);
     DeviceMatch& match = rule.match;
     match.name = section.string("name").value_or("");
     match.model = section.string("model").value_or("");
@@ -381,7 +377,7 @@ Result<Config> parse_onto(Config config, std::string_view text, const std::strin
     if (root.contains("defaults")) {
         if (auto section = as_section(root.at("defaults"), "[defaults]")) {
             section->reject_unknown({policy_keys});
-            const DeviceRule defaults = read_policy(*section);
+            const PolicyOverrides defaults = read_policy(*section);
             check_limits(*section, defaults, config.defaults);
             overlay(config.defaults, defaults);
         }
@@ -407,20 +403,6 @@ Result<Config> parse_onto(Config config, std::string_view text, const std::strin
         return *diagnostics.first();
     config.sources.emplace_back(source);
     return config;
-}
-
-Result<std::string> read_text(const fs::path& path) {
-    std::error_code ignored; // ifstream opens a directory without complaint
-    if (fs::is_directory(path, ignored))
-        return make_error("Failed to read " + path.string() + ": " + std::strerror(EISDIR));
-    std::ifstream in(path, std::ios::binary);
-    if (!in)
-        return make_error("Failed to read " + path.string() + ": " + std::strerror(errno));
-    std::ostringstream text;
-    text << in.rdbuf();
-    if (in.bad())
-        return make_error("Failed to read " + path.string() + ": " + std::strerror(errno));
-    return text.str();
 }
 
 // `<dir>/latgov.d/*.toml`, in name order; none if the directory is missing.
@@ -477,7 +459,7 @@ Result<Config> load_config(const fs::path& path, bool required) {
 
     Config config = default_config();
     for (const auto& file : files) {
-        auto text = read_text(file);
+        auto text = read_text_file(file);
         if (!text)
             return text.error();
         auto next = parse_onto(std::move(config), *text, file.string());

@@ -45,9 +45,9 @@ struct DeviceMatch {
     std::string transport{}; // exact: pcie, tcp, rdma, fc, virtio, ...
 };
 
-struct DeviceRule {
-    DeviceMatch match;
-    // Only the keys the entry set; the rest come from [defaults].
+// The policy keys one table set, [defaults] or a [[device]] entry; a key it
+// did not set comes from below it (the built-in policy, or [defaults]).
+struct PolicyOverrides {
     std::optional<Mode> mode;
     std::optional<Backend> backend;
     std::optional<std::uint32_t> limit_us;
@@ -56,8 +56,18 @@ struct DeviceRule {
     std::optional<std::uint32_t> max_limit_us;
     std::optional<std::chrono::milliseconds> linger;
     std::optional<std::uint32_t> min_samples;
+};
+
+// A [[device]] entry: which devices it applies to and what it overrides.
+struct DeviceRule : PolicyOverrides {
+    DeviceMatch match;
     std::string origin; // "file:line:column" of the entry, for logs
 };
+
+// Where latgov's files live unless configured otherwise (one home for each).
+inline constexpr std::string_view default_config_file = "/etc/latgov/latgov.toml";
+inline constexpr std::string_view default_runtime_dir = "/run/latgov";
+inline constexpr std::string_view default_calibration_file = "/var/lib/latgov/calibration.toml";
 
 struct DaemonSettings {
     // Sampling period while any governed queue is active.
@@ -70,8 +80,8 @@ struct DaemonSettings {
     std::chrono::milliseconds idle_interval{50};
     // How often the status file is rewritten while something changes.
     std::chrono::milliseconds status_interval{1000};
-    std::filesystem::path runtime_dir = "/run/latgov";
-    std::filesystem::path calibration_file = "/var/lib/latgov/calibration.toml";
+    std::filesystem::path runtime_dir{default_runtime_dir};
+    std::filesystem::path calibration_file{default_calibration_file};
     std::string log_level = "info";
     // Sleep with no timer while idle and wake on the first request (a perf
     // tracepoint event); off, or where perf events are refused, idle

@@ -40,13 +40,13 @@ bool parse_whole(std::string_view text, T& out) {
     return ec == std::errc{} && end == text.data() + text.size();
 }
 
-std::string quoted(std::string_view text) {
+} // namespace
+
+std::string in_quotes(std::string_view text) {
     constexpr size_t max = 40;
     std::string s(text.substr(0, max));
     return "\"" + s + (text.size() > max ? "...\"" : "\"");
 }
-
-} // namespace
 
 Result<CpuSet> parse_cpu_list(std::string_view text) {
     CpuSet cpus;
@@ -60,14 +60,15 @@ Result<CpuSet> parse_cpu_list(std::string_view text) {
         int hi = 0;
         if (dash == std::string_view::npos) {
             if (!parse_whole(item, lo))
-                return make_error("bad CPU number " + quoted(item) + " in list " + quoted(text));
+                return make_error("bad CPU number " + in_quotes(item) + " in list " +
+                                  in_quotes(text));
             hi = lo;
         } else if (!parse_whole(item.substr(0, dash), lo) ||
                    !parse_whole(item.substr(dash + 1), hi)) {
-            return make_error("bad CPU range " + quoted(item) + " in list " + quoted(text));
+            return make_error("bad CPU range " + in_quotes(item) + " in list " + in_quotes(text));
         }
         if (lo < 0 || hi < lo || hi > 65535)
-            return make_error("bad CPU range " + quoted(item) + " in list " + quoted(text));
+            return make_error("bad CPU range " + in_quotes(item) + " in list " + in_quotes(text));
         for (int cpu = lo; cpu <= hi; ++cpu)
             cpus.push_back(cpu);
     }
@@ -95,7 +96,7 @@ std::string format_cpu_list(const CpuSet& cpus) {
 Result<std::uint64_t> parse_u64(std::string_view text) {
     std::uint64_t value = 0;
     if (!parse_whole(trim(text), value))
-        return make_error("expected an unsigned number, got " + quoted(trim(text)));
+        return make_error("expected an unsigned number, got " + in_quotes(trim(text)));
     return value;
 }
 
@@ -105,7 +106,7 @@ Result<LatencyLimit> parse_resume_latency(std::string_view text) {
         return LatencyLimit{0};
     std::uint32_t us = 0;
     if (!parse_whole(t, us))
-        return make_error("expected \"n/a\" or microseconds, got " + quoted(t));
+        return make_error("expected \"n/a\" or microseconds, got " + in_quotes(t));
     if (us == 0)
         return LatencyLimit{};
     return LatencyLimit{us};
@@ -144,7 +145,8 @@ Result<BlockStat> parse_block_stat(std::string_view text) {
             end = t.size();
         std::uint64_t v = 0;
         if (!parse_whole(t.substr(pos, end - pos), v))
-            return make_error("bad field " + quoted(t.substr(pos, end - pos)) + " in block stat");
+            return make_error("bad field " + in_quotes(t.substr(pos, end - pos)) +
+                              " in block stat");
         fields[count++] = v;
         pos = end;
     }
@@ -189,7 +191,7 @@ Result<void> parse_stat_intr(std::string_view proc_stat, std::vector<std::uint64
             space = line.size();
         std::uint64_t v = 0;
         if (!parse_whole(line.substr(pos, space - pos), v))
-            return make_error("bad count " + quoted(line.substr(pos, space - pos)) +
+            return make_error("bad count " + in_quotes(line.substr(pos, space - pos)) +
                               " in intr line");
         if (total_skipped)
             counts.push_back(v);

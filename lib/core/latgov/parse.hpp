@@ -64,4 +64,8 @@ Result<std::uint64_t> parse_tags_busy(std::string_view text);
 // A kernel dev_t as tracepoints show it: MAJOR << 20 | MINOR.
 Result<std::uint32_t> parse_kernel_dev(std::string_view major_minor);
 
+// Text as an error message quotes it: in double quotes, cut after 40
+// characters ("...") so a message stays one readable line.
+std::string in_quotes(std::string_view text);
+
 } // namespace latgov

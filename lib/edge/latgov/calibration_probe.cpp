@@ -5,12 +5,12 @@
 #include "latgov/fd.hpp"
 #include "latgov/governor.hpp"
 #include "latgov/qos.hpp"
+#include "latgov/text_file.hpp"
 
 #include <algorithm>
 #include <cerrno>
 #include <ctime>
 #include <fcntl.h>
-#include <fstream>
 #include <liburing.h>
 #include <linux/fs.h>
 #include <nlohmann/json.hpp>
@@ -35,10 +35,10 @@ double now_us() {
 
 // latgovd writes the same per-CPU slots: the two must not run together.
 std::optional<int> running_daemon(const std::filesystem::path& runtime_dir) {
-    std::ifstream in(runtime_dir / "status.json");
-    if (!in)
+    auto text = read_text_file(runtime_dir / "status.json");
+    if (!text)
         return std::nullopt;
-    auto status = nlohmann::json::parse(in, nullptr, false);
+    auto status = nlohmann::json::parse(*text, nullptr, false);
     if (status.is_discarded() || !status.contains("pid"))
         return std::nullopt;
     const int pid = status["pid"].get<int>();

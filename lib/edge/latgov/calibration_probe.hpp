@@ -4,6 +4,7 @@
 #pragma once
 
 #include "latgov/calibration.hpp"
+#include "latgov/config.hpp"
 #include "latgov/sysroot.hpp"
 #include "latgov/topology.hpp"
 
@@ -28,7 +29,7 @@ struct CalibrateOptions {
     int rounds = 5;
     int ios_per_level = 1000;
     std::chrono::seconds max_time{30}; // the whole probe stops by then
-    std::filesystem::path runtime_dir = "/run/latgov";
+    std::filesystem::path runtime_dir{default_runtime_dir};
 };
 
 // Runs the probe; every value it wrote is put back before it returns, also

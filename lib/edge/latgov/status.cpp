@@ -21,7 +21,7 @@ json queues_json(const std::vector<QueueKey>& keys) {
     return out;
 }
 
-double seconds_between(SteadyTime since, SteadyTime now) {
+double seconds_between(TimePoint since, TimePoint now) {
     return std::chrono::duration<double>(now - since).count();
 }
 

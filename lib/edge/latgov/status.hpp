@@ -24,7 +24,7 @@ struct StatusInput {
     std::string cost_source;
     std::string io_events; // how an idle daemon wakes: events, or why it samples
     OnsetSummary onset;
-    SteadyTime now;
+    TimePoint now;
 };
 
 // The whole status document (schema latgov.status/1): one entry per online
