@@ -69,7 +69,7 @@ int calibrate(const Args& args) {
     for (const auto& state : calibration->states)
         fmt::print("state {:<10} declared exit latency {:>4} us, measured cost {:.1f} us\n",
                    state.name, state.declared_exit_latency_us, state.measured_cost_us);
-    if (auto saved = save_calibration(*calibration, output); !saved)
+    if (auto saved = save_calibration(output, *calibration); !saved)
         return fail(saved.error().message);
     fmt::print("wrote {}\n", output.string());
     return 0;

@@ -50,7 +50,7 @@ void calibrate_if_missing(const SysRoot& root, const DaemonSettings& settings) {
                      calibration.error().message);
         return;
     }
-    if (auto saved = save_calibration(*calibration, settings.calibration_file); !saved)
+    if (auto saved = save_calibration(settings.calibration_file, *calibration); !saved)
         spdlog::warn("{}", saved.error().message);
 }
 

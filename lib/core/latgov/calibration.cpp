@@ -158,7 +158,7 @@ Result<Calibration> load_calibration(const std::filesystem::path& path) {
     return parse_calibration(*text, path.string());
 }
 
-Result<void> save_calibration(const Calibration& calibration, const std::filesystem::path& path) {
+Result<void> save_calibration(const std::filesystem::path& path, const Calibration& calibration) {
     std::error_code ec;
     std::filesystem::create_directories(path.parent_path(), ec);
     std::ofstream out(path);

@@ -64,7 +64,7 @@ std::string format_calibration(const Calibration& calibration);
 Result<Calibration> parse_calibration(std::string_view text, const std::string& source_name);
 Result<Calibration> load_calibration(const std::filesystem::path& path);
 // Writes format_calibration() to `path`, creating its directory.
-Result<void> save_calibration(const Calibration& calibration, const std::filesystem::path& path);
+Result<void> save_calibration(const std::filesystem::path& path, const Calibration& calibration);
 
 // Per CPU: measured costs where the calibration names the state, declared
 // latencies otherwise. `source` says which were used, for `latgov status`.
