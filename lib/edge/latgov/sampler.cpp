@@ -57,36 +57,35 @@ Result<IoSampler> IoSampler::open(const SysRoot& root, const std::vector<std::st
     return IoSampler(std::move(*proc_stat), std::move(stats), std::move(tags));
 }
 
-namespace {
-
-// Reads and parses every file into `out` (one value per file, in order); the
-// error names the file.
-template <typename T, typename Parse>
-Result<void> read_each(std::vector<PreadFile>& files, Parse parse, std::vector<T>& out) {
-    out.resize(files.size());
-    for (size_t i = 0; i < files.size(); ++i) {
-        auto text = files[i].read();
-        if (!text)
-            return text.error();
-        auto value = parse(*text);
-        if (!value)
-            return make_error("Failed to parse " + files[i].path() + ": " + value.error().message);
-        out[i] = *value;
-    }
-    return {};
-}
-
-} // namespace
-
 Result<void> IoSampler::sample(IoSample& out) {
     auto text = proc_stat_.read();
     if (!text)
         return text.error();
     if (auto parsed = parse_stat_intr(*text, out.irq_counts); !parsed)
         return make_error("Failed to parse " + proc_stat_.path() + ": " + parsed.error().message);
-    if (auto read = read_each(device_stats_, parse_block_stat, out.devices); !read)
-        return read;
-    return read_each(queue_tags_, parse_tags_busy, out.queue_busy);
+    out.devices.resize(device_stats_.size());
+    for (size_t i = 0; i < device_stats_.size(); ++i) {
+        auto stat_text = device_stats_[i].read();
+        if (!stat_text)
+            return stat_text.error();
+        auto stat = parse_block_stat(*stat_text);
+        if (!stat)
+            return make_error("Failed to parse " + device_stats_[i].path() + ": " +
+                              stat.error().message);
+        out.devices[i] = *stat;
+    }
+    out.queue_busy.resize(queue_tags_.size());
+    for (size_t i = 0; i < queue_tags_.size(); ++i) {
+        auto tags = queue_tags_[i].read();
+        if (!tags)
+            return tags.error();
+        auto busy = parse_tags_busy(*tags);
+        if (!busy)
+            return make_error("Failed to parse " + queue_tags_[i].path() + ": " +
+                              busy.error().message);
+        out.queue_busy[i] = *busy;
+    }
+    return {};
 }
 
 } // namespace latgov
