@@ -16,7 +16,7 @@ import time
 from pathlib import Path
 
 from . import sysstate as ss
-from .aggregate import aggregate
+from .aggregate import aggregate, num
 from .meta import DaemonInfo, RunMeta, Settings
 from .report import summary_text
 from .results import ResultsWriter, columns, read_rows
@@ -233,6 +233,39 @@ def check_outputs(out: Path, cols: list[str], expected_runs: int,
     return problems
 
 
+def smoke_checks(rows: list[dict], host: ss.HostInfo) -> list[str]:
+    """What --smoke requires of the rows beyond their columns: the new
+    measurements hold values, and values that can be told from the mode."""
+    problems = []
+    for r in rows:
+        if r["status"] != "ok":
+            continue
+        tag = "r%s %s %s" % (r["round"], r["workload"], r["mode"])
+        held = [num(r.get("cpu%d_held_s" % c)) for c in host.cpus]
+        total = num(r.get("held_cpu_s"))
+        window = num(r.get("window_s")) or 0.0
+        if total is None or any(h is None for h in held):
+            problems.append("%s: no CPU-seconds held" % tag)
+        elif r["mode"] == "static" and total < 0.8 * len(host.cpus) * window:
+            problems.append("%s: static held only %.2f CPU-s of %.2f" % (
+                tag, total, len(host.cpus) * window))
+        if r["mode"] == "static" and host.has_poll and not num(r.get("poll_time_us")):
+            problems.append("%s: static shows no POLL time" % tag)
+        wl = WORKLOAD_BY_NAME[r["workload"]]
+        if wl.pin_waiter:
+            cpu = num(r.get("waiter_cpu"))
+            done = [int(c) for c in (r.get("completion_cpus") or "").split(";") if c]
+            if cpu is None or not done or int(cpu) in done:
+                problems.append("%s: waiter CPU %s vs completion CPUs %s" % (
+                    tag, r.get("waiter_cpu"), done))
+            if not num(r.get("sync_ios")) or not num(r.get("write_ios")):
+                problems.append("%s: no writes or no fdatasync in fio's output" % tag)
+        if r["mode"] == "latgov" and wl.name == "onset-isolated-reads" and \
+                num(r.get("onset_count")) is None:
+            problems.append("%s: latgovd's status gave no onset_delay" % tag)
+    return problems
+
+
 def resummarize(out: Path, targets_path: Path) -> int:
     meta = RunMeta.load(out / "run-meta.json")
     write_report(out, read_rows(out / "results.csv"), meta, targets_path)
@@ -359,6 +392,8 @@ def run(args: argparse.Namespace, session: Session, root: SysRoot) -> int:
     meta.save(out / "run-meta.json")
     write_report(out, rows, meta, targets_path)
     problems = check_outputs(out, cols, total, args.workload_list)
+    if args.smoke:
+        problems += smoke_checks(rows, host)
     if meta.note:
         problems.append(meta.note)
     problems += ["run r%s %s %s: %s" % (r["round"], r["workload"], r["mode"], r["status"])
