@@ -47,8 +47,9 @@ def check_row(c: Check) -> str:
     if c.value is None:
         shown = "-"
     elif t.kind == "ratio":
-        shown = "%.3f (%s %s, %s %s)" % (c.value, t.mode, fmt(c.mode_median),
-                                         t.reference, fmt(c.reference_median))
+        r = ("%.3f" if abs(c.value) >= 0.1 else "%.3g") % c.value
+        shown = "%s (%s %s, %s %s)" % (r, t.mode, fmt(c.mode_median),
+                                       t.reference, fmt(c.reference_median))
     else:
         shown = fmt(c.value)
     verdict = {MET: "**met**", MISSED: "**missed**"}.get(c.verdict, c.verdict)
