@@ -272,6 +272,23 @@ def resummarize(out: Path, targets_path: Path) -> int:
     return 0
 
 
+def place_waiter(root: SysRoot, host: ss.HostInfo,
+                 disk: str | None) -> tuple[ss.WaiterPlacement | None, str]:
+    """The CPU for the waiter workload, and a line for the report."""
+    queues = ss.disk_queues(root, disk) if disk else []
+    waiter = ss.choose_waiter_cpu(host.cpus, queues)
+    if waiter is None:
+        return None, ("no CPU found whose queue completes elsewhere (disk %s, queues: %s)"
+                      % (disk, "; ".join("hctx%d cpus %s irq %s -> cpus %s" % (
+                          q.index, q.submit_cpus, q.irq_name or "?", q.completion_cpus)
+                          for q in queues) or "none found"))
+    q = waiter.queue
+    return waiter, ("pinned to CPU %d; its queue hctx%d completes on CPU %s (IRQ %d %s, "
+                    "/proc/irq/%d/effective_affinity_list)"
+                    % (waiter.cpu, q.index, ",".join(map(str, q.completion_cpus)), q.irq,
+                       q.irq_name, q.irq))
+
+
 def run(args: argparse.Namespace, session: Session, root: SysRoot) -> int:
     if os.geteuid() != 0:
         raise HarnessError("run as root: the harness writes /dev/cpu_dma_latency and "
@@ -305,23 +322,9 @@ def run(args: argparse.Namespace, session: Session, root: SysRoot) -> int:
         raise HarnessError("cannot open %s for direct IO: %s" % (target.path, e)) from e
 
     host = ss.read_host(root)
-    waiter = None
-    waiter_desc = ""
+    waiter, waiter_desc = None, ""
     if any(w.pin_waiter for w in wls):
-        queues = ss.disk_queues(root, target.disk) if target.disk else []
-        waiter = ss.choose_waiter_cpu(host.cpus, queues)
-        if waiter is None:
-            waiter_desc = ("no CPU found whose queue completes elsewhere (disk %s, queues: %s)"
-                           % (target.disk, "; ".join(
-                               "hctx%d cpus %s irq %s -> cpus %s" % (
-                                   q.index, q.submit_cpus, q.irq_name or "?",
-                                   q.completion_cpus) for q in queues) or "none found"))
-        else:
-            q = waiter.queue
-            waiter_desc = ("pinned to CPU %d; its queue hctx%d completes on CPU %s (IRQ %d "
-                           "%s, /proc/irq/%d/effective_affinity_list)"
-                           % (waiter.cpu, q.index, ",".join(map(str, q.completion_cpus)),
-                              q.irq, q.irq_name, q.irq))
+        waiter, waiter_desc = place_waiter(root, host, target.disk)
         log("waiter workload: %s" % waiter_desc)
 
     settings = Settings(args.mode_list, args.workload_list, args.rounds, args.runtime,
