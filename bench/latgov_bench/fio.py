@@ -60,7 +60,8 @@ def parse_fio_json(text: str, source: str = "fio output") -> dict:
         out["%s_ios" % d] = ios
         out.update(_latency(s.get("clat_ns", {}), "%s_clat_" % d, "clat"))
     sync = job.get("sync", {})
-    sync_ios = int(sync.get("total_ios", 0))
+    # fio 3.33 leaves sync.total_ios at 0; the latency's sample count is right
+    sync_ios = int(sync.get("total_ios", 0)) or int(sync.get("lat_ns", {}).get("N", 0))
     if sync_ios:
         out["sync_ios"] = sync_ios
         out.update(_latency(sync.get("lat_ns", {}), "sync_lat_", "lat"))

@@ -20,7 +20,8 @@ def fio_json(read_ios=0, write_ios=0, sync_ios=0):
     if not read_ios:
         job["read"] = {"total_ios": 0, "iops": 0.0, "clat_ns": {"mean": 0.0, "max": 0}}
     if sync_ios is not None:
-        job["sync"] = {"total_ios": sync_ios, "lat_ns": lat(300000, 800000, 2000000)}
+        # as fio 3.33 writes it: total_ios 0, the count in lat_ns.N
+        job["sync"] = {"total_ios": 0, "lat_ns": dict(lat(300000, 800000, 2000000), N=sync_ios)}
     return "note: a line fio prints first\n" + json.dumps({"fio version": "fio-3.33",
                                                             "jobs": [job]})
 
