@@ -10,7 +10,7 @@ from .aggregate import SUMMARY_METRICS, Aggregate, num, per_cpu_metrics, with_de
 from .meta import RunMeta
 from .sampler import SAMPLE_PERIOD
 from .sysstate import NO_CONSTRAINT
-from .targets import MET, MISSED, NOT_APPLICABLE, Check
+from .targets import MET, MISSED, NOT_APPLICABLE, NOT_MEASURED, Check
 from .workloads import WORKLOAD_BY_NAME
 
 
@@ -61,14 +61,12 @@ def check_row(c: Check) -> str:
 
 
 def targets_section(checks: list[Check]) -> list[str]:
-    judged = [c for c in checks if c.verdict in (MET, MISSED)]
-    met = sum(1 for c in judged if c.verdict == MET)
+    count = {v: sum(1 for c in checks if c.verdict == v)
+             for v in (MET, MISSED, NOT_MEASURED, NOT_APPLICABLE)}
     L = ["## Targets: met or missed", "",
-         "From bench/latgov_bench/targets.toml, on the medians over rounds. "
-         "%d of %d checks met%s." % (
-             met, len(judged),
-             "" if len(judged) == len([c for c in checks if c.verdict != NOT_APPLICABLE])
-             else "; the rest could not be measured in this run"),
+         "From bench/latgov_bench/targets.toml, on the medians over rounds: %d checks "
+         "met, %d missed, %d not measured in this run; %d targets do not apply to this "
+         "host." % (count[MET], count[MISSED], count[NOT_MEASURED], count[NOT_APPLICABLE]),
          "",
          "| target | workload | metric | measured | bound | verdict |",
          "|---|---|---|---|---|---|"]

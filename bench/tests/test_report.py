@@ -59,6 +59,8 @@ def test_haltpoll_targets(haltpoll):
         assert [c.verdict for c in checks if c.target.id == tid] == [NOT_APPLICABLE]
     dry = verdicts(checks, "dry-run-iops")
     assert [c.verdict for c in dry.values()] == [NOT_MEASURED]
+    assert ("on the medians over rounds: 4 checks met, 4 missed, 2 not measured in this "
+            "run; 2 targets do not apply to this host.") in text
     rows = table_lines(text, "## Targets: met or missed")
     assert rows[0].startswith("| target | workload |")
     assert any("qd1-randrw-128k-thinktime | read_clat_mean_us | 1.460" in r
