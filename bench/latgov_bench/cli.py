@@ -249,8 +249,20 @@ def smoke_checks(rows: list[dict], host: ss.HostInfo) -> list[str]:
         elif r["mode"] == "static" and total < 0.8 * len(host.cpus) * window:
             problems.append("%s: static held only %.2f CPU-s of %.2f" % (
                 tag, total, len(host.cpus) * window))
-        if r["mode"] == "static" and host.has_poll and not num(r.get("poll_time_us")):
-            problems.append("%s: static shows no POLL time" % tag)
+        if r["mode"] == "static" and host.has_poll:
+            # /dev/cpu_dma_latency 0 leaves only POLL: any deeper idle state
+            # time is a failure; no POLL time at all only when the CPUs idled
+            # (on a saturated machine they may not idle at all)
+            poll = num(r.get("poll_time_us")) or 0.0
+            deeper = (num(r.get("idle_states_time_us")) or 0.0) - poll
+            idle_s = (num(r.get("procstat_idle_s")) or 0.0) + \
+                (num(r.get("procstat_iowait_s")) or 0.0)
+            if deeper > 0.01 * len(host.cpus) * window * 1e6:
+                problems.append("%s: static let CPUs spend %.0f us in states deeper than "
+                                "POLL" % (tag, deeper))
+            if idle_s >= 0.2 * window and poll == 0:
+                problems.append("%s: static shows no POLL time in %.2f s of idle" % (
+                    tag, idle_s))
         wl = WORKLOAD_BY_NAME[r["workload"]]
         if wl.pin_waiter:
             cpu = num(r.get("waiter_cpu"))
