@@ -142,18 +142,25 @@ def idle_plot(data, out):
 
 
 def held_plot(data, out):
-    agg, modes, cpus = data["aggregate"], data["modes"], data["cpus"]
+    """Left: fraction of samples with any constraint held. Right: CPU-seconds
+    held, all CPUs (the energy side: static holds every CPU all along)."""
+    agg, modes = data["aggregate"], data["modes"]
     wls = data["workloads"]
-    fig, ax = plt.subplots(figsize=(2.2 * len(wls) + 3, 4))
-    grouped(ax, [w["name"] for w in wls], modes,
-            lambda m, w: stat(agg, w, m, "any_held_frac"),
-            "fraction of 100 ms samples with a constraint held")
-    ax.set_xticks(range(len(wls)))
-    ax.set_xticklabels([w["name"] for w in wls], fontsize=8, rotation=10)
-    ax.set_ylim(0, 1.05)
-    ax.legend(fontsize=8)
-    ax.set_title("Constraint held (global or any CPU), median over rounds",
-                 fontsize=9)
+    fig, axes = plt.subplots(2, 1, figsize=(2.2 * len(wls) + 3, 7.5),
+                             squeeze=False)
+    panels = [("any_held_frac", "fraction of 100 ms samples with a constraint held",
+               "Constraint held (global or any CPU)"),
+              ("held_cpu_s", "CPU-seconds held, all CPUs",
+               "CPU-seconds held over the measured window")]
+    for ax, (metric, ylabel, title) in zip(axes[:, 0], panels):
+        grouped(ax, [w["name"] for w in wls], modes,
+                lambda m, w, metric=metric: stat(agg, w, m, metric), ylabel)
+        ax.set_xticks(range(len(wls)))
+        ax.set_xticklabels([w["name"] for w in wls], fontsize=7, rotation=15)
+        if metric == "any_held_frac":
+            ax.set_ylim(0, 1.05)
+        ax.legend(fontsize=8)
+        ax.set_title(title + ", median over rounds", fontsize=9)
     fig.tight_layout()
     fig.savefig(os.path.join(out, "held.png"), dpi=110)
     plt.close(fig)

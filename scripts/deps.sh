@@ -6,7 +6,7 @@ packages=(
     libnvme-dev libjson-c-dev libssl-dev   # libnvme's .pc needs json-c and openssl
     liburing-dev libspdlog-dev libfmt-dev libtoml11-dev nlohmann-json3-dev libarchive-dev
     libsystemd-dev doctest-dev
-    fio python3 python3-matplotlib
+    fio python3 python3-matplotlib python3-pytest
     qemu-system-x86 linux-image-amd64 busybox-static   # the NVMe VM test bed
 )
 missing=()

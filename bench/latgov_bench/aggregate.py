@@ -1,0 +1,177 @@
+"""From rows of results.csv to medians and spreads per workload and mode.
+Pure: rows in, numbers out."""
+
+from __future__ import annotations
+
+import statistics
+from dataclasses import dataclass, field
+
+from .sysstate import HostInfo
+
+# (column, label) of the per-workload tables, in order.
+SUMMARY_METRICS = [
+    ("read_iops", "read IOPS"),
+    ("read_clat_mean_us", "read clat mean (us)"),
+    ("read_clat_p50_us", "read clat p50 (us)"),
+    ("read_clat_p90_us", "read clat p90 (us)"),
+    ("read_clat_p99_us", "read clat p99 (us)"),
+    ("read_clat_p99_9_us", "read clat p99.9 (us)"),
+    ("read_clat_max_us", "read clat max (us)"),
+    ("write_iops", "write IOPS"),
+    ("write_clat_mean_us", "write clat mean (us)"),
+    ("write_clat_p50_us", "write clat p50 (us)"),
+    ("write_clat_p90_us", "write clat p90 (us)"),
+    ("write_clat_p99_us", "write clat p99 (us)"),
+    ("write_clat_p99_9_us", "write clat p99.9 (us)"),
+    ("write_clat_max_us", "write clat max (us)"),
+    ("sync_ios", "fdatasync calls"),
+    ("sync_lat_mean_us", "fdatasync lat mean (us)"),
+    ("sync_lat_p50_us", "fdatasync lat p50 (us)"),
+    ("sync_lat_p99_us", "fdatasync lat p99 (us)"),
+    ("sync_lat_max_us", "fdatasync lat max (us)"),
+    ("poll_time_us", "POLL time, all CPUs (us)"),
+    ("idle_states_time_us", "idle-state time, all CPUs (us)"),
+    ("procstat_idle_s", "/proc/stat idle, all CPUs (s)"),
+    ("procstat_iowait_s", "/proc/stat iowait, all CPUs (s)"),
+    ("procstat_busy_s", "/proc/stat busy, all CPUs (s)"),
+    ("latgovd_cpu_pct_core", "latgovd CPU (% of one core)"),
+    ("latgovd_cpu_s", "latgovd utime+stime (s)"),
+    ("latgovd_vol_ctxsw", "latgovd voluntary ctx switches"),
+    ("latgovd_nonvol_ctxsw", "latgovd involuntary ctx switches"),
+    ("onset_p50_us", "latgovd onset delay p50 (us)"),
+    ("onset_p99_us", "latgovd onset delay p99 (us)"),
+    ("onset_count", "latgovd onsets"),
+    ("others_cpu_s", "CPU used by other processes (s)"),
+    ("foreign_held", "held by someone else (fraction)"),
+    ("global_held_frac", "held: /dev/cpu_dma_latency (fraction)"),
+    ("any_held_frac", "held: any constraint (fraction)"),
+    ("status_held_frac", "held per latgovd status (fraction)"),
+    ("held_cpu_s", "CPU-seconds held, all CPUs"),
+]
+
+
+def per_cpu_metrics(host: HostInfo) -> list[tuple[str, str]]:
+    out = []
+    for cpu in host.cpus:
+        for name in host.layout.names(cpu):
+            out.append(("cpu%d_%s_time_us" % (cpu, name), "cpu%d %s time (us)" % (cpu, name)))
+        out.append(("cpu%d_procstat_idle_s" % cpu, "cpu%d /proc/stat idle (s)" % cpu))
+        out.append(("cpu%d_held_frac" % cpu, "held on cpu%d (fraction)" % cpu))
+        out.append(("cpu%d_held_s" % cpu, "CPU-seconds held on cpu%d" % cpu))
+    return out
+
+
+def num(v) -> float | None:
+    if v in ("", None):
+        return None
+    try:
+        return float(v)
+    except (TypeError, ValueError):
+        return None
+
+
+@dataclass(frozen=True)
+class Stat:
+    median: float
+    min: float
+    max: float
+    values: list[float]
+
+    @staticmethod
+    def of(values: list[float]) -> "Stat":
+        return Stat(statistics.median(values), min(values), max(values), values)
+
+
+@dataclass
+class Cell:
+    """One workload under one mode: the runs that finished ok."""
+    n: int
+    stats: dict[str, Stat] = field(default_factory=dict)
+
+
+@dataclass
+class Aggregate:
+    modes: list[str]
+    workloads: list[str]
+    cells: dict[str, dict[str, Cell]]
+
+    def stat(self, workload: str, mode: str, metric: str) -> Stat | None:
+        cell = self.cells.get(workload, {}).get(mode)
+        return cell.stats.get(metric) if cell else None
+
+    def median(self, workload: str, mode: str, metric: str) -> float | None:
+        s = self.stat(workload, mode, metric)
+        return s.median if s else None
+
+    def to_json(self) -> dict:
+        out: dict = {}
+        for w, per_mode in self.cells.items():
+            for m, cell in per_mode.items():
+                d: dict = {"n": cell.n}
+                for met, s in cell.stats.items():
+                    d[met] = {"median": s.median, "min": s.min, "max": s.max,
+                              "values": s.values}
+                out.setdefault(w, {})[m] = d
+        return out
+
+
+def foreign_held(row: dict, cpus: list[int]) -> float | None:
+    """Fraction of the window in which a constraint NOT set by this run's
+    mode was held (someone else's tuned, test, latgovd...), or None when it
+    cannot be told apart (latgov mode while latgovd reports holding)."""
+    mode = row["mode"]
+    anyh = num(row.get("any_held_frac"))
+    if anyh is None:
+        return None
+    if mode in ("off", "latgov-dryrun"):
+        return anyh
+    if mode == "static":
+        percpu = [num(row.get("cpu%d_percpu_held_frac" % c)) or 0.0 for c in cpus]
+        return max(percpu) if percpu else 0.0
+    if mode == "latgov" and num(row.get("status_held_frac")) == 0:
+        return anyh
+    return None
+
+
+def with_derived(row: dict, cpus: list[int]) -> dict:
+    """A copy of a row with the columns the report derives. Rows of runs
+    that predate the integrated held seconds get them as held fraction x
+    window (the same 100 ms samples, without the per-sample timing)."""
+    r = dict(row)
+    fh = foreign_held(r, cpus)
+    r["foreign_held"] = "" if fh is None else fh
+    window = num(r.get("window_s"))
+    total = 0.0
+    have = False
+    for c in cpus:
+        key = "cpu%d_held_s" % c
+        if num(r.get(key)) is None:
+            frac = num(r.get("cpu%d_held_frac" % c))
+            if frac is not None and window is not None:
+                r[key] = frac * window
+        v = num(r.get(key))
+        if v is not None:
+            total += v
+            have = True
+    if num(r.get("held_cpu_s")) is None and have:
+        r["held_cpu_s"] = total
+    return r
+
+
+def aggregate(rows: list[dict], workloads: list[str], modes: list[str],
+              host: HostInfo) -> Aggregate:
+    metrics = ([m for m, _ in SUMMARY_METRICS] + [m for m, _ in per_cpu_metrics(host)]
+               + ["window_s"])
+    rows = [with_derived(r, host.cpus) for r in rows]
+    cells: dict[str, dict[str, Cell]] = {}
+    for w in workloads:
+        for m in modes:
+            sel = [r for r in rows
+                   if r["workload"] == w and r["mode"] == m and r["status"] == "ok"]
+            cell = Cell(len(sel))
+            for met in metrics:
+                vals = [v for v in (num(r.get(met)) for r in sel) if v is not None]
+                if vals:
+                    cell.stats[met] = Stat.of(vals)
+            cells.setdefault(w, {})[m] = cell
+    return Aggregate(list(modes), list(workloads), cells)

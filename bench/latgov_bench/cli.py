@@ -1,0 +1,452 @@
+"""bench/ab's command line: parse, check the machine, run the rounds, write
+the outputs. The `main` of bench/ab."""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import hashlib
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from . import sysstate as ss
+from .aggregate import aggregate, num
+from .meta import DaemonInfo, RunMeta, Settings
+from .report import summary_text
+from .results import ResultsWriter, columns, read_rows
+from .runner import (ALL_MODES, BENCH, DAEMON_MODES, DEFAULT_CONFIG, Interrupted, Runner,
+                     Session, Tools, calibrate, log)
+from .sysstate import SysRoot
+from .target import DEFAULT_TARGET, HarnessError, create_file, resolve_target
+from .targets import DEFAULT_TARGETS, TargetsError, evaluate, load_targets
+from .workloads import WORKLOAD_BY_NAME, WORKLOADS
+
+REPO = BENCH.parent
+PLOT_SCRIPT = BENCH / "ab_plot.py"
+SYSTEM_PYTHON = "/usr/bin/python3"
+
+DESCRIPTION = """\
+Modes (each round runs every mode once per workload, order rotated per round):
+  off            no constraint, latgovd not running
+  static         /dev/cpu_dma_latency held at 0 for the whole run
+  latgov         latgovd on its default policy (or --latgov-config)
+  latgov-dryrun  latgovd --dry-run: observes and decides, writes nothing
+
+Workloads are the fio job files in bench/jobs/ (target via LATGOV_AB_TARGET):
+%s
+
+Per run: fio IOPS and completion latency (and fdatasync latency), idle-state
+and POLL time per CPU (cpuidle sysfs, or /proc/stat idle time when there is
+no cpuidle driver), latgovd CPU time, context switches and onset delay, and
+the constraints held: fraction of 100 ms samples and CPU-seconds per CPU,
+read from /dev/cpu_dma_latency and the per-CPU pm_qos_resume_latency_us
+files directly. The waiter workload is pinned to a CPU that does not run the
+completion IRQ of the disk's queue (/proc/irq/<n>/effective_affinity_list).
+
+Output (--out, default bench/results/<date>-<disk>): results.csv, summary.md
+(with the targets of bench/latgov_bench/targets.toml met or missed),
+aggregate.json, PNG plots (bench/ab_plot.py under /usr/bin/python3 with
+Debian's python3-matplotlib), raw/ (fio JSON and daemon logs).
+
+Safety: refuses to write to a block device that holds a mounted file system,
+swap, or is used by another device (holders); files are fine (created with
+real data when missing). On exit or Ctrl-C it stops fio and latgovd and closes
+/dev/cpu_dma_latency.
+""" % "\n".join("  %-27s %s" % (w.name, w.title) for w in WORKLOADS)
+
+
+def parse_size(text: str) -> int:
+    s = text.strip().upper().rstrip("B").rstrip("I")
+    mult = {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30, "T": 1 << 40}
+    return int(float(s[:-1]) * mult[s[-1]]) if s[-1] in mult else int(s)
+
+
+def parse_args(argv: list[str]) -> argparse.Namespace:
+    p = argparse.ArgumentParser(
+        prog="bench/ab",
+        description="Interleaved fio A/B of CPU latency constraint modes (off, static "
+        "/dev/cpu_dma_latency=0, latgov, latgov-dryrun).",
+        formatter_class=argparse.RawDescriptionHelpFormatter, epilog=DESCRIPTION)
+    p.add_argument("--device", default=DEFAULT_TARGET,
+                   help="vda, /dev/X or a FILE (default %(default)s; a missing file is "
+                   "created)")
+    p.add_argument("--rounds", type=int, default=5)
+    p.add_argument("--modes", default=None,
+                   help="comma list of %s (default off,static,latgov; --smoke: all four)"
+                   % ",".join(ALL_MODES))
+    p.add_argument("--workloads", default=",".join(w.name for w in WORKLOADS),
+                   help="comma list (default all: %(default)s)")
+    p.add_argument("--latgov-config", default=None,
+                   help="latgovd --config FILE (default: its own default)")
+    p.add_argument("--out", default=None,
+                   help="output dir (default bench/results/<date>-<disk>)")
+    p.add_argument("--smoke", action="store_true",
+                   help="a few seconds per mode, 1 round; check the outputs")
+    p.add_argument("--latgovd", default=str(REPO / "build" / "daemon" / "latgovd"))
+    p.add_argument("--latgov", default=str(REPO / "build" / "daemon" / "latgov"))
+    p.add_argument("--fio", default="fio")
+    p.add_argument("--targets", default=str(DEFAULT_TARGETS),
+                   help="acceptance targets (default %(default)s)")
+    p.add_argument("--resummarize", metavar="OUT",
+                   help="only rebuild summary.md, aggregate.json and the plots of an "
+                   "earlier run from its results.csv and run-meta.json")
+    p.add_argument("--keep-calibration", action="store_true",
+                   help="keep a calibration file that `latgov calibrate` wrote for this "
+                   "run (default: removed at exit)")
+    p.add_argument("--runtime", type=float, default=10,
+                   help="measured seconds per run (default %(default)s)")
+    p.add_argument("--ramp", type=float, default=1,
+                   help="fio ramp_time seconds (default %(default)s)")
+    p.add_argument("--burst-sec", type=float, default=1,
+                   help="idle workload: IO burst seconds (default %(default)s)")
+    p.add_argument("--idle-sec", type=float, default=10,
+                   help="idle workload: seconds with no IO (default %(default)s)")
+    p.add_argument("--size", default="1G",
+                   help="size of a created target file (default %(default)s, --smoke 128M)")
+    p.add_argument("--cooldown", type=float, default=0.5,
+                   help="pause between runs, s (default %(default)s)")
+    a = p.parse_args(argv)
+    if a.resummarize:
+        return a
+    if a.smoke:
+        a.rounds = 1
+        explicit = {x.split("=", 1)[0] for x in argv}
+        if "--runtime" not in explicit:
+            a.runtime = 2
+        if "--ramp" not in explicit:
+            a.ramp = 0
+        if "--idle-sec" not in explicit:
+            a.idle_sec = 2
+        if "--size" not in explicit:
+            a.size = "128M"
+        if a.modes is None:
+            a.modes = ",".join(ALL_MODES)
+    if a.modes is None:
+        a.modes = "off,static,latgov"
+    a.mode_list = [m.strip() for m in a.modes.split(",") if m.strip()]
+    for m in a.mode_list:
+        if m not in ALL_MODES:
+            p.error("unknown mode %r (known: %s)" % (m, ", ".join(ALL_MODES)))
+    if len(set(a.mode_list)) != len(a.mode_list):
+        p.error("a mode is listed twice")
+    a.workload_list = [w.strip() for w in a.workloads.split(",") if w.strip()]
+    for w in a.workload_list:
+        if w not in WORKLOAD_BY_NAME:
+            p.error("unknown workload %r (known: %s)" % (w, ", ".join(WORKLOAD_BY_NAME)))
+    if a.rounds < 1:
+        p.error("--rounds must be >= 1")
+    try:
+        a.size_bytes = parse_size(a.size)
+    except (ValueError, IndexError):
+        p.error("bad --size %r (e.g. 128M, 1G)" % a.size)
+    return a
+
+
+def check_plotting() -> None:
+    try:
+        p = subprocess.run([SYSTEM_PYTHON, "-c", "import matplotlib"],
+                           capture_output=True, text=True, timeout=60)
+    except OSError as e:
+        raise HarnessError("cannot run %s for the plots: %s" % (SYSTEM_PYTHON, e)) from e
+    if p.returncode != 0:
+        raise HarnessError(
+            "matplotlib cannot be imported by %s (needed for the plots): %s\nInstall "
+            "Debian's package: apt-get install python3-matplotlib"
+            % (SYSTEM_PYTHON, p.stderr.strip().splitlines()[-1] if p.stderr.strip() else "?"))
+
+
+def describe_binary(path: str) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for chunk in iter(lambda: f.read(1 << 20), b""):
+            h.update(chunk)
+    return "%s (built %s, sha256 %s)" % (
+        os.path.basename(path),
+        time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(os.stat(path).st_mtime)),
+        h.hexdigest()[:12])
+
+
+def expected_pngs(workloads: list[str]) -> list[str]:
+    return ["latency-%s.png" % w for w in workloads] + ["idle-time.png", "held.png"]
+
+
+def write_report(out: Path, rows: list[dict], meta: RunMeta, targets_path: Path) -> None:
+    """summary.md, aggregate.json and the plots from rows and run metadata."""
+    agg = aggregate(rows, meta.settings.workloads, meta.settings.modes, meta.host)
+    checks = evaluate(load_targets(targets_path), agg, meta.host)
+    host = meta.host
+    with open(out / "aggregate.json", "w") as f:
+        json.dump({
+            "modes": agg.modes,
+            "workloads": [{"name": w, "title": WORKLOAD_BY_NAME[w].title,
+                           "idle": WORKLOAD_BY_NAME[w].idle} for w in agg.workloads],
+            "cpus": host.cpus,
+            "cpuidle_driver": host.driver,
+            "idle_states": {str(c): host.layout.names(c) for c in host.cpus},
+            "idle_sec": meta.settings.idle_sec,
+            "aggregate": agg.to_json(),
+            "targets": [{"id": c.target.id, "workload": c.workload, "metric": c.metric,
+                         "verdict": c.verdict, "value": c.value} for c in checks],
+        }, f, indent=1)
+    (out / "summary.md").write_text(summary_text(rows, agg, meta, checks))
+    p = subprocess.run([SYSTEM_PYTHON, str(PLOT_SCRIPT), str(out)],
+                       capture_output=True, text=True)
+    if p.returncode != 0:
+        log("plotting failed: %s" % (p.stderr.strip() or p.stdout.strip()))
+    pngs = [line.strip() for line in p.stdout.splitlines() if line.endswith(".png")]
+    log("wrote results.csv, summary.md, %d plots in %s (%.1f min)"
+        % (len(pngs), out, meta.elapsed / 60))
+
+
+def check_outputs(out: Path, cols: list[str], expected_runs: int,
+                  workloads: list[str]) -> list[str]:
+    problems = []
+    try:
+        rows = read_rows(out / "results.csv")
+        with open(out / "results.csv") as f:
+            header = f.readline().rstrip("\n").split(",")
+    except OSError as e:
+        return ["results.csv unreadable: %s" % e]
+    missing = [c for c in cols if c not in header]
+    if missing:
+        problems.append("results.csv lacks columns: %s" % ", ".join(missing))
+    if len(rows) != expected_runs:
+        problems.append("results.csv has %d runs, expected %d" % (len(rows), expected_runs))
+    for i, r in enumerate(rows):
+        if None in r or any(v is None for v in r.values()):
+            problems.append("results.csv row %d does not match the header" % (i + 1))
+    sp = out / "summary.md"
+    if not sp.exists() or sp.stat().st_size == 0:
+        problems.append("summary.md missing or empty")
+    elif "## Targets: met or missed" not in sp.read_text():
+        problems.append("summary.md has no targets table")
+    for png in expected_pngs(workloads):
+        pp = out / png
+        if not pp.exists() or pp.stat().st_size == 0:
+            problems.append("%s missing or empty" % png)
+    return problems
+
+
+def smoke_checks(rows: list[dict], host: ss.HostInfo) -> list[str]:
+    """What --smoke requires of the rows beyond their columns: the new
+    measurements hold values, and values that can be told from the mode."""
+    problems = []
+    for r in rows:
+        if r["status"] != "ok":
+            continue
+        tag = "r%s %s %s" % (r["round"], r["workload"], r["mode"])
+        held = [num(r.get("cpu%d_held_s" % c)) for c in host.cpus]
+        total = num(r.get("held_cpu_s"))
+        window = num(r.get("window_s")) or 0.0
+        if total is None or any(h is None for h in held):
+            problems.append("%s: no CPU-seconds held" % tag)
+        elif r["mode"] == "static" and total < 0.8 * len(host.cpus) * window:
+            problems.append("%s: static held only %.2f CPU-s of %.2f" % (
+                tag, total, len(host.cpus) * window))
+        if r["mode"] == "static" and host.has_poll:
+            # /dev/cpu_dma_latency 0 leaves only POLL: any deeper idle state
+            # time is a failure; no POLL time at all only when the CPUs idled
+            # (on a saturated machine they may not idle at all)
+            poll = num(r.get("poll_time_us")) or 0.0
+            deeper = (num(r.get("idle_states_time_us")) or 0.0) - poll
+            idle_s = (num(r.get("procstat_idle_s")) or 0.0) + \
+                (num(r.get("procstat_iowait_s")) or 0.0)
+            if deeper > 0.01 * len(host.cpus) * window * 1e6:
+                problems.append("%s: static let CPUs spend %.0f us in states deeper than "
+                                "POLL" % (tag, deeper))
+            if idle_s >= 0.2 * window and poll == 0:
+                problems.append("%s: static shows no POLL time in %.2f s of idle" % (
+                    tag, idle_s))
+        wl = WORKLOAD_BY_NAME[r["workload"]]
+        if wl.pin_waiter:
+            cpu = num(r.get("waiter_cpu"))
+            done = [int(c) for c in (r.get("completion_cpus") or "").split(";") if c]
+            if cpu is None or not done or int(cpu) in done:
+                problems.append("%s: waiter CPU %s vs completion CPUs %s" % (
+                    tag, r.get("waiter_cpu"), done))
+            if not num(r.get("sync_ios")) or not num(r.get("write_ios")):
+                problems.append("%s: no writes or no fdatasync in fio's output" % tag)
+        if r["mode"] == "latgov" and wl.name == "onset-isolated-reads" and \
+                num(r.get("onset_count")) is None:
+            problems.append("%s: latgovd's status gave no onset_delay" % tag)
+    return problems
+
+
+def resummarize(out: Path, targets_path: Path) -> int:
+    meta = RunMeta.load(out / "run-meta.json")
+    write_report(out, read_rows(out / "results.csv"), meta, targets_path)
+    return 0
+
+
+def place_waiter(root: SysRoot, host: ss.HostInfo,
+                 disk: str | None) -> tuple[ss.WaiterPlacement | None, str]:
+    """The CPU for the waiter workload, and a line for the report."""
+    queues = ss.disk_queues(root, disk) if disk else []
+    waiter = ss.choose_waiter_cpu(host.cpus, queues)
+    if waiter is None:
+        return None, ("no CPU found whose queue completes elsewhere (disk %s, queues: %s)"
+                      % (disk, "; ".join("hctx%d cpus %s irq %s -> cpus %s" % (
+                          q.index, q.submit_cpus, q.irq_name or "?", q.completion_cpus)
+                          for q in queues) or "none found"))
+    q = waiter.queue
+    return waiter, ("pinned to CPU %d; its queue hctx%d completes on CPU %s (IRQ %d %s, "
+                    "/proc/irq/%d/effective_affinity_list)"
+                    % (waiter.cpu, q.index, ",".join(map(str, q.completion_cpus)), q.irq,
+                       q.irq_name, q.irq))
+
+
+def run(args: argparse.Namespace, session: Session, root: SysRoot) -> int:
+    if os.geteuid() != 0:
+        raise HarnessError("run as root: the harness writes /dev/cpu_dma_latency and "
+                           "latgovd writes PM QoS files")
+    check_plotting()
+    if not shutil.which(args.fio):
+        raise HarnessError("fio not found (%s)" % args.fio)
+    targets_path = Path(args.targets)
+    load_targets(targets_path)  # a bad targets file fails before the runs
+    wls = [WORKLOAD_BY_NAME[w] for w in args.workload_list]
+    daemon_modes = [m for m in args.mode_list if m in DAEMON_MODES]
+    if daemon_modes:
+        for b in (args.latgovd, args.latgov):
+            if not os.access(b, os.X_OK):
+                raise HarnessError("%s is not an executable (build with cmake --build "
+                                   "build, or pass --latgovd/--latgov)" % b)
+        if args.latgov_config and not os.path.exists(args.latgov_config):
+            raise HarnessError("no such config %s" % args.latgov_config)
+    if not root.dma_latency.exists():
+        raise HarnessError("%s missing" % root.dma_latency)
+
+    target = resolve_target(root, args.device, args.size_bytes, wls)
+    date = datetime.date.today().isoformat()
+    out = Path(os.path.abspath(args.out or BENCH / "results" / ("%s-%s" % (date, target.name))))
+    raw = out / "raw"
+    raw.mkdir(parents=True, exist_ok=True)
+    create_file(target, log)
+    try:
+        os.close(os.open(target.path, os.O_RDONLY | os.O_DIRECT))
+    except OSError as e:
+        raise HarnessError("cannot open %s for direct IO: %s" % (target.path, e)) from e
+
+    host = ss.read_host(root)
+    waiter, waiter_desc = None, ""
+    if any(w.pin_waiter for w in wls):
+        waiter, waiter_desc = place_waiter(root, host, target.disk)
+        log("waiter workload: %s" % waiter_desc)
+
+    settings = Settings(args.mode_list, args.workload_list, args.rounds, args.runtime,
+                        args.ramp, args.burst_sec, args.idle_sec)
+    fio_version = subprocess.run([args.fio, "--version"], capture_output=True,
+                                 text=True).stdout.strip()
+    daemon = None
+    if daemon_modes:
+        session.runtime_dir = Path("/dev/shm/latgov-ab.%d" % os.getpid())
+        session.runtime_dir.mkdir(parents=True, exist_ok=True)
+        git = subprocess.run(["git", "-C", str(REPO), "describe", "--always", "--dirty"],
+                             capture_output=True, text=True).stdout.strip() or "?"
+        config_desc = args.latgov_config or (
+            DEFAULT_CONFIG if os.path.exists(DEFAULT_CONFIG)
+            else "embedded default (no %s)" % DEFAULT_CONFIG)
+        cal = calibrate(session, raw, target, args.keep_calibration)
+        log("wake-up costs: %s" % cal)
+        daemon = DaemonInfo(args.latgovd, git, config_desc, cal, "; ".join(
+            describe_binary(b) for b in (args.latgovd, args.latgov)))
+    meta = RunMeta(host, settings, target.info(), list(sys.argv),
+                   datetime.datetime.now().isoformat(timespec="seconds"), fio_version,
+                   ss.read_global_qos(root), ", ".join(
+                       "cpu%d=%s" % kv for kv in ss.read_percpu_qos(root, host.cpus).items()),
+                   daemon, waiter_desc, session.notes)
+
+    cols = columns(host)
+    runner = Runner(session, host, target, settings, raw, cols, waiter)
+    rows: list[dict] = []
+    t0 = time.monotonic()
+    total = args.rounds * len(wls) * len(args.mode_list)
+    log("target %s (%s, disk %s), out %s, %d runs" % (target.path, target.kind, target.disk,
+                                                     out, total))
+    writer = ResultsWriter(out / "results.csv", cols)
+    seq = 0
+    try:
+        for rnd in range(1, args.rounds + 1):
+            k = (rnd - 1) % len(args.mode_list)
+            order = args.mode_list[k:] + args.mode_list[:k]
+            for wl in wls:
+                for i, mode in enumerate(order):
+                    seq += 1
+                    log("run %d/%d: round %d, %s, %s" % (seq, total, rnd, wl.name, mode))
+                    try:
+                        row = runner.one_run(rnd, seq, i + 1, wl, mode)
+                    except HarnessError as e:
+                        session.release_all()
+                        row = runner.error_row(rnd, seq, i + 1, wl, mode, str(e))
+                        log("run failed: %s" % e)
+                    rows.append(row)
+                    writer.write(row)
+                    if row["status"] == "ok":
+                        log("  read %s IOPS mean %s p99 %s us | write %s | sync p99 %s | "
+                            "held %.2f CPU-s | daemon %s%%" % (
+                                row["read_iops"] or "-", row["read_clat_mean_us"] or "-",
+                                row["read_clat_p99_us"] or "-", row["write_iops"] or "-",
+                                row["sync_lat_p99_us"] or "-", row["held_cpu_s"],
+                                row["latgovd_cpu_pct_core"] or "-"))
+                    else:
+                        log("  " + row["status"])
+                    time.sleep(args.cooldown)
+    except Interrupted as e:
+        meta.note = "INTERRUPTED by %s after %d of %d runs" % (e, len(rows), total)
+        log(meta.note)
+    finally:
+        session.release_all()
+        writer.close()
+    meta.elapsed = time.monotonic() - t0
+    meta.save(out / "run-meta.json")
+    write_report(out, rows, meta, targets_path)
+    problems = check_outputs(out, cols, total, args.workload_list)
+    if args.smoke:
+        problems += smoke_checks(rows, host)
+    if meta.note:
+        problems.append(meta.note)
+    problems += ["run r%s %s %s: %s" % (r["round"], r["workload"], r["mode"], r["status"])
+                 for r in rows if r["status"] != "ok"]
+    if problems:
+        for pr in problems:
+            log("FAIL: " + pr)
+        return 1
+    if args.smoke:
+        log("smoke OK: %d columns, %d runs, summary.md and plots present"
+            % (len(cols), len(rows)))
+    return 0
+
+
+def on_signal(signum, frame):
+    raise Interrupted(signal.Signals(signum).name)
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    args = parse_args(argv)
+    try:
+        if args.resummarize:
+            return resummarize(Path(args.resummarize), Path(args.targets))
+    except (ValueError, OSError) as e:
+        print("bench/ab: %s" % e, file=sys.stderr)
+        return 2
+    for s in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+        signal.signal(s, on_signal)
+    root = SysRoot()
+    session = Session(root, Tools(args.fio, args.latgovd, args.latgov, args.latgov_config))
+    try:
+        return run(args, session, root)
+    except (HarnessError, TargetsError) as e:
+        print("bench/ab: %s" % e, file=sys.stderr)
+        return 2
+    except Interrupted as e:
+        print("bench/ab: interrupted (%s); everything released" % e, file=sys.stderr)
+        return 130
+    finally:
+        session.cleanup()

@@ -1,0 +1,245 @@
+"""summary.md from rows, their aggregate, the run's metadata and the
+targets. Pure: returns text."""
+
+from __future__ import annotations
+
+import shlex
+import statistics
+
+from .aggregate import SUMMARY_METRICS, Aggregate, num, per_cpu_metrics, with_derived
+from .meta import RunMeta
+from .sampler import SAMPLE_PERIOD
+from .sysstate import NO_CONSTRAINT
+from .targets import MET, MISSED, NOT_APPLICABLE, NOT_MEASURED, Check
+from .workloads import WORKLOAD_BY_NAME
+
+
+def fmt(v: float | None) -> str:
+    if v is None:
+        return "-"
+    a = abs(v)
+    if a == 0:
+        return "0"
+    if a >= 1000:
+        return "%.0f" % v
+    if a >= 100:
+        return "%.1f" % v
+    if a >= 1:
+        return "%.2f" % v
+    return "%.3g" % v
+
+
+def ratio(a: float | None, b: float | None) -> float | None:
+    if a is None or b is None or b == 0:
+        return None
+    return a / b
+
+
+def fmt_ratio(r: float | None) -> str:
+    return "-" if r is None else "%.3f" % r
+
+
+def check_row(c: Check) -> str:
+    t = c.target
+    if c.verdict == NOT_APPLICABLE:
+        return "| %s | - | - | - | %s | not applicable (%s) |" % (
+            t.text, t.bound_text(), c.reason)
+    if c.value is None:
+        shown = "-"
+    elif t.kind == "ratio":
+        r = ("%.3f" if abs(c.value) >= 0.1 else "%.3g") % c.value
+        shown = "%s (%s %s, %s %s)" % (r, t.mode, fmt(c.mode_median),
+                                       t.reference, fmt(c.reference_median))
+    else:
+        shown = fmt(c.value)
+    verdict = {MET: "**met**", MISSED: "**missed**"}.get(c.verdict, c.verdict)
+    if c.reason:
+        verdict += " (%s)" % c.reason
+    what = "%s/%s" % (t.mode, t.reference) if t.kind == "ratio" else t.mode
+    return "| %s | %s | %s | %s | %s | %s |" % (
+        t.text, c.workload, c.metric, shown, "%s %s" % (what, t.bound_text()), verdict)
+
+
+def targets_section(checks: list[Check]) -> list[str]:
+    count = {v: sum(1 for c in checks if c.verdict == v)
+             for v in (MET, MISSED, NOT_MEASURED, NOT_APPLICABLE)}
+    L = ["## Targets: met or missed", "",
+         "From bench/latgov_bench/targets.toml, on the medians over rounds: %d checks "
+         "met, %d missed, %d not measured in this run; %d targets do not apply to this "
+         "host." % (count[MET], count[MISSED], count[NOT_MEASURED], count[NOT_APPLICABLE]),
+         "",
+         "| target | workload | metric | measured | bound | verdict |",
+         "|---|---|---|---|---|---|"]
+    L += [check_row(c) for c in checks]
+    L.append("")
+    return L
+
+
+def held_section(agg: Aggregate, meta: RunMeta) -> list[str]:
+    """The energy side: how long each mode kept CPUs out of their idle
+    states, and the POLL time that bought."""
+    cpus, modes = meta.host.cpus, agg.modes
+    L = ["## CPU-seconds held and POLL time, per mode (median over rounds)", "",
+         "Held: a constraint on that CPU (its pm_qos_resume_latency_us other "
+         "than \"0\", or /dev/cpu_dma_latency below %d) in the %d ms samples, "
+         "integrated over the measured window. static holds every CPU for the "
+         "whole run." % (NO_CONSTRAINT, SAMPLE_PERIOD * 1000), ""]
+    hdr = "| workload | mode | window (s) | " + " | ".join(
+        "cpu%d held (s)" % c for c in cpus) + " | all CPUs held (CPU-s) | POLL (s) |"
+    L += [hdr, "|---|---|---|" + "---|" * len(cpus) + "---|---|"]
+    for w in agg.workloads:
+        for m in modes:
+            if not agg.cells[w][m].n:
+                continue
+            cells = [fmt(agg.median(w, m, "window_s") if agg.stat(w, m, "window_s")
+                         else None)]
+            cells += [fmt(agg.median(w, m, "cpu%d_held_s" % c)) for c in cpus]
+            cells.append(fmt(agg.median(w, m, "held_cpu_s")))
+            p = agg.median(w, m, "poll_time_us")
+            cells.append("-" if p is None else fmt(p / 1e6))
+            L.append("| %s | %s | %s |" % (w, m, " | ".join(cells)))
+    L.append("")
+    return L
+
+
+def header(rows: list[dict], meta: RunMeta) -> list[str]:
+    h, s, t = meta.host, meta.settings, meta.target_info
+    L = ["# latgov A/B: %s" % t.get("name", "?"), ""]
+    if meta.note:
+        L += ["**%s**" % meta.note, ""]
+    L.append("- command: `%s`" % " ".join(shlex.quote(a) for a in meta.command))
+    L.append("- started %s, took %.1f min; %d runs (%d ok)" % (
+        meta.started, meta.elapsed / 60, len(rows),
+        sum(1 for r in rows if r["status"] == "ok")))
+    L.append("- target: %s (%s, %d MiB, disk %s)%s" % (
+        t.get("path"), t.get("kind"), int(t.get("size", 0)) >> 20, t.get("disk") or "?",
+        "; created by this run" if t.get("created") else ""))
+    L.append("- machine: %s, %d online CPUs, kernel %s" % (h.node, len(h.cpus), h.kernel))
+    L.append("- cpuidle: driver `%s`, governor `%s`, states: %s" % (
+        h.driver, h.governor, h.idle_states))
+    if h.driver == "none":
+        L.append("  - **no cpuidle driver**: there are no idle states, so no per-state or "
+                 "POLL time; idle time comes from /proc/stat (idle, iowait) instead, and "
+                 "PM QoS limits have nothing to act on.")
+    L.append("- fio %s; per run %s s measured after %s s ramp (idle workload: %s s burst, "
+             "then %s s with no IO, measured)" % (meta.fio_version, s.runtime, s.ramp,
+                                                  s.burst_sec, s.idle_sec))
+    L.append("- modes, interleaved, order rotated each round: %s; rounds: %d"
+             % (", ".join(s.modes), s.rounds))
+    if meta.waiter:
+        L.append("- waiter workload: %s" % meta.waiter)
+    if meta.daemon:
+        d = meta.daemon
+        L.append("- latgovd: %s (source tree git %s), config: %s" % (d.latgovd, d.git,
+                                                                      d.config_desc))
+        L.append("- binaries: %s" % d.binaries)
+        L.append("- wake-up costs: %s; daemon status reported idle_costs = %s" % (
+            d.calibration, ", ".join(sorted({r["latgovd_idle_costs"] for r in rows
+                                             if r.get("latgovd_idle_costs")})) or "-"))
+        seen = sorted({x for r in rows if r["mode"] == "latgov"
+                       for x in (r.get("latgovd_limits_seen") or "").split(";") if x})
+        L.append("- limits latgovd reported holding (status file): %s"
+                 % (", ".join(seen) if seen else "none"))
+    L.append("- constraints before the harness started: /dev/cpu_dma_latency %s; per-CPU %s"
+             % (meta.dma_before, meta.percpu_before))
+    bad = [r for r in rows if r["status"] != "ok"]
+    if bad:
+        L.append("- **failed runs**: " + "; ".join(
+            "r%s %s %s: %s" % (r["round"], r["workload"], r["mode"], r["status"])
+            for r in bad))
+    foreign = [r for r in rows if r.get("foreign_procs") or r.get("foreign_constraint_before")]
+    if foreign:
+        L.append("- **runs that overlapped other fio/latgovd processes or started with a "
+                 "foreign constraint** (kept, but suspect): " + "; ".join(
+                     "r%s %s %s [%s%s]" % (
+                         r["round"], r["workload"], r["mode"], r.get("foreign_procs", ""),
+                         (" constraint " + r["foreign_constraint_before"])
+                         if r.get("foreign_constraint_before") else "")
+                     for r in foreign))
+    fh = [(r, num(with_derived(r, h.cpus)["foreign_held"])) for r in rows]
+    fh = [(r, v) for r, v in fh if v]
+    if fh:
+        L.append("- **constraints set by someone else were held during %d of %d runs** "
+                 "(seen by the %d ms sampler where this run's mode sets nothing, or nothing "
+                 "per CPU): %s" % (len(fh), len(rows), SAMPLE_PERIOD * 1000, "; ".join(
+                     "r%s %s %s %.0f%%" % (r["round"], r["workload"], r["mode"], 100 * v)
+                     for r, v in fh)))
+    ncpu = max(len(h.cpus), 1)
+    hi = [r for r in rows if (num(r.get("others_cpu_s")) or 0) >
+          0.1 * ncpu * (num(r.get("window_s")) or 1)]
+    if hi:
+        share = [100 * (num(r["others_cpu_s"]) or 0) / (ncpu * (num(r["window_s"]) or 1))
+                 for r in hi]
+        tops: dict[str, float] = {}
+        for r in hi:
+            for item in (r.get("others_top") or "").split(";"):
+                if item:
+                    c, v = item.rsplit(":", 1)
+                    tops[c] = tops.get(c, 0.0) + float(v)
+        L.append("- **other processes used more than 10%% of the machine's CPU in %d of %d "
+                 "runs** (median %.0f%%, max %.0f%% of all CPUs; mostly %s). Treat "
+                 "differences smaller than the min-max spread as noise." % (
+                     len(hi), len(rows), statistics.median(share), max(share),
+                     ", ".join("%s (%.0f s)" % kv for kv in sorted(
+                         tops.items(), key=lambda kv: -kv[1])[:4])))
+    for n in meta.notes:
+        L.append("- note: " + n)
+    L.append("")
+    return L
+
+
+def workload_tables(agg: Aggregate, meta: RunMeta) -> list[str]:
+    modes = agg.modes
+    L = ["## Per workload: median [min-max] over rounds", ""]
+    ratios = [(a, b) for a, b in (("latgov", "static"), ("latgov", "off"))
+              if a in modes and b in modes]
+    metrics = list(SUMMARY_METRICS) + per_cpu_metrics(meta.host)
+    for w in agg.workloads:
+        wl = WORKLOAD_BY_NAME[w]
+        L += ["### %s" % wl.title, ""]
+        if wl.idle:
+            L += ["Latency rows: the %g s burst. Idle, held and daemon rows: the %g s "
+                  "with no IO after it." % (meta.settings.burst_sec, meta.settings.idle_sec),
+                  ""]
+        L.append("| metric | " + " | ".join(modes)
+                 + "".join(" | %s/%s" % r for r in ratios) + " |")
+        L.append("|---|" + "---|" * (len(modes) + len(ratios)))
+        for met, label in metrics:
+            cells = []
+            for m in modes:
+                s = agg.stat(w, m, met)
+                if s is None:
+                    cells.append("-")
+                elif s.min == s.max:
+                    cells.append(fmt(s.median))
+                else:
+                    cells.append("%s [%s-%s]" % (fmt(s.median), fmt(s.min), fmt(s.max)))
+            if all(c == "-" for c in cells):
+                continue
+            cells += [fmt_ratio(ratio(agg.median(w, a, met), agg.median(w, b, met)))
+                      for a, b in ratios]
+            L.append("| %s | %s |" % (label, " | ".join(cells)))
+        L += ["", "runs ok per mode: " + ", ".join(
+            "%s %d" % (m, agg.cells[w][m].n) for m in modes), ""]
+    return L
+
+
+def summary_text(rows: list[dict], agg: Aggregate, meta: RunMeta,
+                 checks: list[Check]) -> str:
+    L = header(rows, meta)
+    L += targets_section(checks)
+    L += held_section(agg, meta)
+    L += workload_tables(agg, meta)
+    L += ["## Files", "",
+          "results.csv (every run, every column), aggregate.json, latency-<workload>.png, "
+          "idle-time.png, held.png, raw/ (fio JSON and latgovd logs per run).", "",
+          "Held fractions and CPU-seconds come from sampling /dev/cpu_dma_latency and "
+          "cpuN/power/pm_qos_resume_latency_us every %d ms during the measured window (any "
+          "value other than \"0\" per CPU, or a global value below %d, counts as held). "
+          "POLL time is the delta of cpuN/cpuidle/state0/time (the POLL state). latgovd CPU "
+          "is the sum of its threads' schedstat run time over the window (ns precise); "
+          "utime+stime from /proc/<pid>/stat is in latgovd_cpu_s. The onset delay is "
+          "latgovd's own status (onset_delay: request issue to constraint written). Context "
+          "switches are summed over /proc/<pid>/task/*/status."
+          % (SAMPLE_PERIOD * 1000, NO_CONSTRAINT)]
+    return "\n".join(L) + "\n"

@@ -1,0 +1,63 @@
+"""results.csv: one row per run, every column."""
+
+from __future__ import annotations
+
+import csv
+from pathlib import Path
+
+from .fio import fio_columns
+from .sysstate import HostInfo
+
+
+def columns(host: HostInfo) -> list[str]:
+    cols = ["round", "seq", "order_in_round", "workload", "mode", "device",
+            "target", "started_at", "window_s", "status", "fio_rc",
+            "waiter_cpu", "completion_cpus"]
+    cols += fio_columns()
+    cols += ["disk_ios"]
+    cols += ["cpuidle_driver", "cpuidle_governor", "idle_states",
+             "poll_time_us", "poll_usage", "idle_states_time_us"]
+    for cpu in host.cpus:
+        for name in host.layout.names(cpu):
+            cols += ["cpu%d_%s_time_us" % (cpu, name), "cpu%d_%s_usage" % (cpu, name)]
+    cols += ["procstat_idle_s", "procstat_iowait_s", "procstat_busy_s"]
+    for cpu in host.cpus:
+        cols += ["cpu%d_procstat_idle_s" % cpu, "cpu%d_procstat_iowait_s" % cpu,
+                 "cpu%d_procstat_busy_s" % cpu]
+    cols += ["latgovd_pid", "latgovd_cpu_s", "latgovd_cpu_pct_core",
+             "latgovd_sched_cpu_s", "latgovd_vol_ctxsw", "latgovd_nonvol_ctxsw",
+             "latgovd_rc", "latgovd_idle_costs", "latgovd_limits_seen",
+             "onset_count", "onset_p50_us", "onset_p99_us", "onset_max_us"]
+    cols += ["qos_samples", "global_held_frac", "global_min_us"]
+    for cpu in host.cpus:
+        cols += ["cpu%d_percpu_held_frac" % cpu, "cpu%d_held_frac" % cpu,
+                 "cpu%d_held_s" % cpu]
+    cols += ["held_cpu_s", "any_held_frac", "status_samples", "status_held_frac",
+             "foreign_procs", "foreign_constraint_before", "others_cpu_s", "others_top"]
+    return cols
+
+
+def read_rows(path: Path) -> list[dict]:
+    with open(path, newline="") as f:
+        return list(csv.DictReader(f))
+
+
+class ResultsWriter:
+    """Appends rows as runs finish, so an interrupted run keeps what it did."""
+
+    def __init__(self, path: Path, cols: list[str]):
+        self.cols = cols
+        self.f = open(path, "w", newline="")
+        self.w = csv.DictWriter(self.f, fieldnames=cols)
+        self.w.writeheader()
+        self.f.flush()
+
+    def blank(self) -> dict:
+        return {c: "" for c in self.cols}
+
+    def write(self, row: dict) -> None:
+        self.w.writerow(row)
+        self.f.flush()
+
+    def close(self) -> None:
+        self.f.close()

@@ -1,0 +1,436 @@
+"""Running: fio, latgovd and /dev/cpu_dma_latency for one run of one
+workload under one mode, and the measurements taken around it."""
+
+from __future__ import annotations
+
+import datetime
+import os
+import shutil
+import signal
+import struct
+import subprocess
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from . import sysstate as ss
+from .fio import FioOutputError, fio_command, parse_fio_file
+from .meta import Settings
+from .sampler import QosSampler
+from .sysstate import HostInfo, SysRoot, WaiterPlacement
+from .target import HarnessError, Target
+from .workloads import Workload
+
+BENCH = Path(__file__).resolve().parent.parent
+JOBS = BENCH / "jobs"
+DEFAULT_CONFIG = "/etc/latgov/latgov.toml"
+DEFAULT_CALIBRATION = "/var/lib/latgov/calibration.toml"
+ALL_MODES = ["off", "static", "latgov", "latgov-dryrun"]
+DAEMON_MODES = ("latgov", "latgov-dryrun")
+
+
+class Interrupted(Exception):
+    pass
+
+
+def log(msg: str) -> None:
+    print("[ab %s] %s" % (time.strftime("%H:%M:%S"), msg), flush=True)
+
+
+def tail(path: Path, n: int = 15) -> str:
+    try:
+        with open(path) as f:
+            return "".join(f.readlines()[-n:])
+    except OSError:
+        return ""
+
+
+@dataclass(frozen=True)
+class Tools:
+    fio: str
+    latgovd: str
+    latgov: str
+    latgov_config: str | None
+
+
+@dataclass
+class Session:
+    """What a run holds (fio, latgovd, /dev/cpu_dma_latency, files it
+    created); release_all() and cleanup() give everything back on any exit."""
+    root: SysRoot
+    tools: Tools
+    runtime_dir: Path | None = None
+    fio: subprocess.Popen | None = None
+    daemon: subprocess.Popen | None = None
+    dma_fd: int | None = None
+    notes: list[str] = field(default_factory=list)
+    past_pids: list[int] = field(default_factory=list)   # of the current run, exited
+    created_files: list[str] = field(default_factory=list)
+    created_dirs: list[str] = field(default_factory=list)
+
+    def own_pids(self) -> set[int]:
+        pids = {os.getpid()}
+        for p in (self.fio, self.daemon):
+            if p is not None:
+                pids.add(p.pid)
+        return pids
+
+    def hold_dma_zero(self) -> None:
+        self.dma_fd = os.open(self.root.dma_latency, os.O_WRONLY)
+        if os.write(self.dma_fd, struct.pack("<i", 0)) != 4:
+            raise HarnessError("short write to %s" % self.root.dma_latency)
+
+    def release_dma(self) -> None:
+        if self.dma_fd is not None:
+            os.close(self.dma_fd)
+            self.dma_fd = None
+
+    def start_daemon(self, mode: str, log_path: Path) -> Path:
+        assert self.runtime_dir is not None
+        status = self.runtime_dir / "status.json"
+        status.unlink(missing_ok=True)
+        cmd = [self.tools.latgovd, "--runtime-dir", str(self.runtime_dir)]
+        if self.tools.latgov_config:
+            cmd += ["--config", self.tools.latgov_config]
+        if mode == "latgov-dryrun":
+            cmd.append("--dry-run")
+        with open(log_path, "w") as logf:
+            self.daemon = subprocess.Popen(cmd, stdout=logf, stderr=subprocess.STDOUT,
+                                           start_new_session=True)
+        self.past_pids.append(self.daemon.pid)
+        deadline = time.monotonic() + 15
+        while not status.exists():
+            if self.daemon.poll() is not None:
+                rc = self.daemon.returncode
+                self.daemon = None
+                raise HarnessError("latgovd exited with %d before writing its status file; "
+                                   "log: %s\n%s" % (rc, log_path, tail(log_path)))
+            if time.monotonic() > deadline:
+                self.stop_daemon()
+                raise HarnessError("latgovd wrote no %s within 15 s; log: %s"
+                                   % (status, log_path))
+            time.sleep(0.02)
+        return status
+
+    def stop_daemon(self) -> int | None:
+        p = self.daemon
+        if p is None:
+            return None
+        self.daemon = None
+        rc = p.poll()
+        if rc is None:
+            p.send_signal(signal.SIGTERM)
+            try:
+                rc = p.wait(10)
+            except subprocess.TimeoutExpired:
+                p.kill()
+                rc = p.wait()
+                self.notes.append("latgovd %d ignored SIGTERM for 10 s and was killed; "
+                                  "ran latgovd --restore" % p.pid)
+                subprocess.run([self.tools.latgovd, "--restore", "--runtime-dir",
+                                str(self.runtime_dir)],
+                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        return rc
+
+    def run_fio(self, job: Path, json_path: Path, env: dict) -> tuple[int, str]:
+        self.fio = subprocess.Popen(fio_command(self.tools.fio, job, json_path),
+                                    env=env, start_new_session=True,
+                                    stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                                    text=True)
+        self.past_pids.append(self.fio.pid)
+        _, err = self.fio.communicate()
+        rc = self.fio.returncode
+        self.fio = None
+        return rc, err
+
+    def stop_fio(self) -> None:
+        p = self.fio
+        if p is None:
+            return
+        self.fio = None
+        if p.poll() is None:
+            try:
+                os.killpg(p.pid, signal.SIGTERM)
+                p.wait(10)
+            except (OSError, subprocess.TimeoutExpired):
+                try:
+                    os.killpg(p.pid, signal.SIGKILL)
+                except OSError:
+                    pass
+                p.wait()
+
+    def release_all(self) -> None:
+        self.stop_fio()
+        self.stop_daemon()
+        self.release_dma()
+
+    def cleanup(self) -> None:
+        self.release_all()
+        if self.runtime_dir:
+            shutil.rmtree(self.runtime_dir, ignore_errors=True)
+        for path in self.created_files:
+            try:
+                os.unlink(path)
+            except OSError:
+                pass
+        for path in self.created_dirs:
+            try:
+                os.rmdir(path)
+            except OSError:
+                pass
+
+
+# --------------------------------------------------------------------------
+# Measurements around a run
+
+@dataclass(frozen=True)
+class Snapshot:
+    t: float
+    cpuidle: dict
+    procstat: dict
+    disk: int | None
+    daemon: ss.ProcCpu | None
+    procs: dict
+
+
+def snapshot(root: SysRoot, host: HostInfo, disk: str | None, daemon_pid: int | None) -> Snapshot:
+    return Snapshot(time.monotonic(), ss.read_cpuidle(root, host.layout),
+                    ss.read_procstat(root, host.cpus), ss.disk_ios(root, disk),
+                    ss.proc_cpu(root, daemon_pid) if daemon_pid else None,
+                    ss.process_table(root))
+
+
+def window_deltas(a: Snapshot, b: Snapshot, host: HostInfo, own: set[int]) -> dict:
+    """Row fields from two snapshots: idle-state, /proc/stat, disk, daemon
+    and other processes over the window between them."""
+    row: dict = {}
+    window = b.t - a.t
+    row["window_s"] = round(window, 3)
+    poll_t = poll_u = total_t = 0
+    have_poll = False
+    for cpu in host.cpus:
+        for name in host.layout.names(cpu):
+            dt = b.cpuidle[(cpu, name, "time")] - a.cpuidle[(cpu, name, "time")]
+            du = b.cpuidle[(cpu, name, "usage")] - a.cpuidle[(cpu, name, "usage")]
+            row["cpu%d_%s_time_us" % (cpu, name)] = dt
+            row["cpu%d_%s_usage" % (cpu, name)] = du
+            total_t += dt
+            if name.upper() == "POLL":
+                have_poll = True
+                poll_t += dt
+                poll_u += du
+    row["poll_time_us"] = poll_t if have_poll else ""
+    row["poll_usage"] = poll_u if have_poll else ""
+    row["idle_states_time_us"] = total_t if host.layout.any else ""
+    tot = [0.0, 0.0, 0.0]
+    for cpu in host.cpus:
+        d = [b.procstat[cpu][i] - a.procstat[cpu][i] for i in range(3)]
+        for i in range(3):
+            tot[i] += d[i]
+        row["cpu%d_procstat_idle_s" % cpu] = round(d[0], 2)
+        row["cpu%d_procstat_iowait_s" % cpu] = round(d[1], 2)
+        row["cpu%d_procstat_busy_s" % cpu] = round(d[2], 2)
+    row["procstat_idle_s"] = round(tot[0], 2)
+    row["procstat_iowait_s"] = round(tot[1], 2)
+    row["procstat_busy_s"] = round(tot[2], 2)
+    if a.disk is not None and b.disk is not None:
+        row["disk_ios"] = b.disk - a.disk
+    others, top = ss.others_cpu(a.procs, b.procs, own)
+    row["others_cpu_s"], row["others_top"] = round(others, 2), top
+    if a.daemon and b.daemon:
+        row["latgovd_cpu_s"] = round(b.daemon.cpu_s - a.daemon.cpu_s, 3)
+        sched = b.daemon.sched_s - a.daemon.sched_s
+        row["latgovd_sched_cpu_s"] = round(sched, 6)
+        # schedstat is ns-precise; ticks are 1/CLK_TCK s: prefer the former
+        row["latgovd_cpu_pct_core"] = round(100.0 * sched / window, 4)
+        row["latgovd_vol_ctxsw"] = b.daemon.vol_ctxsw - a.daemon.vol_ctxsw
+        row["latgovd_nonvol_ctxsw"] = b.daemon.nonvol_ctxsw - a.daemon.nonvol_ctxsw
+    return row
+
+
+# --------------------------------------------------------------------------
+
+@dataclass
+class Runner:
+    session: Session
+    host: HostInfo
+    target: Target
+    settings: Settings
+    raw: Path
+    columns: list[str]
+    waiter: WaiterPlacement | None
+
+    @property
+    def root(self) -> SysRoot:
+        return self.session.root
+
+    def fio_env(self, runtime: float, ramp: float) -> dict:
+        env = dict(os.environ)
+        env["LATGOV_AB_TARGET"] = self.target.path
+        env["LATGOV_AB_RUNTIME"] = str(runtime)
+        env["LATGOV_AB_RAMP"] = str(ramp)
+        env["LATGOV_AB_BURST"] = str(self.settings.burst_sec)
+        if self.waiter:
+            env["LATGOV_AB_WAITER_CPU"] = str(self.waiter.cpu)
+        return env
+
+    def foreign_before(self) -> str:
+        g = ss.read_global_qos(self.root)
+        foreign = ["global=%d" % g] if g < ss.NO_CONSTRAINT else []
+        foreign += ["cpu%d=%s" % (c, v) for c, v in
+                    ss.read_percpu_qos(self.root, self.host.cpus).items() if ss.percpu_held(v)]
+        return ";".join(foreign)
+
+    def error_row(self, rnd: int, seq: int, order: int, wl: Workload, mode: str,
+                  msg: str) -> dict:
+        row = {c: "" for c in self.columns}
+        row.update(round=rnd, seq=seq, order_in_round=order, workload=wl.name, mode=mode,
+                   device=self.target.name, target=self.target.path,
+                   status="error: %s" % msg[:300])
+        return row
+
+    def one_run(self, rnd: int, seq: int, order: int, wl: Workload, mode: str) -> dict:
+        s, host = self.session, self.host
+        if wl.pin_waiter and self.waiter is None:
+            raise HarnessError("no CPU to pin the waiter workload on: every online CPU "
+                               "completes its own queue's IO (or the disk's queue IRQs "
+                               "were not found)")
+        row = {c: "" for c in self.columns}
+        tag = "r%d-%s-%s" % (rnd, wl.name, mode)
+        json_path = self.raw / (tag + ".fio.json")
+        row.update(round=rnd, seq=seq, order_in_round=order, workload=wl.name, mode=mode,
+                   device=self.target.name, target=self.target.path,
+                   started_at=datetime.datetime.now().isoformat(timespec="seconds"),
+                   cpuidle_driver=host.driver, cpuidle_governor=host.governor,
+                   idle_states=host.idle_states)
+        if wl.pin_waiter and self.waiter:
+            row["waiter_cpu"] = self.waiter.cpu
+            row["completion_cpus"] = ";".join(str(c) for c in self.waiter.queue.completion_cpus)
+        row["foreign_constraint_before"] = self.foreign_before()
+        fp = [ss.foreign_processes(self.root, s.own_pids())]
+        status_path = None
+        daemon_pid = None
+        if mode == "static":
+            s.hold_dma_zero()
+        elif mode in DAEMON_MODES:
+            status_path = s.start_daemon(mode, self.raw / (tag + ".latgovd.log"))
+            assert s.daemon is not None
+            daemon_pid = s.daemon.pid
+            row["latgovd_pid"] = daemon_pid
+        job = JOBS / wl.job
+        sampler = QosSampler(self.root, host.cpus, status_path)
+        try:
+            if wl.idle:
+                rc, err = s.run_fio(job, json_path, self.fio_env(0, 0))
+                a = snapshot(self.root, host, self.target.disk, daemon_pid)
+                sampler.start()
+                time.sleep(self.settings.idle_sec)
+            else:
+                a = snapshot(self.root, host, self.target.disk, daemon_pid)
+                sampler.start()
+                rc, err = s.run_fio(job, json_path,
+                                    self.fio_env(self.settings.runtime, self.settings.ramp))
+            b = snapshot(self.root, host, self.target.disk, daemon_pid)
+            sampler.finish()
+            fp.append(ss.foreign_processes(self.root, s.own_pids()))
+        finally:
+            sampler.finish()
+            if mode == "static":
+                s.release_dma()
+            elif mode in DAEMON_MODES:
+                row["latgovd_rc"] = s.stop_daemon()
+        row["fio_rc"] = rc
+        row.update(window_deltas(a, b, host, s.own_pids() | set(s.past_pids)))
+        s.past_pids = []
+        row.update(sampler.result())
+        if mode in DAEMON_MODES:
+            row["latgovd_idle_costs"] = sampler.status.idle_costs or ""
+        else:
+            row["latgovd_limits_seen"] = ""
+        row["foreign_procs"] = ";".join(sorted({x for x in fp if x}))
+        status = "ok"
+        if rc != 0:
+            status = "fio failed (%d): %s" % (rc, " ".join(err.split())[:200])
+        else:
+            try:
+                row.update(parse_fio_file(json_path))
+            except (OSError, FioOutputError) as e:
+                status = "bad fio output: %s" % e
+        if row["latgovd_rc"] not in ("", 0, None):
+            status += "; latgovd exit %s" % row["latgovd_rc"]
+        row["status"] = status
+        return row
+
+
+# --------------------------------------------------------------------------
+# Calibration
+
+def latgov_help(latgov: str) -> str:
+    try:
+        p = subprocess.run([latgov, "--help"], capture_output=True, text=True, timeout=10)
+        return p.stdout + p.stderr
+    except (OSError, subprocess.TimeoutExpired):
+        return ""
+
+
+def calibration_file(config: str | None) -> str:
+    path = config or (DEFAULT_CONFIG if os.path.exists(DEFAULT_CONFIG) else None)
+    if path:
+        try:
+            import tomllib
+            with open(path, "rb") as f:
+                data = tomllib.load(f)
+            return data.get("daemon", {}).get("calibration_file", DEFAULT_CALIBRATION)
+        except (OSError, ValueError):
+            pass
+    return DEFAULT_CALIBRATION
+
+
+def calibrate(session: Session, raw: Path, target: Target, keep: bool) -> str:
+    """Run `latgov calibrate` when no calibration file exists; describe what
+    happened for the report."""
+    tools = session.tools
+    path = calibration_file(tools.latgov_config)
+    if os.path.exists(path):
+        return "calibration file %s already existed (not re-run)" % path
+    helptext = latgov_help(tools.latgov)
+    if "calibrate" not in helptext:
+        return ("declared: `latgov calibrate` is not available (not in `latgov --help`) "
+                "and %s does not exist" % path)
+    cmd = [tools.latgov, "calibrate"]
+    if tools.latgov_config and "--config" in helptext:
+        cmd += ["--config", tools.latgov_config]
+    if target.disk and "--device" in helptext:
+        cmd += ["--device", target.disk]
+    if target.kind == "file" and "--file" in helptext:
+        # the raw device may be unopenable (mounted, sandboxed): read the
+        # benchmark file on it instead
+        cmd += ["--file", target.path]
+    if "--output" in helptext:
+        cmd += ["--output", path]
+    if "--runtime-dir" in helptext and session.runtime_dir:
+        cmd += ["--runtime-dir", str(session.runtime_dir)]
+    existed_dir = os.path.isdir(os.path.dirname(path))
+    log("running %s" % " ".join(cmd))
+    logp = raw / "calibrate.log"
+    with open(logp, "w") as f:
+        try:
+            rc: int | str = subprocess.run(cmd, stdout=f, stderr=subprocess.STDOUT,
+                                           timeout=300).returncode
+        except subprocess.TimeoutExpired:
+            rc = "timeout"
+    if os.path.exists(path):
+        shutil.copy(path, raw / "calibration.toml")
+        if not keep:
+            session.created_files.append(path)
+            if not existed_dir:
+                session.created_dirs.append(os.path.dirname(path))
+    if rc == 0:
+        return "ran `%s` (log raw/calibrate.log): %s" % (
+            " ".join(cmd), ("wrote %s (copy in raw/calibration.toml%s)" % (
+                path, "; removed again at exit, --keep-calibration keeps it"
+                if not keep else "")) if os.path.exists(path)
+            else "but no %s appeared" % path)
+    first = tail(logp, 3).strip().replace("\n", " / ")
+    return "declared: `%s` failed (exit %s: %s; log raw/calibrate.log)" % (
+        " ".join(cmd), rc, first[:200])

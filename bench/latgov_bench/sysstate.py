@@ -1,0 +1,379 @@
+"""Reading the machine: cpuidle, /proc/stat, PM QoS files, processes, IRQs.
+
+Every reader takes a SysRoot (default "/") so that tests point it at a small
+tree; parsing is done by pure functions over text.
+"""
+
+from __future__ import annotations
+
+import os
+import struct
+from dataclasses import dataclass, field
+from pathlib import Path
+
+NO_CONSTRAINT = 2000000000  # what /dev/cpu_dma_latency reads with no request
+CLK_TCK = os.sysconf("SC_CLK_TCK")
+PF_KTHREAD = 0x00200000
+
+
+@dataclass(frozen=True)
+class SysRoot:
+    root: Path = Path("/")
+
+    def path(self, absolute: str) -> Path:
+        return self.root / absolute.lstrip("/")
+
+    def read(self, absolute: str, default: str | None = None) -> str | None:
+        try:
+            return self.path(absolute).read_text().strip()
+        except OSError:
+            return default
+
+    @property
+    def cpu_sys(self) -> Path:
+        return self.path("/sys/devices/system/cpu")
+
+    @property
+    def dma_latency(self) -> Path:
+        return self.path("/dev/cpu_dma_latency")
+
+
+# --------------------------------------------------------------------------
+# Pure parsers
+
+def parse_cpu_list(text: str) -> list[int]:
+    """"0-2,5" or "0, 1" -> sorted CPU numbers. ValueError on bad text."""
+    cpus: set[int] = set()
+    for part in text.replace(" ", "").split(","):
+        if not part:
+            continue
+        if "-" in part:
+            lo, hi = part.split("-", 1)
+            a, b = int(lo), int(hi)
+            if b < a:
+                raise ValueError("bad CPU range %r" % part)
+            cpus.update(range(a, b + 1))
+        else:
+            cpus.add(int(part))
+    return sorted(cpus)
+
+
+def percpu_held(value: str) -> bool:
+    """pm_qos_resume_latency_us: "0" = no constraint, "n/a" = 0 us, n = n us."""
+    return value not in ("0", "?")
+
+
+def parse_procstat(text: str, cpus: list[int]) -> dict[int, tuple[float, float, float]]:
+    """{cpu: (idle_s, iowait_s, busy_s)} from the text of /proc/stat."""
+    out = {}
+    for line in text.splitlines():
+        if not line.startswith("cpu") or line.startswith("cpu "):
+            continue
+        parts = line.split()
+        cpu = int(parts[0][3:])
+        if cpu not in cpus:
+            continue
+        vals = [int(v) for v in parts[1:]]
+        # user nice system idle iowait irq softirq steal (guest* are already
+        # included in user/nice)
+        idle, iowait = vals[3], vals[4]
+        busy = sum(vals[:8]) - idle - iowait
+        out[cpu] = (idle / CLK_TCK, iowait / CLK_TCK, busy / CLK_TCK)
+    return out
+
+
+# --------------------------------------------------------------------------
+# CPUs and idle states
+
+@dataclass(frozen=True)
+class IdleLayout:
+    """Per CPU, the cpuidle states as (index, sanitized name); empty lists
+    when there is no cpuidle driver."""
+    states: dict[int, list[tuple[int, str]]]
+
+    def names(self, cpu: int) -> list[str]:
+        return [n for _, n in self.states.get(cpu, [])]
+
+    @property
+    def any(self) -> bool:
+        return any(self.states.values())
+
+
+@dataclass(frozen=True)
+class HostInfo:
+    cpus: list[int]
+    layout: IdleLayout
+    driver: str
+    governor: str
+    node: str = ""
+    kernel: str = ""
+
+    @property
+    def idle_states(self) -> str:
+        names = self.layout.names(self.cpus[0]) if self.cpus else []
+        return ";".join(names) if names else "none"
+
+    @property
+    def has_poll(self) -> bool:
+        return any(n.upper() == "POLL" for n in
+                   (self.layout.names(self.cpus[0]) if self.cpus else []))
+
+    @property
+    def qos_can_act(self) -> bool:
+        """PM QoS can exclude idle states only where a cpuidle driver runs."""
+        return self.driver != "none"
+
+
+def online_cpus(root: SysRoot) -> list[int]:
+    return parse_cpu_list(root.read("/sys/devices/system/cpu/online", "0") or "0")
+
+
+def cpuidle_layout(root: SysRoot, cpus: list[int]) -> IdleLayout:
+    layout = {}
+    for cpu in cpus:
+        base = root.cpu_sys / ("cpu%d" % cpu) / "cpuidle"
+        states = []
+        if base.is_dir():
+            for entry in sorted(os.listdir(base)):
+                if entry.startswith("state") and entry[5:].isdigit():
+                    try:
+                        name = (base / entry / "name").read_text().strip()
+                    except OSError:
+                        name = entry
+                    clean = "".join(c if c.isalnum() else "_" for c in name)
+                    states.append((int(entry[5:]), clean))
+        states.sort()
+        layout[cpu] = states
+    return IdleLayout(layout)
+
+
+def read_host(root: SysRoot) -> HostInfo:
+    cpus = online_cpus(root)
+    cpuidle = "/sys/devices/system/cpu/cpuidle/"
+    return HostInfo(
+        cpus=cpus, layout=cpuidle_layout(root, cpus),
+        driver=root.read(cpuidle + "current_driver", "none") or "none",
+        governor=root.read(cpuidle + "current_governor",
+                           root.read(cpuidle + "current_governor_ro", "?")) or "?",
+        node=os.uname().nodename, kernel=os.uname().release)
+
+
+def read_cpuidle(root: SysRoot, layout: IdleLayout) -> dict[tuple[int, str, str], int]:
+    out = {}
+    for cpu, states in layout.states.items():
+        for idx, name in states:
+            base = "/sys/devices/system/cpu/cpu%d/cpuidle/state%d/" % (cpu, idx)
+            out[(cpu, name, "time")] = int(root.read(base + "time", "0") or 0)
+            out[(cpu, name, "usage")] = int(root.read(base + "usage", "0") or 0)
+    return out
+
+
+def read_procstat(root: SysRoot, cpus: list[int]) -> dict[int, tuple[float, float, float]]:
+    return parse_procstat(root.read("/proc/stat", "") or "", cpus)
+
+
+def disk_ios(root: SysRoot, disk: str | None) -> int | None:
+    text = root.read("/sys/block/%s/stat" % disk) if disk else None
+    if not text:
+        return None
+    f = text.split()
+    return int(f[0]) + int(f[4])
+
+
+# --------------------------------------------------------------------------
+# PM QoS
+
+def read_percpu_qos(root: SysRoot, cpus: list[int]) -> dict[int, str]:
+    return {cpu: root.read("/sys/devices/system/cpu/cpu%d/power/"
+                           "pm_qos_resume_latency_us" % cpu, "?") or "?"
+            for cpu in cpus}
+
+
+def read_global_qos(root: SysRoot) -> int:
+    with open(root.dma_latency, "rb") as f:
+        return struct.unpack("<i", f.read(4))[0]
+
+
+# --------------------------------------------------------------------------
+# Processes
+
+@dataclass(frozen=True)
+class ProcCpu:
+    cpu_s: float     # utime + stime, 1/CLK_TCK precision
+    sched_s: float   # sum of the threads' schedstat run time, ns precision
+    vol_ctxsw: int
+    nonvol_ctxsw: int
+
+
+def proc_cpu(root: SysRoot, pid: int) -> ProcCpu | None:
+    text = root.read("/proc/%d/stat" % pid)
+    if not text:
+        return None
+    try:
+        rest = text.rsplit(")", 1)[1].split()
+        cpu_s = (int(rest[11]) + int(rest[12])) / CLK_TCK
+    except (IndexError, ValueError):
+        return None
+    sched = 0.0
+    vol = nonvol = 0
+    try:
+        tids = os.listdir(root.path("/proc/%d/task" % pid))
+    except OSError:
+        tids = []
+    for tid in tids:
+        base = "/proc/%d/task/%s/" % (pid, tid)
+        st = root.read(base + "schedstat")
+        if st:
+            sched += int(st.split()[0]) / 1e9
+        for line in (root.read(base + "status", "") or "").splitlines():
+            if line.startswith("voluntary_ctxt_switches:"):
+                vol += int(line.split()[1])
+            elif line.startswith("nonvoluntary_ctxt_switches:"):
+                nonvol += int(line.split()[1])
+    return ProcCpu(cpu_s, sched, vol, nonvol)
+
+
+@dataclass(frozen=True)
+class ProcEntry:
+    comm: str
+    cpu_s: float
+    ppid: int
+
+
+def process_table(root: SysRoot) -> dict[int, ProcEntry]:
+    """User-space processes with their CPU time so far."""
+    out = {}
+    for entry in os.listdir(root.path("/proc")):
+        if not entry.isdigit():
+            continue
+        text = root.read("/proc/%s/stat" % entry)
+        if not text or ")" not in text:
+            continue
+        head, rest = text.rsplit(")", 1)
+        comm = head.split("(", 1)[1]
+        f = rest.split()
+        try:
+            ppid, flags = int(f[1]), int(f[6])
+            cpu = (int(f[11]) + int(f[12])) / CLK_TCK
+        except (IndexError, ValueError):
+            continue
+        if flags & PF_KTHREAD or ppid == 2 or entry == "2":
+            continue
+        out[int(entry)] = ProcEntry(comm, cpu, ppid)
+    return out
+
+
+def others_cpu(a: dict[int, ProcEntry], b: dict[int, ProcEntry],
+               own: set[int]) -> tuple[float, str]:
+    """CPU seconds used between two tables by processes not ours, and the
+    top three by name."""
+    per: dict[str, float] = {}
+    for pid, e in b.items():
+        if pid in own or e.ppid in own:
+            continue
+        prev = a.get(pid)
+        d = e.cpu_s - prev.cpu_s if prev and prev.comm == e.comm else e.cpu_s
+        if d > 0:
+            per[e.comm] = per.get(e.comm, 0.0) + d
+    total = sum(per.values())
+    top = sorted(per.items(), key=lambda kv: -kv[1])[:3]
+    return total, ";".join("%s:%.2f" % kv for kv in top if kv[1] >= 0.01)
+
+
+def foreign_processes(root: SysRoot, own: set[int]) -> str:
+    """Other fio / latgovd processes running now (they would skew a run)."""
+    counts: dict[str, int] = {}
+    for entry in os.listdir(root.path("/proc")):
+        if not entry.isdigit() or int(entry) in own:
+            continue
+        comm = root.read("/proc/%s/comm" % entry)
+        if comm not in ("fio", "latgovd"):
+            continue
+        st = root.read("/proc/%s/stat" % entry)
+        try:
+            ppid = int(st.rsplit(")", 1)[1].split()[1]) if st else None
+        except (IndexError, ValueError):
+            ppid = None
+        if ppid in own:  # fio forks its job workers
+            continue
+        counts[comm] = counts.get(comm, 0) + 1
+    return ";".join("%s:%d" % kv for kv in sorted(counts.items()))
+
+
+# --------------------------------------------------------------------------
+# Queues, their IRQs and the CPUs that complete them
+
+@dataclass(frozen=True)
+class HardwareQueue:
+    index: int
+    submit_cpus: list[int]            # /sys/block/<disk>/mq/<n>/cpu_list
+    irq: int | None = None
+    irq_name: str = ""
+    completion_cpus: list[int] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class WaiterPlacement:
+    """Where to pin a task so that it sleeps on a CPU that does not complete
+    its own IO: the completion interrupt then wakes it across CPUs."""
+    cpu: int
+    queue: HardwareQueue
+
+
+def queue_irq_name(device_name: str, hctx: int) -> str | None:
+    """IRQ name of hardware queue `hctx` of a disk whose `device` link ends in
+    device_name: virtio-blk names them virtio<N>-req.<q>; NVMe nvme<C>q<qid>
+    with qid = hctx + 1 (qid 0 is the admin queue)."""
+    if device_name.startswith("virtio") and device_name[6:].isdigit():
+        return "%s-req.%d" % (device_name, hctx)
+    if device_name.startswith("nvme") and device_name[4:].isdigit():
+        return "%sq%d" % (device_name, hctx + 1)
+    return None
+
+
+def irq_names(root: SysRoot) -> dict[str, int]:
+    """{action name: irq} from /sys/kernel/irq/<n>/actions."""
+    out = {}
+    base = root.path("/sys/kernel/irq")
+    try:
+        entries = os.listdir(base)
+    except OSError:
+        return out
+    for entry in entries:
+        if not entry.isdigit():
+            continue
+        for name in (root.read("/sys/kernel/irq/%s/actions" % entry, "") or "").split(","):
+            if name:
+                out[name.strip()] = int(entry)
+    return out
+
+
+def disk_queues(root: SysRoot, disk: str) -> list[HardwareQueue]:
+    device = os.path.basename(os.path.realpath(root.path("/sys/block/%s/device" % disk)))
+    names = irq_names(root)
+    mq = root.path("/sys/block/%s/mq" % disk)
+    try:
+        entries = sorted((e for e in os.listdir(mq) if e.isdigit()), key=int)
+    except OSError:
+        return []
+    queues = []
+    for e in entries:
+        hctx = int(e)
+        submit = parse_cpu_list(root.read("/sys/block/%s/mq/%d/cpu_list" % (disk, hctx), "") or "")
+        name = queue_irq_name(device, hctx)
+        irq = names.get(name) if name else None
+        completion: list[int] = []
+        if irq is not None:
+            completion = parse_cpu_list(
+                root.read("/proc/irq/%d/effective_affinity_list" % irq, "") or "")
+        queues.append(HardwareQueue(hctx, submit, irq, name or "", completion))
+    return queues
+
+
+def choose_waiter_cpu(cpus: list[int], queues: list[HardwareQueue]) -> WaiterPlacement | None:
+    """The lowest online CPU whose queue's IRQ completes on another CPU."""
+    for cpu in cpus:
+        for q in queues:
+            if cpu in q.submit_cpus and q.completion_cpus and cpu not in q.completion_cpus:
+                return WaiterPlacement(cpu, q)
+    return None

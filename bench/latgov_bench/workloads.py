@@ -1,0 +1,39 @@
+"""The workloads: fio job files in bench/jobs and what the harness does
+around them."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Workload:
+    name: str
+    job: str               # file name in bench/jobs
+    title: str
+    writes: bool = False   # refused on a block device in use
+    idle: bool = False     # a short burst, then a measured window with no IO
+    pin_waiter: bool = False  # pinned to a CPU that does not complete its IO
+
+    @property
+    def latency(self) -> bool:
+        """Its request latency is what the latency targets compare."""
+        return not self.idle
+
+
+WORKLOADS = [
+    Workload("qd1-randread-4k", "qd1-randread-4k.fio",
+             "1: QD1 4k randread (seed 004)"),
+    Workload("qd1-randrw-128k-thinktime", "qd1-randrw-128k-thinktime.fio",
+             "2: QD1 128k randrw, thinktime 1 ms (seed 001)", writes=True),
+    Workload("mixed-bssplit-randrw", "mixed-bssplit-randrw.fio",
+             "3: bssplit randrw at depth 16 (seed 003, scaled)", writes=True),
+    Workload("idle", "idle-burst.fio", "4: idle (short burst, then no IO)",
+             idle=True),
+    Workload("waiter-fdatasync-4k", "waiter-fdatasync-4k.fio",
+             "5: waiter: QD1 4k write + fdatasync, pinned off the completion CPU",
+             writes=True, pin_waiter=True),
+    Workload("onset-isolated-reads", "onset-isolated-reads.fio",
+             "6: onset: single 4k reads 20 ms apart"),
+]
+WORKLOAD_BY_NAME = {w.name: w for w in WORKLOADS}

@@ -1,0 +1,79 @@
+"""Aggregation of results.csv: medians, spreads and derived columns."""
+
+import pytest
+
+from latgov_bench.aggregate import aggregate, foreign_held, with_derived
+
+
+def agg_of(run):
+    s = run.meta.settings
+    return aggregate(run.rows, s.workloads, s.modes, run.meta.host)
+
+
+def test_every_workload_and_mode_counts_its_ok_runs(run):
+    agg = agg_of(run)
+    for w in run.meta.settings.workloads:
+        for m in run.meta.settings.modes:
+            assert agg.cells[w][m].n == run.meta.settings.rounds, (w, m)
+
+
+def test_medians_and_spread_of_the_committed_vda_run(vda):
+    agg = agg_of(vda)
+    # results.csv, QD1 4k, mode off: 26.413 25.176 26.816 26.236 25.083
+    s = agg.stat("qd1-randread-4k", "off", "read_clat_mean_us")
+    assert len(s.values) == 5
+    assert s.median == pytest.approx(26.236)
+    assert (s.min, s.max) == (pytest.approx(25.083), pytest.approx(26.816))
+    assert agg.median("qd1-randread-4k", "latgov", "latgovd_cpu_pct_core") == \
+        pytest.approx(0.6151)
+    # a direction a workload does not have has no statistic at all
+    assert agg.stat("qd1-randread-4k", "off", "write_clat_mean_us") is None
+
+
+def test_haltpoll_poll_time_and_daemon_cpu(haltpoll):
+    agg = agg_of(haltpoll)
+    assert agg.median("idle", "static", "poll_time_us") == pytest.approx(11924560)
+    assert agg.median("idle", "latgov", "poll_time_us") == pytest.approx(28114)
+    assert agg.median("qd1-randread-4k", "latgov", "latgovd_cpu_pct_core") == \
+        pytest.approx(0.546, abs=5e-4)
+
+
+def test_failed_runs_are_left_out(vda):
+    rows = [dict(r) for r in vda.rows]
+    for r in rows:
+        if r["workload"] == "qd1-randread-4k" and r["mode"] == "off" and r["round"] == "1":
+            r["status"] = "fio failed (1): boom"
+    s = vda.meta.settings
+    agg = aggregate(rows, s.workloads, s.modes, vda.meta.host)
+    assert agg.cells["qd1-randread-4k"]["off"].n == s.rounds - 1
+    assert len(agg.stat("qd1-randread-4k", "off", "read_clat_mean_us").values) == s.rounds - 1
+
+
+def test_held_seconds_of_older_rows_are_fraction_times_window(vda):
+    row = next(r for r in vda.rows if r["mode"] == "static")
+    d = with_derived(row, vda.meta.host.cpus)
+    window = float(row["window_s"])
+    assert float(d["cpu0_held_s"]) == pytest.approx(window)
+    assert float(d["held_cpu_s"]) == pytest.approx(2 * window)
+    off = next(r for r in vda.rows if r["mode"] == "off")
+    assert float(with_derived(off, vda.meta.host.cpus)["held_cpu_s"]) == 0
+
+
+def test_held_seconds_measured_by_the_sampler_are_kept():
+    row = {"mode": "latgov", "window_s": "10", "any_held_frac": "0.5",
+           "cpu0_held_frac": "0.5", "cpu0_held_s": "4.2", "held_cpu_s": "4.2",
+           "status_held_frac": "0.5"}
+    d = with_derived(row, [0])
+    assert d["cpu0_held_s"] == "4.2" and d["held_cpu_s"] == "4.2"
+
+
+@pytest.mark.parametrize("mode,row,want", [
+    ("off", {"any_held_frac": "0.25"}, 0.25),
+    ("static", {"any_held_frac": "1", "cpu0_percpu_held_frac": "0",
+                "cpu1_percpu_held_frac": "0.1"}, 0.1),
+    ("latgov", {"any_held_frac": "0.3", "status_held_frac": "0"}, 0.3),
+    ("latgov", {"any_held_frac": "0.3", "status_held_frac": "0.3"}, None),
+])
+def test_constraints_of_someone_else(mode, row, want):
+    row = dict(row, mode=mode)
+    assert foreign_held(row, [0, 1]) == (None if want is None else pytest.approx(want))

@@ -1,0 +1,49 @@
+"""What bench/ab --smoke requires of its rows, on rows of the committed runs
+and on rows shaped like the new workloads."""
+
+from latgov_bench.cli import smoke_checks
+from latgov_bench.sysstate import HostInfo, IdleLayout
+
+HOST = HostInfo([0, 1], IdleLayout({0: [(0, "POLL")], 1: [(0, "POLL")]}), "haltpoll", "haltpoll")
+
+
+def row(**kw):
+    r = {"status": "ok", "round": "1", "workload": "qd1-randread-4k", "mode": "off",
+         "window_s": "10", "cpu0_held_s": "0", "cpu1_held_s": "0", "held_cpu_s": "0",
+         "poll_time_us": "0", "idle_states_time_us": "0", "procstat_idle_s": "0",
+         "procstat_iowait_s": "0"}
+    r.update(kw)
+    return r
+
+
+def test_rows_of_a_run_before_held_seconds_existed_fail(haltpoll):
+    problems = smoke_checks(haltpoll.rows, HOST)
+    assert any("no CPU-seconds held" in p for p in problems)
+
+
+def test_good_rows_pass():
+    rows = [row(), row(mode="static", cpu0_held_s="10", cpu1_held_s="10", held_cpu_s="20",
+                       poll_time_us="19000000", idle_states_time_us="19000000",
+                       procstat_idle_s="19"),
+            # a saturated machine: no idle time, so no POLL time either
+            row(mode="static", cpu0_held_s="10", cpu1_held_s="10", held_cpu_s="20"),
+            row(workload="waiter-fdatasync-4k", waiter_cpu="0", completion_cpus="1",
+                sync_ios="500", write_ios="500"),
+            row(workload="onset-isolated-reads", mode="latgov", onset_count="400")]
+    assert smoke_checks(rows, HOST) == []
+
+
+def test_each_requirement_can_fail():
+    bad = [row(mode="static", cpu0_held_s="1", cpu1_held_s="1", held_cpu_s="2",
+               poll_time_us="5"),
+           row(mode="static", cpu0_held_s="10", cpu1_held_s="10", held_cpu_s="20",
+               poll_time_us="0", procstat_idle_s="5"),
+           row(mode="static", cpu0_held_s="10", cpu1_held_s="10", held_cpu_s="20",
+               poll_time_us="1000000", idle_states_time_us="1900000", procstat_idle_s="2"),
+           row(workload="waiter-fdatasync-4k", waiter_cpu="1", completion_cpus="1",
+               sync_ios="500", write_ios="500"),
+           row(workload="waiter-fdatasync-4k", waiter_cpu="0", completion_cpus="1",
+               sync_ios="", write_ios="500"),
+           row(workload="onset-isolated-reads", mode="latgov", onset_count="")]
+    problems = smoke_checks(bad, HOST)
+    assert len(problems) == 6, problems
