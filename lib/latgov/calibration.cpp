@@ -1,8 +1,9 @@
 #include "latgov/calibration.hpp"
 
+#include "latgov/runtime_dir.hpp"
+
 #include <algorithm>
 #include <fmt/format.h>
-#include <fstream>
 #include <sstream>
 #include <toml.hpp>
 
@@ -124,6 +125,8 @@ std::string format_calibration(const Calibration& c) {
         out += fmt::format("declared_exit_latency_us = {}\nmeasured_cost_us = {:.2f}\n",
                            state.declared_exit_latency_us, state.measured_cost_us);
     }
+    out += "\n";
+    out += calibration_end_marker;
     return out;
 }
 
@@ -169,13 +172,28 @@ Result<Calibration> parse_calibration(std::string_view text, const std::string& 
     }
 }
 
-Result<Calibration> load_calibration(const std::filesystem::path& path) {
-    std::ifstream in(path);
-    if (!in)
-        return make_error("Failed to open " + path.string());
-    std::stringstream text;
-    text << in.rdbuf();
-    return parse_calibration(text.str(), path.string());
+Result<std::optional<Calibration>> load_calibration(const std::filesystem::path& path) {
+    auto text = read_file_nofollow(path);
+    if (!text)
+        return text.error();
+    if (!*text)
+        return std::optional<Calibration>{};
+    // A file cut short can still be valid TOML with a state missing: only
+    // one that ends with the marker was written whole.
+    if (!(*text)->ends_with(calibration_end_marker))
+        return make_error("Failed to load " + path.string() + ": truncated (no \"" +
+                          std::string(trim(calibration_end_marker)) + "\" at its end)");
+    auto parsed = parse_calibration(**text, path.string());
+    if (!parsed)
+        return parsed.error();
+    return std::optional<Calibration>(std::move(*parsed));
+}
+
+Result<void> save_calibration(const std::filesystem::path& path, const Calibration& c) {
+    std::error_code ec;
+    if (path.has_parent_path())
+        std::filesystem::create_directories(path.parent_path(), ec);
+    return write_file_atomic(path, format_calibration(c), 0644);
 }
 
 std::map<int, std::vector<IdleCost>>

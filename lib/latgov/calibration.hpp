@@ -9,6 +9,7 @@
 
 #include <filesystem>
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -65,7 +66,13 @@ std::vector<CalibrationLevel> calibration_levels(const Cpu& cpu, IdleGovernorKin
 
 std::string format_calibration(const Calibration& calibration);
 Result<Calibration> parse_calibration(std::string_view text, const std::string& source_name);
-Result<Calibration> load_calibration(const std::filesystem::path& path);
+// The file's last line: a file without it was cut short.
+constexpr std::string_view calibration_end_marker = "# end of calibration\n";
+// nullopt when there is no file; an error for a symlink, a truncated or a
+// malformed file (latgovd then recalibrates or uses declared latencies).
+Result<std::optional<Calibration>> load_calibration(const std::filesystem::path& path);
+// Atomic (unique temporary + rename), never through a symlink.
+Result<void> save_calibration(const std::filesystem::path& path, const Calibration& calibration);
 
 // Per CPU: measured costs where the calibration names the state, declared
 // latencies otherwise. `source` says which were used, for `latgov status`.

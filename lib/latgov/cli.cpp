@@ -117,10 +117,15 @@ int cmd_status(const Args& args) {
     auto status = nlohmann::json::parse(in, nullptr, false);
     if (status.is_discarded())
         return fail("Failed to parse " + path);
-    if (as_json)
-        fmt::print("{}\n", status.dump(2));
-    else
+    if (as_json) {
+        fmt::print("{}\n", status.dump(2, ' ', false, nlohmann::json::error_handler_t::replace));
+        return 0;
+    }
+    try {
         fmt::print("{}", format_status(status));
+    } catch (const nlohmann::json::exception& e) {
+        return fail("Failed to read " + path + ": " + e.what());
+    }
     return 0;
 }
 
@@ -178,11 +183,8 @@ int cmd_calibrate(const Args& args) {
     for (const auto& state : calibration->states)
         fmt::print("state {:<10} declared exit latency {:>4} us, measured cost {:.1f} us\n",
                    state.name, state.declared_exit_latency_us, state.measured_cost_us);
-    std::error_code ec;
-    std::filesystem::create_directories(output.parent_path(), ec);
-    std::ofstream out(output);
-    if (!(out << format_calibration(*calibration)))
-        return fail("Failed to write " + output.string());
+    if (auto saved = save_calibration(output, *calibration); !saved)
+        return fail(saved.error().message);
     fmt::print("wrote {}\n", output.string());
     return 0;
 }

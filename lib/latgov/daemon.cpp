@@ -6,6 +6,7 @@
 #include "latgov/governor.hpp"
 #include "latgov/io_events.hpp"
 #include "latgov/qos.hpp"
+#include "latgov/runtime_dir.hpp"
 #include "latgov/sampler.hpp"
 #include "latgov/status.hpp"
 #include "latgov/topology_json.hpp"
@@ -45,7 +46,8 @@ Options:
   --restore          put back the per-CPU values a previous run left, and exit
   --sysroot DIR      read and write sysfs/procfs/dev under DIR (tests)
   --runtime-dir DIR  override [daemon] runtime_dir
-  --dry-run          compute and log, change nothing (backend dry-run everywhere)
+  --dry-run          compute and log, change nothing: no PM QoS write, no restore,
+                     no calibration, no file in the runtime directory
   -h, --help         this text
 )";
 
@@ -53,6 +55,7 @@ struct Options {
     std::filesystem::path config = "/etc/latgov/latgov.toml";
     std::string sysroot = "/";
     std::optional<std::filesystem::path> runtime_dir;
+    bool config_given = false; // an explicit --config must exist
     bool check_config = false;
     bool restore = false;
     bool dry_run = false;
@@ -78,8 +81,10 @@ std::optional<Options> parse_options(int argc, char** argv) {
                 fmt::print(stderr, "latgovd: {} needs a value\n{}", arg, usage);
                 return std::nullopt;
             }
-            if (arg == "--config")
+            if (arg == "--config") {
                 o.config = v;
+                o.config_given = true;
+            }
             else if (arg == "--sysroot")
                 o.sysroot = v;
             else
@@ -110,7 +115,7 @@ void log_warning(const std::string& line) {
 }
 
 Result<Config> load_for_daemon(const Options& o) {
-    auto config = load_config(o.config);
+    auto config = load_config(o.config, o.config_given);
     if (!config)
         return config;
     if (o.runtime_dir)
@@ -139,7 +144,6 @@ class Daemon {
 
   private:
     std::filesystem::path journal_path() const { return config_.daemon.runtime_dir / "journal"; }
-    std::filesystem::path status_path() const { return config_.daemon.runtime_dir / "status.json"; }
     bool rescan();
     std::map<int, std::vector<IdleCost>> costs();
     void calibrate_if_missing();
@@ -152,10 +156,15 @@ class Daemon {
     void open_io_events();
     void on_io_events(SteadyTime now);
     void watch(int fd);
+    int run_loop();
+    std::map<int, LatencyLimit> likely_holds() const;
 
     Options options_;
     Config config_;
     SysRoot root_;
+    // Open and locked for the whole run (none under --dry-run, which writes
+    // nothing there).
+    std::optional<RuntimeDir> runtime_;
     PerCpuHolder percpu_;
     GlobalHolder global_;
     Topology topology_;
@@ -193,17 +202,16 @@ std::map<int, std::vector<IdleCost>> Daemon::costs() {
     const auto& path = config_.daemon.calibration_file;
     std::optional<Calibration> calibration;
     std::string why;
-    if (!std::filesystem::exists(path)) {
-        why = "no calibration at " + path.string();
-    } else if (auto loaded = load_calibration(path); !loaded) {
+    if (auto loaded = load_calibration(path); !loaded) {
         why = "unreadable calibration: " + loaded.error().message;
-        spdlog::warn("Failed to load {}: {}; using declared exit latencies", path.string(),
-                     loaded.error().message);
-    } else if (loaded->machine != read_machine_identity(root_, topology_)) {
+        spdlog::warn("{}; using declared exit latencies", loaded.error().message);
+    } else if (!*loaded) {
+        why = "no calibration at " + path.string();
+    } else if ((*loaded)->machine != read_machine_identity(root_, topology_)) {
         why = "calibration at " + path.string() + " is for another machine or kernel";
         spdlog::warn("{}: recalibrate with `latgov calibrate`", why);
     } else {
-        calibration = std::move(*loaded);
+        calibration = std::move(**loaded);
     }
     auto result = idle_costs(topology_, calibration ? &*calibration : nullptr, cost_source_);
     if (!calibration)
@@ -212,15 +220,18 @@ std::map<int, std::vector<IdleCost>> Daemon::costs() {
 }
 
 void Daemon::calibrate_if_missing() {
-    if (!config_.daemon.calibrate_on_start ||
-        std::filesystem::exists(config_.daemon.calibration_file))
+    if (!config_.daemon.calibrate_on_start || options_.dry_run)
         return;
-    spdlog::info("no calibration at {}: measuring idle-state costs (calibrate_on_start)",
+    // A truncated or unreadable file is measured again, not kept for ever.
+    if (auto loaded = load_calibration(config_.daemon.calibration_file); loaded && *loaded)
+        return;
+    spdlog::info("no usable calibration at {}: measuring idle-state costs (calibrate_on_start)",
                  config_.daemon.calibration_file.string());
     sd_notify(0, "STATUS=Calibrating idle-state costs\nEXTEND_TIMEOUT_USEC=60000000");
     CalibrateOptions options;
     options.runtime_dir = config_.daemon.runtime_dir;
     options.max_time = std::chrono::seconds(20);
+    options.take_lock = false; // this process holds it
     std::atomic<bool> stop{false};
     auto calibration = run_calibration(root_, options, stop);
     if (!calibration) {
@@ -228,11 +239,8 @@ void Daemon::calibrate_if_missing() {
                      calibration.error().message);
         return;
     }
-    std::error_code ec;
-    std::filesystem::create_directories(config_.daemon.calibration_file.parent_path(), ec);
-    std::ofstream out(config_.daemon.calibration_file);
-    if (!(out << format_calibration(*calibration)))
-        spdlog::warn("Failed to write {}", config_.daemon.calibration_file.string());
+    if (auto saved = save_calibration(config_.daemon.calibration_file, *calibration); !saved)
+        spdlog::warn("{}", saved.error().message);
 }
 
 bool Daemon::rescan() {
@@ -385,8 +393,9 @@ void Daemon::write_status(SteadyTime now) {
         onset["max_us"] = sorted.back();
     }
     status["onset_delay"] = std::move(onset);
-    if (auto written = latgov::write_status(status_path(), status); !written)
-        spdlog::warn("{}", written.error().message);
+    if (runtime_)
+        if (auto written = latgov::write_status(*runtime_, status); !written)
+            spdlog::warn("{}", written.error().message);
     last_status_ = now;
     status_dirty_ = false;
 }
@@ -430,6 +439,9 @@ void Daemon::arm_timer(SteadyTime now) {
     if (active && now - last_change_ >= steady_after)
         interval = std::max(config_.daemon.sample_interval, config_.daemon.steady_interval);
     if (!active && events_ && !events_->armed()) {
+        // Journal now what the first request will hold, so that the onset
+        // itself only writes the CPU files.
+        percpu_.prepare(likely_holds());
         if (auto armed = events_->arm(); !armed) {
             spdlog::warn("{}; sampling while idle instead", armed.error().message);
             events_state_ = "unavailable: " + armed.error().message;
@@ -489,27 +501,79 @@ void Daemon::shutdown() {
     sd_notify(0, "STOPPING=1\nSTATUS=Releasing constraints");
     percpu_.release_all();
     global_.apply(std::nullopt, std::chrono::steady_clock::now());
-    std::error_code ec;
-    std::filesystem::remove(status_path(), ec);
+    if (runtime_)
+        if (auto removed = runtime_->remove("status.json"); !removed)
+            spdlog::warn("{}", removed.error().message);
     spdlog::info("stopped; every constraint released");
 }
 
+// What the first requests after idle would hold: every queue activated on a
+// copy of the governor.
+std::map<int, LatencyLimit> Daemon::likely_holds() const {
+    std::map<int, LatencyLimit> likely;
+    if (!governor_)
+        return likely;
+    Governor what_if = *governor_;
+    const auto now = std::chrono::steady_clock::now();
+    for (const auto& d : governor_->devices())
+        for (const auto& q : d.queues)
+            if (!q.submit_cpus.empty())
+                what_if.on_request_issued(d.kernel_dev, q.submit_cpus.front(), now);
+    for (const auto& [cpu, hold] : what_if.holds().percpu)
+        likely[cpu] = hold.limit;
+    return likely;
+}
+
 int Daemon::run() {
-    std::error_code ec;
-    std::filesystem::create_directories(config_.daemon.runtime_dir, ec);
-    if (ec) {
-        spdlog::error("Failed to create {}: {}", config_.daemon.runtime_dir.string(), ec.message());
-        return 1;
+    // Blocked before any start-up work: a SIGHUP or SIGTERM during restore,
+    // discovery or calibration waits in the signalfd instead of killing the
+    // daemon with a status systemd counts as clean.
+    sigset_t mask;
+    sigemptyset(&mask);
+    for (int sig : {SIGINT, SIGTERM, SIGHUP})
+        sigaddset(&mask, sig);
+    sigprocmask(SIG_BLOCK, &mask, nullptr);
+    // No exception may leave with limits held.
+    try {
+        return run_loop();
+    } catch (const std::exception& e) {
+        spdlog::critical("Unexpected error, releasing every constraint: {}", e.what());
     }
-    struct statfs fs {};
-    if (::statfs(config_.daemon.runtime_dir.c_str(), &fs) == 0 && fs.f_type != TMPFS_MAGIC &&
-        fs.f_type != RAMFS_MAGIC)
-        spdlog::warn("{} is not on tmpfs: latgovd's own journal and status writes there are IO "
-                     "that a governed disk may see; use a tmpfs (systemd's /run is one)",
+    try {
+        shutdown();
+    } catch (const std::exception& e) {
+        spdlog::critical("Failed to release every constraint ({}): the journal in {} keeps "
+                         "them for `latgovd --restore`",
+                         e.what(), config_.daemon.runtime_dir.string());
+    }
+    return 1;
+}
+
+int Daemon::run_loop() {
+    if (options_.dry_run) {
+        spdlog::info("dry run: no restore, no calibration, nothing written to {}",
                      config_.daemon.runtime_dir.string());
-    // A run that was killed may have left values behind: put them back first.
-    if (auto restored = restore_journal(root_, journal_path(), log_warning); !restored)
-        spdlog::error("{}", restored.error().message);
+    } else {
+        auto dir = RuntimeDir::open(config_.daemon.runtime_dir, true);
+        if (!dir) {
+            spdlog::error("{}", dir.error().message);
+            return 1;
+        }
+        if (auto locked = dir->lock(); !locked) {
+            spdlog::error("{}", locked.error().message);
+            return 1;
+        }
+        runtime_ = std::move(*dir);
+        struct statfs fs {};
+        if (::fstatfs(runtime_->fd(), &fs) == 0 && fs.f_type != TMPFS_MAGIC &&
+            fs.f_type != RAMFS_MAGIC)
+            spdlog::warn("{} is not on tmpfs: latgovd's own journal and status writes there are "
+                         "IO that a governed disk may see; use a tmpfs (systemd's /run is one)",
+                         config_.daemon.runtime_dir.string());
+        // A run that was killed may have left values behind: put them back first.
+        if (auto restored = restore_journal(root_, journal_path(), log_warning); !restored)
+            spdlog::error("{}", restored.error().message);
+    }
     if (auto topology = discover_topology(root_); topology) {
         topology_ = std::move(*topology);
         calibrate_if_missing();
@@ -519,11 +583,10 @@ int Daemon::run() {
     spdlog::info("idle-state costs: {}", cost_source_);
     fmt::print(stderr, "{}", format_topology_table(topology_));
 
-    sigset_t mask;
+    sigset_t mask; // blocked in run()
     sigemptyset(&mask);
     for (int sig : {SIGINT, SIGTERM, SIGHUP})
         sigaddset(&mask, sig);
-    sigprocmask(SIG_BLOCK, &mask, nullptr);
     signals_ = Fd(::signalfd(-1, &mask, SFD_CLOEXEC | SFD_NONBLOCK));
     timer_ = Fd(::timerfd_create(CLOCK_MONOTONIC, TFD_CLOEXEC | TFD_NONBLOCK));
     epoll_ = Fd(::epoll_create1(EPOLL_CLOEXEC));
@@ -612,6 +675,21 @@ int daemon_main(int argc, char** argv) {
         const auto runtime =
             config ? config->daemon.runtime_dir : options->runtime_dir.value_or("/run/latgov");
         SysRoot root(options->sysroot);
+        // A missing directory has nothing to restore; one that is not ours is refused.
+        std::error_code ec;
+        if (!std::filesystem::exists(runtime, ec) && !ec)
+            return 0;
+        auto dir = RuntimeDir::open(runtime, false);
+        if (!dir) {
+            spdlog::error("{}", dir.error().message);
+            return 1;
+        }
+        // A running latgovd holds the lock: restoring under it would undo
+        // its limits and delete its journal.
+        if (auto locked = dir->lock(); !locked) {
+            spdlog::error("{}", locked.error().message);
+            return 1;
+        }
         if (auto restored = restore_journal(root, runtime / "journal", log_warning); !restored) {
             spdlog::error("{}", restored.error().message);
             return 1;
@@ -623,8 +701,13 @@ int daemon_main(int argc, char** argv) {
         sd_notifyf(0, "STATUS=Bad configuration: %s", config.error().message.c_str());
         return exit_config;
     }
-    Daemon daemon(std::move(*options), std::move(*config));
-    return daemon.run();
+    try {
+        Daemon daemon(std::move(*options), std::move(*config));
+        return daemon.run();
+    } catch (const std::exception& e) {
+        spdlog::critical("Unexpected error: {}", e.what());
+        return 1;
+    }
 }
 
 } // namespace latgov

@@ -1,9 +1,6 @@
 #include "latgov/status.hpp"
 
-#include "latgov/fd.hpp"
 
-#include <cerrno>
-#include <fcntl.h>
 #include <fmt/format.h>
 #include <unistd.h>
 
@@ -78,16 +75,11 @@ json build_status(const StatusInput& in) {
     return status;
 }
 
-Result<void> write_status(const std::filesystem::path& path, const json& status) {
-    const std::string text = status.dump(2) + "\n";
-    const std::string tmp = path.string() + ".tmp";
-    Fd fd(::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644));
-    if (!fd || ::write(fd.get(), text.data(), text.size()) != static_cast<ssize_t>(text.size()))
-        return make_error("Failed to write " + tmp + ": " + errno_message(errno));
-    fd.reset();
-    if (::rename(tmp.c_str(), path.c_str()) != 0)
-        return make_error("Failed to rename " + tmp + ": " + errno_message(errno));
-    return {};
+Result<void> write_status(const RuntimeDir& dir, const json& status) {
+    // Names from the machine (a drop-in's file name, a disk model) need not
+    // be UTF-8: replace bad bytes rather than throw.
+    const std::string text = status.dump(2, ' ', false, json::error_handler_t::replace) + "\n";
+    return dir.write_atomic("status.json", text, 0644);
 }
 
 std::string format_status(const nlohmann::json& s) {

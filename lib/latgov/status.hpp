@@ -5,6 +5,7 @@
 #include "latgov/governor.hpp"
 #include "latgov/qos.hpp"
 #include "latgov/result.hpp"
+#include "latgov/runtime_dir.hpp"
 
 #include <chrono>
 #include <filesystem>
@@ -23,7 +24,8 @@ struct StatusInput {
 };
 
 nlohmann::ordered_json build_status(const StatusInput& input);
-Result<void> write_status(const std::filesystem::path& path, const nlohmann::ordered_json& status);
+// Atomically, as "status.json" in the runtime directory (readable by all).
+Result<void> write_status(const RuntimeDir& dir, const nlohmann::ordered_json& status);
 
 // `latgov status` without --json.
 std::string format_status(const nlohmann::json& status);
