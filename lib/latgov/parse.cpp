@@ -212,4 +212,16 @@ Result<std::uint64_t> parse_tags_busy(std::string_view text) {
     return make_error("no busy= line");
 }
 
+BlockStatDelta block_stat_delta(const BlockStat& before, const BlockStat& after) {
+    const std::uint64_t ios_before = before.read_ios + before.write_ios;
+    const std::uint64_t ios_after = after.read_ios + after.write_ios;
+    if (ios_after < ios_before)
+        return {};
+    const auto ticks32 = [](std::uint64_t from, std::uint64_t to) {
+        return static_cast<std::uint64_t>(static_cast<std::uint32_t>(to - from));
+    };
+    return {ios_after - ios_before, ticks32(before.read_ticks_ms, after.read_ticks_ms) +
+                                        ticks32(before.write_ticks_ms, after.write_ticks_ms)};
+}
+
 } // namespace latgov

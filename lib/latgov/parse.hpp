@@ -54,6 +54,16 @@ struct BlockStat {
 };
 Result<BlockStat> parse_block_stat(std::string_view text);
 
+// Requests completed, and the time they took, between two samples. The
+// kernel prints the tick (ms) counters as 32-bit unsigned values, so they
+// wrap: their deltas are taken modulo 2^32. Completions that went backwards
+// (the device was replaced) give an empty delta.
+struct BlockStatDelta {
+    std::uint64_t ios = 0;
+    std::uint64_t ticks_ms = 0;
+};
+BlockStatDelta block_stat_delta(const BlockStat& before, const BlockStat& after);
+
 // The "intr" line of /proc/stat: per-IRQ totals since boot, indexed by IRQ,
 // into `counts` (reused from tick to tick: no allocation once grown).
 Result<void> parse_stat_intr(std::string_view proc_stat, std::vector<std::uint64_t>& counts);

@@ -281,6 +281,7 @@ Result<void> PerCpuHolder::open_journal() {
 }
 
 Result<void> PerCpuHolder::write_slot(size_t slot, const std::string& line) {
+    step("record");
     const std::string record = padded_record(line);
     const auto offset = static_cast<off_t>(first_slot_offset_ + slot * journal_record_size);
     if (::pwrite(journal_fd_.get(), record.data(), record.size(), offset) !=

@@ -113,7 +113,8 @@ class PerCpuHolder {
     const std::map<int, Held>& held() const { return held_; }
 
     // Fault injection for tests: called at each step where a kill could
-    // land ("journaled", "written"); a throw from it abandons the holder
+    // land ("record" before a journal record is written, "journaled",
+    // "written", "released"); a throw from it abandons the holder
     // mid-operation, as a kill would.
     std::function<void(std::string_view step)> on_step;
 
