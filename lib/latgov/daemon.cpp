@@ -84,8 +84,7 @@ std::optional<Options> parse_options(int argc, char** argv) {
             if (arg == "--config") {
                 o.config = v;
                 o.config_given = true;
-            }
-            else if (arg == "--sysroot")
+            } else if (arg == "--sysroot")
                 o.sysroot = v;
             else
                 o.runtime_dir = v;

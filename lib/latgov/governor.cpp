@@ -36,7 +36,6 @@ bool has_own_irqs(const BlockDevice& disk) {
                        [](const HardwareQueue& q) { return q.irq.has_value(); });
 }
 
-
 } // namespace
 
 Governor::Governor(const Topology& topology, const Config& config,

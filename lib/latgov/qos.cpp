@@ -5,8 +5,8 @@
 #include <algorithm>
 #include <cerrno>
 #include <fcntl.h>
-#include <linux/magic.h>
 #include <limits>
+#include <linux/magic.h>
 #include <optional>
 #include <sys/statfs.h>
 #include <unistd.h>
@@ -133,9 +133,8 @@ JournalText parse_journal(std::string_view text) {
         JournalEntry e;
         bool good = fields.size() >= 6 && fields[0] == "cpu" && fields[2] == "original" &&
                     fields[4] == "written" &&
-                    (fields.size() == 6 ||
-                     (fields[6] == "earlier" && fields.size() > 7 &&
-                      fields.size() <= 7 + journal_max_earlier));
+                    (fields.size() == 6 || (fields[6] == "earlier" && fields.size() > 7 &&
+                                            fields.size() <= 7 + journal_max_earlier));
         if (good) {
             auto cpu = parse_u64(fields[1]);
             auto original = parse_resume_latency(fields[3]);
@@ -257,8 +256,7 @@ Result<void> PerCpuHolder::open_journal() {
     for (const auto& line : kept_lines_)
         prefix += line + "\n";
     prefix.insert(prefix.size() - 1,
-                  (journal_record_size - prefix.size() % journal_record_size) %
-                      journal_record_size,
+                  (journal_record_size - prefix.size() % journal_record_size) % journal_record_size,
                   ' ');
     first_slot_offset_ = prefix.size();
     std::string text = prefix;
@@ -275,8 +273,7 @@ Result<void> PerCpuHolder::open_journal() {
         return written.error();
     journal_fd_ = Fd(::open(journal_path_.c_str(), O_RDWR | O_NOFOLLOW | O_CLOEXEC));
     if (!journal_fd_)
-        return make_error("Failed to open " + journal_path_.string() + ": " +
-                          errno_message(errno));
+        return make_error("Failed to open " + journal_path_.string() + ": " + errno_message(errno));
     return {};
 }
 
@@ -386,10 +383,10 @@ bool PerCpuHolder::hold(int cpu, LatencyLimit want, SteadyTime now) {
     JournalEntry entry{cpu, original, want, {}};
     if (*current != original && *current != want)
         entry.earlier.push_back(*current);
-    const bool covered = record != records_.end() && record->second.entry.original == original &&
-                         record->second.entry.latgov_may_have_written(want) &&
-                         (*current == original ||
-                          record->second.entry.latgov_may_have_written(*current));
+    const bool covered =
+        record != records_.end() && record->second.entry.original == original &&
+        record->second.entry.latgov_may_have_written(want) &&
+        (*current == original || record->second.entry.latgov_may_have_written(*current));
     if (!covered && !journal(entry, false))
         return false;
     step("journaled");

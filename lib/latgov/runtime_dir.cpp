@@ -3,9 +3,9 @@
 #include "latgov/sysroot.hpp"
 
 #include <atomic>
-#include <fmt/format.h>
 #include <cerrno>
 #include <fcntl.h>
+#include <fmt/format.h>
 #include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -86,8 +86,8 @@ Result<void> write_file_atomic_at(int dir_fd, const std::string& shown_dir, std:
     const std::string tmp = "." + std::string(name) + "." + std::to_string(::getpid()) + "." +
                             std::to_string(counter++) + ".tmp";
     const std::string shown_tmp = joined(shown_dir, tmp);
-    Fd fd(::openat(dir_fd, tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC,
-                   mode));
+    Fd fd(
+        ::openat(dir_fd, tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, mode));
     if (!fd)
         return make_error("Failed to create " + shown_tmp + ": " + errno_message(errno));
     auto written = write_all(fd.get(), text, shown_tmp);
@@ -128,9 +128,9 @@ Result<RuntimeDir> RuntimeDir::open(const std::filesystem::path& path, bool crea
                           std::to_string(st.st_uid) + ", not by uid " +
                           std::to_string(::geteuid()) + " (someone else created it)");
     if ((st.st_mode & (S_IWGRP | S_IWOTH)) != 0)
-        return make_error(fmt::format(
-            "Refusing runtime directory {}: group or others may write it (mode {:04o})",
-            path.string(), st.st_mode & 07777));
+        return make_error(
+            fmt::format("Refusing runtime directory {}: group or others may write it (mode {:04o})",
+                        path.string(), st.st_mode & 07777));
     return RuntimeDir(path, std::move(fd));
 }
 
@@ -144,8 +144,7 @@ Result<void> RuntimeDir::lock() {
     return make_error("Failed to lock " + path_.string() + ": " + errno_message(errno));
 }
 
-Result<std::optional<std::string>> RuntimeDir::read(std::string_view name,
-                                                    size_t max_bytes) const {
+Result<std::optional<std::string>> RuntimeDir::read(std::string_view name, size_t max_bytes) const {
     return read_file_at(fd_.get(), path_.string(), name, max_bytes);
 }
 
@@ -166,7 +165,8 @@ Result<void> RuntimeDir::remove(std::string_view name) const {
 namespace {
 
 Result<Fd> open_parent(const std::filesystem::path& path) {
-    const auto parent = path.parent_path().empty() ? std::filesystem::path(".") : path.parent_path();
+    const auto parent =
+        path.parent_path().empty() ? std::filesystem::path(".") : path.parent_path();
     Fd dir(::open(parent.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
     if (!dir)
         return make_error("Failed to open " + parent.string() + ": " + errno_message(errno));

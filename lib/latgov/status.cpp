@@ -1,6 +1,5 @@
 #include "latgov/status.hpp"
 
-
 #include <fmt/format.h>
 #include <unistd.h>
 

@@ -67,12 +67,8 @@ const SteadyTime t0{};
 // The changes of a daemon's life on two CPUs: onset, a move between two
 // held limits, a second onset on another CPU, release of one, release of all.
 const std::vector<std::map<int, LatencyLimit>> life = {
-    {{0, us(20)}},
-    {{0, us(5)}},
-    {{0, us(5)}, {1, us(0)}},
-    {{1, us(0)}},
-    {},
-    {{0, us(20)}, {1, us(20)}},
+    {{0, us(20)}}, {{0, us(5)}}, {{0, us(5)}, {1, us(0)}},
+    {{1, us(0)}},  {},           {{0, us(20)}, {1, us(20)}},
 };
 
 // Runs `life` on a fresh holder and kills it at its `kill_at`-th step;
