@@ -159,36 +159,46 @@ void IoIssueEvents::disarm() {
     armed_ = false;
 }
 
+std::uint64_t read_issue_samples(const unsigned char* data, std::uint64_t size,
+                                 std::uint64_t tail, std::uint64_t head, std::uint32_t dev_offset,
+                                 int cpu, std::vector<IssuedRequest>& out) {
+    if (size == 0)
+        return head;
+    auto copy_out = [&](std::uint64_t at, void* to, std::size_t n) {
+        for (std::size_t i = 0; i < n; ++i)
+            static_cast<unsigned char*>(to)[i] = data[(at + i) % size];
+    };
+    // PERF_SAMPLE_TIME then PERF_SAMPLE_RAW: u64 time, u32 size, raw bytes.
+    constexpr std::uint64_t fixed = sizeof(perf_event_header) + 8 + 4;
+    while (tail < head) {
+        perf_event_header header{};
+        copy_out(tail, &header, sizeof header);
+        if (header.size < sizeof header || header.size > head - tail)
+            return head; // not a record the kernel writes: skip the rest
+        if (header.type == PERF_RECORD_SAMPLE && header.size >= fixed) {
+            std::uint64_t time = 0;
+            std::uint32_t raw_size = 0;
+            std::uint32_t dev = 0;
+            copy_out(tail + sizeof header, &time, sizeof time);
+            copy_out(tail + sizeof header + 8, &raw_size, sizeof raw_size);
+            const std::uint64_t dev_end = std::uint64_t{dev_offset} + sizeof dev;
+            if (raw_size >= dev_end && fixed + dev_end <= header.size)
+                copy_out(tail + fixed + dev_offset, &dev, sizeof dev);
+            out.push_back({cpu, dev, time});
+        }
+        tail += header.size;
+    }
+    return tail;
+}
+
 std::vector<IssuedRequest> IoIssueEvents::drain() {
     std::vector<IssuedRequest> requests;
     for (auto& e : events_) {
         auto* meta = static_cast<perf_event_mmap_page*>(e.ring);
         auto* data = static_cast<unsigned char*>(e.ring) + meta->data_offset;
-        const std::uint64_t size = meta->data_size;
         const std::uint64_t head = __atomic_load_n(&meta->data_head, __ATOMIC_ACQUIRE);
-        std::uint64_t tail = meta->data_tail;
-        auto copy_out = [&](std::uint64_t at, void* out, std::size_t n) {
-            for (std::size_t i = 0; i < n; ++i)
-                static_cast<unsigned char*>(out)[i] = data[(at + i) % size];
-        };
-        while (tail < head) {
-            perf_event_header header{};
-            copy_out(tail, &header, sizeof header);
-            if (header.size == 0)
-                break;
-            if (header.type == PERF_RECORD_SAMPLE) {
-                // PERF_SAMPLE_TIME then PERF_SAMPLE_RAW: u64 time, u32 size, raw bytes.
-                std::uint64_t time = 0;
-                std::uint32_t raw_size = 0;
-                std::uint32_t dev = 0;
-                copy_out(tail + sizeof header, &time, sizeof time);
-                copy_out(tail + sizeof header + 8, &raw_size, sizeof raw_size);
-                if (raw_size >= dev_offset_ + sizeof dev)
-                    copy_out(tail + sizeof header + 12 + dev_offset_, &dev, sizeof dev);
-                requests.push_back({e.cpu, dev, time});
-            }
-            tail += header.size;
-        }
+        const std::uint64_t tail = read_issue_samples(data, meta->data_size, meta->data_tail,
+                                                      head, dev_offset_, e.cpu, requests);
         __atomic_store_n(&meta->data_tail, tail, __ATOMIC_RELEASE);
     }
     return requests;
