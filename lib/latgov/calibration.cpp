@@ -131,6 +131,9 @@ std::string format_calibration(const Calibration& c) {
 }
 
 Result<Calibration> parse_calibration(std::string_view text, const std::string& source_name) {
+    if (auto bad = first_invalid_utf8(text))
+        return make_error(source_name + ":" + std::to_string(bad->line) + ":" +
+                          std::to_string(bad->column) + ": not UTF-8 (TOML text must be)");
     try {
         std::istringstream in{std::string(text)};
         const auto root = toml::parse(in, source_name);

@@ -159,9 +159,9 @@ void IoIssueEvents::disarm() {
     armed_ = false;
 }
 
-std::uint64_t read_issue_samples(const unsigned char* data, std::uint64_t size,
-                                 std::uint64_t tail, std::uint64_t head, std::uint32_t dev_offset,
-                                 int cpu, std::vector<IssuedRequest>& out) {
+std::uint64_t read_issue_samples(const unsigned char* data, std::uint64_t size, std::uint64_t tail,
+                                 std::uint64_t head, std::uint32_t dev_offset, int cpu,
+                                 std::vector<IssuedRequest>& out) {
     if (size == 0)
         return head;
     auto copy_out = [&](std::uint64_t at, void* to, std::size_t n) {
@@ -197,8 +197,8 @@ std::vector<IssuedRequest> IoIssueEvents::drain() {
         auto* meta = static_cast<perf_event_mmap_page*>(e.ring);
         auto* data = static_cast<unsigned char*>(e.ring) + meta->data_offset;
         const std::uint64_t head = __atomic_load_n(&meta->data_head, __ATOMIC_ACQUIRE);
-        const std::uint64_t tail = read_issue_samples(data, meta->data_size, meta->data_tail,
-                                                      head, dev_offset_, e.cpu, requests);
+        const std::uint64_t tail = read_issue_samples(data, meta->data_size, meta->data_tail, head,
+                                                      dev_offset_, e.cpu, requests);
         __atomic_store_n(&meta->data_tail, tail, __ATOMIC_RELEASE);
     }
     return requests;

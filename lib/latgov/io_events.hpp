@@ -35,9 +35,9 @@ struct IssuedRequest {
 // Pure: the samples in a perf ring's data area (`size` bytes, positions
 // taken modulo size) from `tail` to `head`; returns the new tail. A record
 // that cannot be the kernel's (too short, past head) ends the scan.
-std::uint64_t read_issue_samples(const unsigned char* data, std::uint64_t size,
-                                 std::uint64_t tail, std::uint64_t head, std::uint32_t dev_offset,
-                                 int cpu, std::vector<IssuedRequest>& out);
+std::uint64_t read_issue_samples(const unsigned char* data, std::uint64_t size, std::uint64_t tail,
+                                 std::uint64_t head, std::uint32_t dev_offset, int cpu,
+                                 std::vector<IssuedRequest>& out);
 
 class IoIssueEvents {
   public:

@@ -30,6 +30,15 @@ std::string format_cpu_list(const CpuSet& cpus); // "0-3,8"
 
 Result<std::uint64_t> parse_u64(std::string_view text);
 
+// Where the first byte that is not well-formed UTF-8 sits, 1-based line and
+// column; nullopt when all of it is. TOML text must be UTF-8, and the TOML
+// library reads out of bounds on some invalid sequences: check first.
+struct TextPosition {
+    size_t line = 1;
+    size_t column = 1;
+};
+std::optional<TextPosition> first_invalid_utf8(std::string_view text);
+
 // pm_qos_resume_latency_us: "0" = no limit, "n/a" = 0 us, "N" = N us.
 Result<LatencyLimit> parse_resume_latency(std::string_view text);
 std::string format_resume_latency(LatencyLimit limit);

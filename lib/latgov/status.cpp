@@ -90,40 +90,40 @@ std::string format_status(const nlohmann::json& s) {
     auto queues = [](const nlohmann::json& list) {
         std::string out;
         for (const auto& q : list)
-            out += (out.empty() ? "" : ", ") + q["device"].get<std::string>() + "/" +
-                   std::to_string(q["queue"].get<int>());
+            out += (out.empty() ? "" : ", ") + q.at("device").get<std::string>() + "/" +
+                   std::to_string(q.at("queue").get<int>());
         return out.empty() ? std::string("-") : out;
     };
-    std::string out =
-        fmt::format("latgovd pid {}, cpuidle {}/{}, idle-state costs: {}\n", s["pid"].get<int>(),
-                    s["cpuidle_driver"].get<std::string>(),
-                    s["cpuidle_governor"].get<std::string>(), s["idle_costs"].get<std::string>());
-    out +=
-        fmt::format("global /dev/cpu_dma_latency held by latgov: {}", limit(s["global_limit_us"]));
+    std::string out = fmt::format("latgovd pid {}, cpuidle {}/{}, idle-state costs: {}\n",
+                                  s.at("pid").get<int>(), s.at("cpuidle_driver").get<std::string>(),
+                                  s.at("cpuidle_governor").get<std::string>(),
+                                  s.at("idle_costs").get<std::string>());
+    out += fmt::format("global /dev/cpu_dma_latency held by latgov: {}",
+                       limit(s.at("global_limit_us")));
     if (s.contains("global_held_seconds"))
-        out += fmt::format(" for {:.1f} s because of {}", s["global_held_seconds"].get<double>(),
-                           queues(s["global_held_for"]));
+        out += fmt::format(" for {:.1f} s because of {}", s.at("global_held_seconds").get<double>(),
+                           queues(s.at("global_held_for")));
     out += "\n\n";
     out += fmt::format("{:<5} {:<10} {:<10} {}\n", "CPU", "LIMIT_US", "HELD_S", "BECAUSE OF");
-    for (const auto& c : s["cpus"]) {
-        out += fmt::format("{:<5} {:<10} {:<10} {}\n", c["cpu"].get<int>(), limit(c["limit_us"]),
-                           c.contains("held_seconds")
-                               ? fmt::format("{:.1f}", c["held_seconds"].get<double>())
-                               : std::string("-"),
-                           queues(c["held_for"]));
+    for (const auto& c : s.at("cpus")) {
+        out += fmt::format(
+            "{:<5} {:<10} {:<10} {}\n", c.at("cpu").get<int>(), limit(c.at("limit_us")),
+            c.contains("held_seconds") ? fmt::format("{:.1f}", c.at("held_seconds").get<double>())
+                                       : std::string("-"),
+            queues(c.at("held_for")));
     }
     out += fmt::format("\n{:<12} {:<6} {:<8} {:<14} {:<9} {}\n", "DEVICE", "MODE", "BACKEND",
                        "OBSERVED_US", "LIMIT_US", "ACTIVE QUEUES");
-    for (const auto& d : s["devices"]) {
+    for (const auto& d : s.at("devices")) {
         std::string active;
-        for (const auto& q : d["active_queues"])
+        for (const auto& q : d.at("active_queues"))
             active += (active.empty() ? "" : ",") + std::to_string(q.get<int>());
-        out += fmt::format("{:<12} {:<6} {:<8} {:<14} {:<9} {}\n", d["name"].get<std::string>(),
-                           d["mode"].get<std::string>(), d["backend"].get<std::string>(),
-                           d["observed_latency_us"].is_null()
+        out += fmt::format("{:<12} {:<6} {:<8} {:<14} {:<9} {}\n", d.at("name").get<std::string>(),
+                           d.at("mode").get<std::string>(), d.at("backend").get<std::string>(),
+                           d.at("observed_latency_us").is_null()
                                ? std::string("-")
-                               : fmt::format("{:.1f}", d["observed_latency_us"].get<double>()),
-                           limit(d["limit_us"]), active.empty() ? "-" : active);
+                               : fmt::format("{:.1f}", d.at("observed_latency_us").get<double>()),
+                           limit(d.at("limit_us")), active.empty() ? "-" : active);
     }
     return out;
 }

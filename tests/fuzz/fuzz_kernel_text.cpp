@@ -61,9 +61,9 @@ extern "C" int LLVMFuzzerTestOneInput(const unsigned char* data, size_t size) {
         break;
     case 7: { // tracefs id and format, separated by a NUL
         const auto nul = text.find('\0');
-        (void)parse_tracepoint_format(text.substr(0, nul),
-                                      nul == std::string_view::npos ? std::string_view{}
-                                                                    : text.substr(nul + 1));
+        (void)parse_tracepoint_format(text.substr(0, nul), nul == std::string_view::npos
+                                                               ? std::string_view{}
+                                                               : text.substr(nul + 1));
         break;
     }
     case 8: { // a perf ring: 4 bytes dev offset, 8 bytes tail, then the data area
@@ -77,8 +77,8 @@ extern "C" int LLVMFuzzerTestOneInput(const unsigned char* data, size_t size) {
         const std::uint64_t ring_size = text.size() - 12;
         tail %= ring_size + 1;
         std::vector<IssuedRequest> out;
-        const auto end = read_issue_samples(ring, ring_size, tail, tail + ring_size,
-                                            dev_offset % 4096, 0, out);
+        const auto end =
+            read_issue_samples(ring, ring_size, tail, tail + ring_size, dev_offset % 4096, 0, out);
         check(end >= tail && end <= tail + ring_size);
         break;
     }
