@@ -1,10 +1,15 @@
 #include "latgov/runtime_dir.hpp"
 
+#include "latgov/parse.hpp"
 #include "latgov/sysroot.hpp"
 
 #include <atomic>
 #include <cerrno>
 #include <fcntl.h>
+#include <fstream>
+#include <optional>
+#include <sstream>
+#include <sys/sysmacros.h>
 #include <fmt/format.h>
 #include <sys/file.h>
 #include <sys/stat.h>
@@ -134,13 +139,41 @@ Result<RuntimeDir> RuntimeDir::open(const std::filesystem::path& path, bool crea
     return RuntimeDir(path, std::move(fd));
 }
 
+namespace {
+
+// The pid holding a flock on the file behind `fd`, from /proc/locks
+// ("1: FLOCK  ADVISORY  WRITE 1234 fd:01:5678 0 EOF"); for the message only.
+std::optional<long> flock_holder(int fd) {
+    struct stat st {};
+    if (::fstat(fd, &st) != 0)
+        return std::nullopt;
+    const std::string id = fmt::format("{:02x}:{:02x}:{}", major(st.st_dev), minor(st.st_dev),
+                                       st.st_ino);
+    std::ifstream locks("/proc/locks");
+    std::string line;
+    while (std::getline(locks, line)) {
+        std::istringstream fields(line);
+        std::string number, kind, mode, access, pid, file;
+        fields >> number >> kind >> mode >> access >> pid >> file;
+        if (kind == "FLOCK" && file == id)
+            if (auto value = parse_u64(pid))
+                return static_cast<long>(*value);
+    }
+    return std::nullopt;
+}
+
+} // namespace
+
 Result<void> RuntimeDir::lock() {
     if (::flock(fd_.get(), LOCK_EX | LOCK_NB) == 0)
         return {};
-    if (errno == EWOULDBLOCK)
+    if (errno == EWOULDBLOCK) {
+        const auto pid = flock_holder(fd_.get());
         return make_error("Failed to lock " + path_.string() +
-                          ": another latgovd, `latgovd --restore` or `latgov calibrate` "
-                          "holds it and writes the same PM QoS limits");
+                          ": another latgovd, `latgovd --restore` or `latgov calibrate`" +
+                          (pid ? " (pid " + std::to_string(*pid) + ")" : std::string()) +
+                          " holds it and writes the same PM QoS limits");
+    }
     return make_error("Failed to lock " + path_.string() + ": " + errno_message(errno));
 }
 

@@ -296,6 +296,17 @@ class FaultTest(HostTestCase):
                 d.kill()
             self.run_cmd("umount", mnt)
 
+    def test_09_named_config_that_does_not_exist(self):
+        typo = os.path.join(self.tmp, "typo.toml")
+        check = self.run_cmd(self.latgovd, "--check-config", "--config", typo)
+        self.assertEqual(check.returncode, 1, check.stdout)
+        self.assertIn(typo, check.stderr)
+        start = self.run_cmd(self.latgovd, "--config", typo, "--runtime-dir",
+                             os.path.join(self.tmp, "run"))
+        self.assertEqual(start.returncode, 78, start.stderr)
+        self.assertIn(typo, start.stderr)
+        self.assert_back(self.baseline, "after refusing")
+
     # -------------------------------------------------------------------------
 
     def test_08_onset_after_idle(self):

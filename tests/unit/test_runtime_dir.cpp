@@ -95,6 +95,9 @@ TEST_CASE("only one process-wide owner holds the runtime directory's lock") {
     auto locked = second->lock();
     REQUIRE_FALSE(locked);
     CHECK(locked.error().message.find("another latgovd") != std::string::npos);
+    // Named by pid, from /proc/locks.
+    CHECK(locked.error().message.find("(pid " + std::to_string(::getpid()) + ")") !=
+          std::string::npos);
     { auto gone = std::move(*first); } // the owner exits
     // The moved-from Result still owns nothing; the lock went with the fd.
     CHECK(second->lock());
