@@ -64,7 +64,7 @@ int cmd_topology(const Args& args) {
             return usage_error("topology: unknown option " + arg);
     }
     SysRoot root(args.sysroot);
-    auto topology = discover_topology(root);
+    auto topology = discover_topology(root, true);
     if (!topology)
         return fail(topology.error().message);
     if (as_json) {

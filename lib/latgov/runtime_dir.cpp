@@ -6,13 +6,13 @@
 #include <atomic>
 #include <cerrno>
 #include <fcntl.h>
+#include <fmt/format.h>
 #include <fstream>
 #include <optional>
 #include <sstream>
-#include <sys/sysmacros.h>
-#include <fmt/format.h>
 #include <sys/file.h>
 #include <sys/stat.h>
+#include <sys/sysmacros.h>
 #include <unistd.h>
 
 namespace latgov {
@@ -147,8 +147,8 @@ std::optional<long> flock_holder(int fd) {
     struct stat st {};
     if (::fstat(fd, &st) != 0)
         return std::nullopt;
-    const std::string id = fmt::format("{:02x}:{:02x}:{}", major(st.st_dev), minor(st.st_dev),
-                                       st.st_ino);
+    const std::string id =
+        fmt::format("{:02x}:{:02x}:{}", major(st.st_dev), minor(st.st_dev), st.st_ino);
     std::ifstream locks("/proc/locks");
     std::string line;
     while (std::getline(locks, line)) {

@@ -449,7 +449,7 @@ Result<NvmeController> read_controller(const SysRoot& root, const std::string& n
 
 } // namespace
 
-Result<Topology> discover_topology(const SysRoot& root) {
+Result<Topology> discover_topology(const SysRoot& root, bool identify_nvme) {
     Topology topo;
     auto online = read_parsed(root, std::string(cpu_dir) + "/online", parse_cpu_list);
     if (!online)
@@ -476,7 +476,7 @@ Result<Topology> discover_topology(const SysRoot& root) {
                 topo.warnings.push_back(ctrl.error().message + ", skipping controller " + name);
                 continue;
             }
-            if (root.is_live())
+            if (identify_nvme && root.is_live())
                 ctrl->power_states = read_nvme_power_states(name);
             topo.controllers.push_back(std::move(*ctrl));
         }

@@ -111,6 +111,9 @@ struct Topology {
 // Reads the machine (or captured tree) under `root`. Fails only when the
 // machine itself cannot be read (no /sys/devices/system/cpu/online); a device
 // that vanishes or reads wrong mid-scan is left out with a warning.
-Result<Topology> discover_topology(const SysRoot& root);
+// `identify_nvme` also asks each live controller for its power states (NVMe
+// Identify, which may need CAP_SYS_ADMIN): for `latgov topology` only; the
+// daemon does not use them and runs without that capability.
+Result<Topology> discover_topology(const SysRoot& root, bool identify_nvme = false);
 
 } // namespace latgov
