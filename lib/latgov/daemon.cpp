@@ -185,6 +185,8 @@ class Daemon {
     std::vector<double> onset_us_;
     std::string cost_source_ = "declared";
     SteadyTime last_change_{};
+    SteadyTime next_rescan_{};
+    std::chrono::milliseconds rescan_backoff_{0};
 };
 
 // After this long with the same active queues, sampling slows to
@@ -248,23 +250,29 @@ bool Daemon::rescan() {
         spdlog::error("Failed to discover topology: {}", topology.error().message);
         return false;
     }
-    topology_ = std::move(*topology);
-    for (const auto& w : topology_.warnings)
-        spdlog::warn("{}", w);
-    governor_ = std::make_unique<Governor>(topology_, config_, costs());
-    auto sampler = IoSampler::open(root_, governor_->stat_sources(),
-                                   config_.daemon.queue_inflight ? governor_->queue_tags()
+    // The new governor and sampler are built whole and swapped in only
+    // together: a governor never observes a sampler made for another map.
+    std::swap(topology_, *topology); // costs() reads topology_
+    auto governor = std::make_unique<Governor>(topology_, config_, costs());
+    auto sampler = IoSampler::open(root_, governor->stat_sources(),
+                                   config_.daemon.queue_inflight ? governor->queue_tags()
                                                                  : std::vector<QueueTags>{});
     if (!sampler && config_.daemon.queue_inflight) {
         spdlog::warn("Failed to open per-queue in-flight counts ({}); using device counts",
                      sampler.error().message);
-        sampler = IoSampler::open(root_, governor_->stat_sources());
+        sampler = IoSampler::open(root_, governor->stat_sources());
     }
     if (!sampler) {
         spdlog::error("Failed to open IO statistics: {}", sampler.error().message);
+        std::swap(topology_, *topology);
         return false;
     }
+    for (const auto& w : topology_.warnings)
+        spdlog::warn("{}", w);
+    governor_ = std::move(governor);
     sampler_ = std::move(*sampler);
+    // The new governor starts idle: what the old one held is released.
+    apply(governor_->holds(), std::chrono::steady_clock::now());
     auto online = root_.read("/sys/devices/system/cpu/online");
     online_text_ = online ? *online : std::string{};
     spdlog::info("cpuidle driver {}, governor {}; {} online CPUs", topology_.cpuidle_driver,
@@ -400,6 +408,11 @@ void Daemon::write_status(SteadyTime now) {
 }
 
 void Daemon::tick(SteadyTime now) {
+    // Fed first: a tick that cannot sample still shows the loop is alive.
+    if (watchdog_interval_.count() > 0 && now - last_watchdog_ >= watchdog_interval_ / 2) {
+        sd_notify(0, "WATCHDOG=1");
+        last_watchdog_ = now;
+    }
     // CPU hotplug moves managed IRQs: a changed online set means a new map.
     if (now - last_online_check_ >= std::chrono::seconds(5)) {
         last_online_check_ = now;
@@ -410,10 +423,21 @@ void Daemon::tick(SteadyTime now) {
         }
     }
     if (auto sampled = sampler_->sample(sample_); !sampled) {
-        // A device went away (or a controller reset): map the machine anew;
-        // a failed rescan is retried at the next tick.
+        // A device went away (or a controller reset): map the machine anew.
+        // While that fails nothing is observed, so nothing stays held, and
+        // retries back off (discovery runs NVMe-side reads).
+        if (now < next_rescan_)
+            return;
         spdlog::warn("{}; rescanning devices", sampled.error().message);
-        rescan();
+        if (rescan()) {
+            rescan_backoff_ = std::chrono::milliseconds(0);
+        } else {
+            apply(Holds{}, now);
+            rescan_backoff_ = std::clamp(2 * rescan_backoff_, std::chrono::milliseconds(100),
+                                         std::chrono::milliseconds(30000));
+            next_rescan_ = now + rescan_backoff_;
+            spdlog::warn("retrying the rescan in {} ms", rescan_backoff_.count());
+        }
         return;
     }
     if (governor_->observe(sample_, now)) {
@@ -425,10 +449,6 @@ void Daemon::tick(SteadyTime now) {
     if ((status_dirty_ || governor_->any_active()) &&
         now - last_status_ >= config_.daemon.status_interval)
         write_status(now);
-    if (watchdog_interval_.count() > 0 && now - last_watchdog_ >= watchdog_interval_ / 2) {
-        sd_notify(0, "WATCHDOG=1");
-        last_watchdog_ = now;
-    }
 }
 
 void Daemon::arm_timer(SteadyTime now) {
