@@ -183,6 +183,8 @@ class Daemon {
     std::string events_state_ = "off";
     // Onset delays (request issued -> constraint written), newest last.
     std::vector<double> onset_us_;
+    std::vector<double> onset_wake_us_;
+    std::vector<double> onset_work_us_;
     std::string cost_source_ = "declared";
     SteadyTime last_change_{};
     SteadyTime next_rescan_{};
@@ -336,9 +338,27 @@ void Daemon::open_io_events() {
     spdlog::info("waking on block_rq_issue events while idle");
 }
 
+namespace {
+
+std::uint64_t monotonic_ns() { // the clock the events are stamped with
+    timespec ts{};
+    ::clock_gettime(CLOCK_MONOTONIC, &ts);
+    return static_cast<std::uint64_t>(ts.tv_sec) * 1000000000u +
+           static_cast<std::uint64_t>(ts.tv_nsec);
+}
+
+void keep_last(std::vector<double>& window, double value) {
+    if (window.size() >= 1000)
+        window.erase(window.begin());
+    window.push_back(value);
+}
+
+} // namespace
+
 void Daemon::on_io_events(SteadyTime now) {
     if (!events_)
         return;
+    const std::uint64_t woken_ns = monotonic_ns();
     std::uint64_t first_ns = 0; // the earliest request that activated a queue
     for (const auto& request : events_->drain())
         if (governor_->on_request_issued(request.dev, request.cpu, now) &&
@@ -347,14 +367,13 @@ void Daemon::on_io_events(SteadyTime now) {
     if (first_ns != 0) {
         apply(governor_->holds(), now);
         last_change_ = now;
-        timespec ts{};
-        ::clock_gettime(CLOCK_MONOTONIC, &ts); // the clock the events are stamped with
-        const auto done_ns = static_cast<std::uint64_t>(ts.tv_sec) * 1000000000u +
-                             static_cast<std::uint64_t>(ts.tv_nsec);
-        if (done_ns >= first_ns) {
-            if (onset_us_.size() >= 1000)
-                onset_us_.erase(onset_us_.begin());
-            onset_us_.push_back(static_cast<double>(done_ns - first_ns) / 1000.0);
+        const auto done_ns = monotonic_ns();
+        if (done_ns >= first_ns && woken_ns >= first_ns) {
+            keep_last(onset_us_, static_cast<double>(done_ns - first_ns) / 1000.0);
+            // Of that, the part before latgovd ran: its own wake-up.
+            keep_last(onset_wake_us_, static_cast<double>(woken_ns - first_ns) / 1000.0);
+            // And the part latgovd spends: drain, decide, write.
+            keep_last(onset_work_us_, static_cast<double>(done_ns - woken_ns) / 1000.0);
         }
     }
     // Only once the constraint is written: disarming costs a call per CPU.
@@ -389,16 +408,22 @@ void Daemon::write_status(SteadyTime now) {
     auto status = build_status(input);
     status["io_events"] = events_state_;
     nlohmann::ordered_json onset = {{"count", onset_us_.size()}};
-    if (!onset_us_.empty()) {
-        auto sorted = onset_us_;
+    auto quantiles = [&](std::vector<double> sorted, const std::string& prefix) {
+        if (sorted.empty())
+            return;
         std::sort(sorted.begin(), sorted.end());
         auto at = [&](double q) {
             return sorted[static_cast<size_t>(q * static_cast<double>(sorted.size() - 1))];
         };
-        onset["p50_us"] = at(0.5);
-        onset["p99_us"] = at(0.99);
-        onset["max_us"] = sorted.back();
-    }
+        onset[prefix + "p50_us"] = at(0.5);
+        onset[prefix + "p99_us"] = at(0.99);
+        onset[prefix + "max_us"] = sorted.back();
+    };
+    quantiles(onset_us_, "");
+    // Request issued -> latgovd running: the scheduler's part of the delay.
+    quantiles(onset_wake_us_, "wake_");
+    // latgovd running -> constraint written: its own part.
+    quantiles(onset_work_us_, "work_");
     status["onset_delay"] = std::move(onset);
     if (runtime_)
         if (auto written = latgov::write_status(*runtime_, status); !written)
