@@ -123,7 +123,7 @@ int cmd_status(const Args& args) {
     }
     try {
         fmt::print("{}", format_status(status));
-    } catch (const nlohmann::json::exception& e) {
+    } catch (const std::exception& e) {
         return fail("Failed to read " + path + ": " + e.what());
     }
     return 0;

@@ -27,7 +27,8 @@ nlohmann::ordered_json build_status(const StatusInput& input);
 // Atomically, as "status.json" in the runtime directory (readable by all).
 Result<void> write_status(const RuntimeDir& dir, const nlohmann::ordered_json& status);
 
-// `latgov status` without --json.
+// `latgov status` without --json. A file that is not what latgovd writes
+// throws (nlohmann::json::exception or std::invalid_argument).
 std::string format_status(const nlohmann::json& status);
 
 } // namespace latgov

@@ -7,6 +7,7 @@
 #include <doctest/doctest.h>
 #include <fstream>
 #include <sstream>
+#include <stdexcept>
 
 using namespace latgov;
 
@@ -40,6 +41,13 @@ TEST_CASE("a status file missing a key is a json exception, not undefined behavi
     auto status = nlohmann::json::parse(text, nullptr, false);
     REQUIRE_FALSE(status.is_discarded());
     CHECK_THROWS_AS((void)format_status(status), nlohmann::json::exception);
+}
+
+TEST_CASE("a status number out of range is an error, not a float-to-int conversion") {
+    const auto text = corpus_file("status/regression-pid-1e84");
+    auto status = nlohmann::json::parse(text, nullptr, false);
+    REQUIRE_FALSE(status.is_discarded());
+    CHECK_THROWS_AS((void)format_status(status), std::invalid_argument);
 }
 
 TEST_CASE("well-formed UTF-8 passes, each kind of malformed sequence is located") {
