@@ -2,10 +2,10 @@
 # run-sanitized.sh SOURCE BUILD: builds latgov with clang, AddressSanitizer,
 # UndefinedBehaviorSanitizer and libFuzzer instrumentation in BUILD, then
 # runs the unit tests and every fuzz target (LATGOV_FUZZ_SECONDS each,
-# default 20) there. Any sanitizer report or fuzzer crash fails.
+# default 15) there. Any sanitizer report or fuzzer crash fails.
 set -euo pipefail
 src=$1 build=$2
-seconds=${LATGOV_FUZZ_SECONDS:-20}
+seconds=${LATGOV_FUZZ_SECONDS:-15}
 command -v clang++ >/dev/null || { echo "clang++ is missing (scripts/deps.sh installs it)" >&2; exit 1; }
 launcher=()
 command -v ccache >/dev/null && launcher=(-DCMAKE_CXX_COMPILER_LAUNCHER=ccache)
