@@ -133,6 +133,15 @@ std::string describe_limit(LatencyLimit limit) {
     return *limit == 0 ? "0 us (poll only)" : std::to_string(*limit) + " us";
 }
 
+// SIGINT, SIGTERM and SIGHUP are read from a signalfd by the event loop.
+void block_daemon_signals() {
+    sigset_t mask;
+    sigemptyset(&mask);
+    for (int sig : {SIGINT, SIGTERM, SIGHUP})
+        sigaddset(&mask, sig);
+    sigprocmask(SIG_BLOCK, &mask, nullptr);
+}
+
 class Daemon {
   public:
     Daemon(Options options, Config config)
@@ -569,14 +578,7 @@ std::map<int, LatencyLimit> Daemon::likely_holds() const {
 }
 
 int Daemon::run() {
-    // Blocked before any start-up work: a SIGHUP or SIGTERM during restore,
-    // discovery or calibration waits in the signalfd instead of killing the
-    // daemon with a status systemd counts as clean.
-    sigset_t mask;
-    sigemptyset(&mask);
-    for (int sig : {SIGINT, SIGTERM, SIGHUP})
-        sigaddset(&mask, sig);
-    sigprocmask(SIG_BLOCK, &mask, nullptr);
+    block_daemon_signals(); // already, from daemon_main(); kept for any other caller
     // No exception may leave with limits held.
     try {
         return run_loop();
@@ -700,6 +702,10 @@ int Daemon::run_loop() {
 } // namespace
 
 int daemon_main(int argc, char** argv) {
+    // Blocked before any start-up work (configuration, restore, discovery,
+    // calibration): a SIGHUP or SIGTERM then waits in the signalfd instead
+    // of killing latgovd with a status systemd counts as clean.
+    block_daemon_signals();
     auto options = parse_options(argc, argv);
     if (!options)
         return 2;

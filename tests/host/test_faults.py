@@ -299,6 +299,19 @@ class FaultTest(HostTestCase):
         self.assertIn(typo, start.stderr)
         self.assert_back(self.baseline, "after refusing")
 
+    def test_10_sighup_during_start_up(self):
+        """SIGHUP while latgovd restores, discovers and opens its events
+        is a reload once it runs, never a death systemd counts as clean."""
+        for i, delay in enumerate((0.008, 0.01, 0.012, 0.015, 0.02)):
+            d = self.start_daemon(config_path=self.config(),
+                                  runtime_dir=os.path.join(self.tmp, f"run-hup-{i}"), wait=False)
+            time.sleep(delay)
+            d.send(signal.SIGHUP)
+            d.wait_ready()
+            self.assertTrue(d.alive(), f"SIGHUP {delay * 1000:.0f} ms after start killed it")
+            self.assertEqual(d.stop(), 0)
+        self.assert_back(self.baseline, "after stop")
+
     # -------------------------------------------------------------------------
 
     def test_08_onset_after_idle(self):
