@@ -1,6 +1,7 @@
 // `latgov calibrate`: measure each idle state's wake-up cost with QD1 reads
 // and write the calibration file latgovd prefers to declared latencies.
 #include "commands.hpp"
+#include "latgov/calibration_file.hpp"
 #include "latgov/calibration_probe.hpp"
 #include "latgov/parse.hpp"
 

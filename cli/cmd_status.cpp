@@ -4,6 +4,7 @@
 #include "latgov/status.hpp"
 #include "latgov/text_file.hpp"
 
+#include <exception>
 #include <fmt/format.h>
 
 namespace latgov::cli {
@@ -26,10 +27,15 @@ int status(const Args& args) {
     auto status = nlohmann::json::parse(*text, nullptr, false);
     if (status.is_discarded())
         return fail("Failed to parse " + path);
-    if (as_json)
-        fmt::print("{}\n", status.dump(2));
-    else
+    if (as_json) {
+        fmt::print("{}\n", status.dump(2, ' ', false, nlohmann::json::error_handler_t::replace));
+        return 0;
+    }
+    try {
         fmt::print("{}", format_status(status));
+    } catch (const std::exception& e) {
+        return fail("Failed to read " + path + ": " + e.what());
+    }
     return 0;
 }
 

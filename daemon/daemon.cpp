@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <csignal>
 #include <cstring>
+#include <exception>
 #include <linux/magic.h>
 #include <spdlog/spdlog.h>
 #include <sys/epoll.h>
@@ -36,10 +37,25 @@ std::string read_online(const SysRoot& root) {
     return online ? *online : std::string{};
 }
 
+std::uint64_t monotonic_ns() { // the clock the events are stamped with
+    timespec ts{};
+    ::clock_gettime(CLOCK_MONOTONIC, &ts);
+    return static_cast<std::uint64_t>(ts.tv_sec) * 1000000000u +
+           static_cast<std::uint64_t>(ts.tv_nsec);
+}
+
 } // namespace
 
+void block_daemon_signals() {
+    sigset_t mask;
+    sigemptyset(&mask);
+    for (int sig : {SIGINT, SIGTERM, SIGHUP})
+        sigaddset(&mask, sig);
+    sigprocmask(SIG_BLOCK, &mask, nullptr);
+}
+
 Result<Config> load_daemon_config(const Options& o) {
-    auto config = load_config(o.config);
+    auto config = load_config(o.config, o.config_given);
     if (!config)
         return config;
     if (o.runtime_dir)
@@ -60,8 +76,10 @@ Daemon::Daemon(Options options, Config config)
 bool Daemon::rescan(TimePoint now) {
     auto state = build_governed_state(root_, config_);
     if (!state) {
-        spdlog::error("{}; keeping the current devices, retrying in {} ms", state.error().message,
+        // Nothing is observed while this fails, so nothing stays held.
+        spdlog::error("{}; releasing every constraint, retrying in {} ms", state.error().message,
                       rescan_retry_.count());
+        apply(Holds{}, now);
         next_rescan_ = now + rescan_retry_;
         rescan_retry_ = std::min(rescan_retry_ * 2, max_rescan_retry);
         return false;
@@ -81,6 +99,8 @@ void Daemon::install(GovernedState state, TimePoint now) {
     if (epoll_ && state_->events)
         for (int fd : state_->events->fds())
             watch(fd);
+    // The new governor starts idle: what the old one held is released.
+    apply(state_->governor.holds(), now);
     status_dirty_ = true;
 }
 
@@ -96,6 +116,7 @@ void Daemon::on_io_events(TimePoint now) {
     auto& events = state_->events;
     if (!events)
         return;
+    const std::uint64_t woken_ns = monotonic_ns();
     std::uint64_t first_ns = 0; // the earliest request that activated a queue
     for (const auto& request : events->drain())
         if (state_->governor.on_request_issued(request.dev, request.cpu, now) &&
@@ -104,12 +125,14 @@ void Daemon::on_io_events(TimePoint now) {
     if (first_ns != 0) {
         apply(state_->governor.holds(), now);
         last_change_ = now;
-        timespec ts{};
-        ::clock_gettime(CLOCK_MONOTONIC, &ts); // the clock the events are stamped with
-        const auto done_ns = static_cast<std::uint64_t>(ts.tv_sec) * 1000000000u +
-                             static_cast<std::uint64_t>(ts.tv_nsec);
-        if (done_ns >= first_ns)
+        const auto done_ns = monotonic_ns();
+        if (done_ns >= first_ns && woken_ns >= first_ns) {
             onset_.record(std::chrono::nanoseconds(done_ns - first_ns));
+            // Of that, the part before latgovd ran: its own wake-up.
+            onset_wake_.record(std::chrono::nanoseconds(woken_ns - first_ns));
+            // And the part latgovd spends: drain, decide, write.
+            onset_work_.record(std::chrono::nanoseconds(done_ns - woken_ns));
+        }
     }
     // Only once the constraint is written: disarming costs a call per CPU.
     // From here sampling follows the IO; the events would only cost.
@@ -147,14 +170,22 @@ void Daemon::write_status(TimePoint now) {
                             state_->cost_source,
                             state_->events_state,
                             onset_.summary(),
+                            onset_wake_.summary(),
+                            onset_work_.summary(),
                             now};
-    if (auto written = latgov::write_status(status_path(), build_status(input)); !written)
-        spdlog::warn("{}", written.error().message);
+    if (runtime_)
+        if (auto written = latgov::write_status(*runtime_, build_status(input)); !written)
+            spdlog::warn("{}", written.error().message);
     last_status_ = now;
     status_dirty_ = false;
 }
 
 void Daemon::tick(TimePoint now) {
+    // Fed first: a tick that cannot sample still shows the loop is alive.
+    if (watchdog_interval_.count() > 0 && now - last_watchdog_ >= watchdog_interval_ / 2) {
+        sd_notify(0, "WATCHDOG=1");
+        last_watchdog_ = now;
+    }
     // CPU hotplug moves managed IRQs: a changed online set means a new map.
     if (now - last_online_check_ >= online_check_interval && now >= next_rescan_) {
         last_online_check_ = now;
@@ -181,16 +212,15 @@ void Daemon::tick(TimePoint now) {
     if ((status_dirty_ || state_->governor.any_active()) &&
         now - last_status_ >= config_.daemon.status_interval)
         write_status(now);
-    if (watchdog_interval_.count() > 0 && now - last_watchdog_ >= watchdog_interval_ / 2) {
-        sd_notify(0, "WATCHDOG=1");
-        last_watchdog_ = now;
-    }
 }
 
 void Daemon::arm_timer(TimePoint now) {
     const bool active = state_->governor.any_active();
     auto& events = state_->events;
     if (!active && events && !events->armed()) {
+        // Journal now what the first request will hold, so that the onset
+        // itself only writes the CPU files.
+        percpu_.prepare(likely_holds());
         if (auto armed = events->arm(); !armed) {
             spdlog::warn("{}; sampling while idle instead", armed.error().message);
             state_->events_state = "unavailable: " + armed.error().message;
@@ -242,28 +272,74 @@ void Daemon::shutdown() {
     sd_notify(0, "STOPPING=1\nSTATUS=Releasing constraints");
     percpu_.release_all();
     global_.apply(std::nullopt, std::chrono::steady_clock::now());
-    std::error_code ec;
-    std::filesystem::remove(status_path(), ec);
+    if (runtime_)
+        if (auto removed = runtime_->remove("status.json"); !removed)
+            spdlog::warn("{}", removed.error().message);
     spdlog::info("stopped; every constraint released");
 }
 
+// What the first requests after idle would hold: every queue activated on a
+// copy of the governor.
+std::map<int, LatencyLimit> Daemon::likely_holds() const {
+    std::map<int, LatencyLimit> likely;
+    if (!state_)
+        return likely;
+    Governor what_if = state_->governor;
+    const auto now = std::chrono::steady_clock::now();
+    for (const auto& d : state_->governor.devices())
+        for (const auto& q : d.queues)
+            if (!q.submit_cpus.empty())
+                what_if.on_request_issued(d.kernel_dev, q.submit_cpus.front(), now);
+    for (const auto& [cpu, hold] : what_if.holds().percpu)
+        likely[cpu] = hold.limit;
+    return likely;
+}
+
 int Daemon::run() {
-    std::error_code ec;
-    std::filesystem::create_directories(config_.daemon.runtime_dir, ec);
-    if (ec) {
-        spdlog::error("Failed to create {}: {}", config_.daemon.runtime_dir.string(), ec.message());
-        return 1;
+    block_daemon_signals(); // already, from main(); kept for any other caller
+    // No exception may leave with limits held.
+    try {
+        return run_loop();
+    } catch (const std::exception& e) {
+        spdlog::critical("Unexpected error, releasing every constraint: {}", e.what());
     }
-    struct statfs fs {};
-    if (::statfs(config_.daemon.runtime_dir.c_str(), &fs) == 0 && fs.f_type != TMPFS_MAGIC &&
-        fs.f_type != RAMFS_MAGIC)
-        spdlog::warn("{} is not on tmpfs: latgovd's own journal and status writes there are IO "
-                     "that a governed disk may see; use a tmpfs (systemd's /run is one)",
+    try {
+        shutdown();
+    } catch (const std::exception& e) {
+        spdlog::critical("Failed to release every constraint ({}): the journal in {} keeps "
+                         "them for `latgovd --restore`",
+                         e.what(), config_.daemon.runtime_dir.string());
+    }
+    return 1;
+}
+
+int Daemon::run_loop() {
+    if (options_.dry_run) {
+        spdlog::info("dry run: no restore, no calibration, nothing written to {}",
                      config_.daemon.runtime_dir.string());
-    // A run that was killed may have left values behind: put them back first.
-    if (auto restored = restore_journal(root_, journal_path(), log_warning); !restored)
-        spdlog::error("{}", restored.error().message);
-    calibrate_if_missing(root_, config_.daemon);
+    } else {
+        auto dir = RuntimeDir::open(config_.daemon.runtime_dir, true);
+        if (!dir) {
+            spdlog::error("{}", dir.error().message);
+            return 1;
+        }
+        if (auto locked = dir->lock(); !locked) {
+            spdlog::error("{}", locked.error().message);
+            return 1;
+        }
+        runtime_ = std::move(*dir);
+        struct statfs fs {};
+        if (::fstatfs(runtime_->fd(), &fs) == 0 && fs.f_type != TMPFS_MAGIC &&
+            fs.f_type != RAMFS_MAGIC)
+            spdlog::warn("{} is not on tmpfs: latgovd's own journal and status writes there are "
+                         "IO that a governed disk may see; use a tmpfs (systemd's /run is one)",
+                         config_.daemon.runtime_dir.string());
+        // A run that was killed may have left values behind: put them back first.
+        if (auto restored = restore_journal(root_, journal_path(), log_warning); !restored)
+            spdlog::error("{}", restored.error().message);
+    }
+    if (!options_.dry_run)
+        calibrate_if_missing(root_, config_.daemon);
     auto state = build_governed_state(root_, config_);
     if (!state) {
         spdlog::error("{}", state.error().message);
@@ -274,11 +350,10 @@ int Daemon::run() {
     spdlog::info("idle-state costs: {}", state_->cost_source);
     fmt::print(stderr, "{}", format_topology_table(state_->topology));
 
-    sigset_t mask;
+    sigset_t mask; // blocked by block_daemon_signals()
     sigemptyset(&mask);
     for (int sig : {SIGINT, SIGTERM, SIGHUP})
         sigaddset(&mask, sig);
-    sigprocmask(SIG_BLOCK, &mask, nullptr);
     signals_ = Fd(::signalfd(-1, &mask, SFD_CLOEXEC | SFD_NONBLOCK));
     timer_ = Fd(::timerfd_create(CLOCK_MONOTONIC, TFD_CLOEXEC | TFD_NONBLOCK));
     epoll_ = Fd(::epoll_create1(EPOLL_CLOEXEC));

@@ -9,9 +9,11 @@
 #include "latgov/onset.hpp"
 #include "latgov/qos.hpp"
 #include "latgov/result.hpp"
+#include "latgov/runtime_dir.hpp"
 
 #include <chrono>
 #include <filesystem>
+#include <map>
 #include <memory>
 #include <optional>
 #include <string>
@@ -22,10 +24,15 @@ struct Options {
     std::filesystem::path config{default_config_file};
     std::string sysroot = "/";
     std::optional<std::filesystem::path> runtime_dir;
+    bool config_given = false; // an explicit --config must exist
     bool check_config = false;
     bool restore = false;
     bool dry_run = false;
 };
+
+// SIGINT, SIGTERM and SIGHUP are read from a signalfd by the event loop;
+// main() blocks them before any start-up work.
+void block_daemon_signals();
 
 // The configuration with the command line's overrides (--runtime-dir, --dry-run).
 Result<Config> load_daemon_config(const Options& options);
@@ -38,9 +45,9 @@ class Daemon {
 
   private:
     std::filesystem::path journal_path() const { return config_.daemon.runtime_dir / "journal"; }
-    std::filesystem::path status_path() const { return config_.daemon.runtime_dir / "status.json"; }
-    // Builds a new governed state and swaps it in; on failure the current
-    // one stays and the next attempt waits (rescan_retry_, doubling).
+    // Builds a new governed state and swaps it in. On failure nothing is
+    // observed any more, so every constraint is released; the current
+    // state stays and the next attempt waits (rescan_retry_, doubling).
     bool rescan(TimePoint now);
     void install(GovernedState state, TimePoint now);
     void tick(TimePoint now);
@@ -51,10 +58,16 @@ class Daemon {
     void arm_timer(TimePoint now);
     void on_io_events(TimePoint now);
     void watch(int fd);
+    int run_loop();
+    // What the first requests after idle would hold (journaled before sleeping).
+    std::map<int, LatencyLimit> likely_holds() const;
 
     Options options_;
     Config config_;
     SysRoot root_;
+    // Open and locked for the whole run (none under --dry-run, which writes
+    // nothing there).
+    std::optional<RuntimeDir> runtime_;
     PerCpuHolder percpu_;
     GlobalHolder global_;
     std::unique_ptr<GovernedState> state_;
@@ -70,7 +83,9 @@ class Daemon {
     TimePoint next_rescan_{}; // a failed rescan is not retried before this
     std::chrono::milliseconds rescan_retry_;
     bool status_dirty_ = true;
-    OnsetDelays onset_;
+    OnsetDelays onset_;      // request issued -> constraint written
+    OnsetDelays onset_wake_; // of that, request issued -> latgovd running
+    OnsetDelays onset_work_; // and latgovd running -> constraint written
     TimePoint last_change_{};
 };
 

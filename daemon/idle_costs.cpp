@@ -1,6 +1,7 @@
 #include "idle_costs.hpp"
 
 #include "latgov/calibration.hpp"
+#include "latgov/calibration_file.hpp"
 #include "latgov/calibration_probe.hpp"
 
 #include <atomic>
@@ -15,17 +16,16 @@ IdleCosts load_idle_costs(const SysRoot& root, const DaemonSettings& settings,
     const auto& path = settings.calibration_file;
     std::optional<Calibration> calibration;
     std::string why;
-    if (!std::filesystem::exists(path)) {
-        why = "no calibration at " + path.string();
-    } else if (auto loaded = load_calibration(path); !loaded) {
+    if (auto loaded = load_calibration(path); !loaded) {
         why = "unreadable calibration: " + loaded.error().message;
-        spdlog::warn("Failed to load {}: {}; using declared exit latencies", path.string(),
-                     loaded.error().message);
-    } else if (loaded->machine != read_machine_identity(root, topology)) {
+        spdlog::warn("{}; using declared exit latencies", loaded.error().message);
+    } else if (!*loaded) {
+        why = "no calibration at " + path.string();
+    } else if ((*loaded)->machine != read_machine_identity(root, topology)) {
         why = "calibration at " + path.string() + " is for another machine or kernel";
         spdlog::warn("{}: recalibrate with `latgov calibrate`", why);
     } else {
-        calibration = std::move(*loaded);
+        calibration = std::move(**loaded);
     }
     IdleCosts costs;
     costs.per_cpu = idle_costs(topology, calibration ? &*calibration : nullptr, costs.source);
@@ -35,14 +35,18 @@ IdleCosts load_idle_costs(const SysRoot& root, const DaemonSettings& settings,
 }
 
 void calibrate_if_missing(const SysRoot& root, const DaemonSettings& settings) {
-    if (!settings.calibrate_on_start || std::filesystem::exists(settings.calibration_file))
+    if (!settings.calibrate_on_start)
         return;
-    spdlog::info("no calibration at {}: measuring idle-state costs (calibrate_on_start)",
+    // A truncated or unreadable file is measured again, not kept for ever.
+    if (auto loaded = load_calibration(settings.calibration_file); loaded && *loaded)
+        return;
+    spdlog::info("no usable calibration at {}: measuring idle-state costs (calibrate_on_start)",
                  settings.calibration_file.string());
     sd_notify(0, "STATUS=Calibrating idle-state costs\nEXTEND_TIMEOUT_USEC=60000000");
     CalibrateOptions options;
     options.runtime_dir = settings.runtime_dir;
     options.max_time = std::chrono::seconds(20);
+    options.take_lock = false; // latgovd holds it
     std::atomic<bool> stop{false};
     auto calibration = run_calibration(root, options, stop);
     if (!calibration) {

@@ -1,9 +1,12 @@
 // latgovd: the latency governor daemon. The command line is parsed here;
 // the loop is in daemon.cpp.
 #include "daemon.hpp"
+#include "latgov/runtime_dir.hpp"
 #include "logging.hpp"
 
 #include <cstdio>
+#include <exception>
+#include <filesystem>
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
 #include <string_view>
@@ -26,7 +29,8 @@ Options:
   --restore          put back the per-CPU values a previous run left, and exit
   --sysroot DIR      read and write sysfs/procfs/dev under DIR (tests)
   --runtime-dir DIR  override [daemon] runtime_dir
-  --dry-run          compute and log, change nothing (backend dry-run everywhere)
+  --dry-run          compute and log, change nothing: no PM QoS write, no restore,
+                     no calibration, no file in the runtime directory
   -h, --help         this text
 )";
 
@@ -55,9 +59,10 @@ std::optional<Options> parse_options(int argc, char** argv, bool& help) {
                 fmt::print(stderr, "latgovd: {} needs a value\n{}", arg, usage);
                 return std::nullopt;
             }
-            if (arg == "--config")
+            if (arg == "--config") {
                 o.config = v;
-            else if (arg == "--sysroot")
+                o.config_given = true;
+            } else if (arg == "--sysroot")
                 o.sysroot = v;
             else
                 o.runtime_dir = v;
@@ -73,6 +78,10 @@ std::optional<Options> parse_options(int argc, char** argv, bool& help) {
 
 int main(int argc, char** argv) {
     using namespace latgov;
+    // Blocked before any start-up work (configuration, restore, discovery,
+    // calibration): a SIGHUP or SIGTERM then waits in the signalfd instead
+    // of killing latgovd with a status systemd counts as clean.
+    block_daemon_signals();
     bool help = false;
     auto options = parse_options(argc, argv, help);
     if (!options)
@@ -93,6 +102,21 @@ int main(int argc, char** argv) {
         const auto runtime = config ? config->daemon.runtime_dir
                                     : options->runtime_dir.value_or(default_runtime_dir);
         SysRoot root(options->sysroot);
+        // A missing directory has nothing to restore; one that is not ours is refused.
+        std::error_code ec;
+        if (!std::filesystem::exists(runtime, ec) && !ec)
+            return 0;
+        auto dir = RuntimeDir::open(runtime, false);
+        if (!dir) {
+            spdlog::error("{}", dir.error().message);
+            return 1;
+        }
+        // A running latgovd holds the lock: restoring under it would undo
+        // its limits and delete its journal.
+        if (auto locked = dir->lock(); !locked) {
+            spdlog::error("{}", locked.error().message);
+            return 1;
+        }
         if (auto restored = restore_journal(root, runtime / "journal", log_warning); !restored) {
             spdlog::error("{}", restored.error().message);
             return 1;
@@ -104,6 +128,11 @@ int main(int argc, char** argv) {
         sd_notifyf(0, "STATUS=Bad configuration: %s", config.error().message.c_str());
         return exit_config;
     }
-    Daemon daemon(std::move(*options), std::move(*config));
-    return daemon.run();
+    try {
+        Daemon daemon(std::move(*options), std::move(*config));
+        return daemon.run();
+    } catch (const std::exception& e) {
+        spdlog::critical("Unexpected error: {}", e.what());
+        return 1;
+    }
 }

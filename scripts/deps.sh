@@ -6,6 +6,7 @@ packages=(
     libnvme-dev libjson-c-dev libssl-dev   # libnvme's .pc needs json-c and openssl
     liburing-dev libspdlog-dev libfmt-dev libtoml11-dev nlohmann-json3-dev libarchive-dev
     libsystemd-dev doctest-dev
+    clang libclang-rt-14-dev   # fuzz targets and sanitizers (tests/fuzz)
     fio python3 python3-matplotlib python3-pytest
     qemu-system-x86 linux-image-amd64 busybox-static   # the NVMe VM test bed
 )

@@ -91,3 +91,25 @@ TEST_CASE("debugfs tags busy=") {
     CHECK_FALSE(parse_tags_busy("nr_tags=1023\n"));
     CHECK_FALSE(parse_tags_busy("busy=x\n"));
 }
+
+TEST_CASE("block-stat tick deltas are taken modulo 2^32 across a wrap") {
+    BlockStat before;
+    before.read_ios = 1000;
+    before.read_ticks_ms = 4294967290u; // 2^32 - 6
+    before.write_ticks_ms = 100;
+    BlockStat after = before;
+    after.read_ios = 1010;
+    after.read_ticks_ms = 4; // wrapped: 10 ms later
+    after.write_ticks_ms = 103;
+    const auto delta = block_stat_delta(before, after);
+    CHECK(delta.ios == 10);
+    CHECK(delta.ticks_ms == 13);
+
+    // A replaced device (counters went back) gives no sample at all.
+    BlockStat fresh;
+    fresh.read_ios = 3;
+    fresh.read_ticks_ms = 1;
+    const auto reset = block_stat_delta(after, fresh);
+    CHECK(reset.ios == 0);
+    CHECK(reset.ticks_ms == 0);
+}

@@ -1,10 +1,9 @@
 #include "latgov/calibration.hpp"
 
-#include "latgov/text_file.hpp"
+#include "latgov/parse.hpp"
 
 #include <algorithm>
 #include <fmt/format.h>
-#include <fstream>
 #include <sstream>
 #include <toml.hpp>
 
@@ -106,10 +105,15 @@ std::string format_calibration(const Calibration& c) {
         out += fmt::format("declared_exit_latency_us = {}\nmeasured_cost_us = {:.2f}\n",
                            state.declared_exit_latency_us, state.measured_cost_us);
     }
+    out += "\n";
+    out += calibration_end_marker;
     return out;
 }
 
 Result<Calibration> parse_calibration(std::string_view text, const std::string& source_name) {
+    if (auto bad = first_invalid_utf8(text))
+        return make_error(source_name + ":" + std::to_string(bad->line) + ":" +
+                          std::to_string(bad->column) + ": not UTF-8 (TOML text must be)");
     try {
         std::istringstream in{std::string(text)};
         const auto root = toml::parse(in, source_name);
@@ -151,20 +155,13 @@ Result<Calibration> parse_calibration(std::string_view text, const std::string& 
     }
 }
 
-Result<Calibration> load_calibration(const std::filesystem::path& path) {
-    auto text = read_text_file(path);
-    if (!text)
-        return text.error();
-    return parse_calibration(*text, path.string());
-}
-
-Result<void> save_calibration(const std::filesystem::path& path, const Calibration& calibration) {
-    std::error_code ec;
-    std::filesystem::create_directories(path.parent_path(), ec);
-    std::ofstream out(path);
-    if (!(out << format_calibration(calibration)))
-        return make_error("Failed to write " + path.string());
-    return {};
+Result<Calibration> parse_calibration_file(std::string_view text, const std::string& source_name) {
+    // A file cut short can still be valid TOML with a state missing: only
+    // one that ends with the marker was written whole.
+    if (!text.ends_with(calibration_end_marker))
+        return make_error("Failed to load " + source_name + ": truncated (no \"" +
+                          std::string(trim(calibration_end_marker)) + "\" at its end)");
+    return parse_calibration(text, source_name);
 }
 
 std::map<int, std::vector<IdleCost>>

@@ -9,6 +9,7 @@
 
 #include <filesystem>
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -62,9 +63,11 @@ std::vector<CalibrationLevel> calibration_levels(const Cpu& cpu, IdleGovernorKin
 
 std::string format_calibration(const Calibration& calibration);
 Result<Calibration> parse_calibration(std::string_view text, const std::string& source_name);
-Result<Calibration> load_calibration(const std::filesystem::path& path);
-// Writes format_calibration() to `path`, creating its directory.
-Result<void> save_calibration(const std::filesystem::path& path, const Calibration& calibration);
+// The file's last line: a file without it was cut short.
+constexpr std::string_view calibration_end_marker = "# end of calibration\n";
+// parse_calibration() of a whole file: an error when the end marker is
+// missing (a file cut short can still be valid TOML with a state missing).
+Result<Calibration> parse_calibration_file(std::string_view text, const std::string& source_name);
 
 // Per CPU: measured costs where the calibration names the state, declared
 // latencies otherwise. `source` says which were used, for `latgov status`.

@@ -344,6 +344,9 @@ std::string syntax_message(std::string_view what) {
 // Parses one document on top of `config`: the keys it gives override, its
 // [[device]] entries are appended.
 Result<Config> parse_onto(Config config, std::string_view text, const std::string& source) {
+    if (auto bad = first_invalid_utf8(text))
+        return make_error(source + ":" + std::to_string(bad->line) + ":" +
+                          std::to_string(bad->column) + ": not UTF-8 (TOML text must be)");
     toml::value root;
     try {
         std::istringstream in{std::string(text)};

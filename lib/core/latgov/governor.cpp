@@ -36,13 +36,6 @@ bool has_own_irqs(const BlockDevice& disk) {
                        [](const HardwareQueue& q) { return q.irq.has_value(); });
 }
 
-std::uint64_t completed(const BlockStat& s) {
-    return s.read_ios + s.write_ios;
-}
-std::uint64_t ticks(const BlockStat& s) {
-    return s.read_ticks_ms + s.write_ticks_ms;
-}
-
 } // namespace
 
 Governor::Governor(const Topology& topology, const Config& config,
@@ -107,8 +100,9 @@ bool Governor::observe(const IoSample& sample, TimePoint now) {
         auto s = static_cast<size_t>(pos - stat_sources_.begin());
         const BlockStat& now_stat = sample.devices.at(s);
         const BlockStat& old_stat = before.devices.at(s);
-        const std::uint64_t ios = completed(now_stat) - completed(old_stat);
-        device.latency.add(ios, ticks(now_stat) - ticks(old_stat), device.policy.min_samples);
+        const auto delta = block_stat_delta(old_stat, now_stat);
+        const std::uint64_t ios = delta.ios;
+        device.latency.add(ios, delta.ticks_ms, device.policy.min_samples);
         const bool busy = ios > 0 || now_stat.in_flight > 0;
         for (auto& queue : device.queues) {
             bool io_seen;

@@ -226,4 +226,56 @@ Result<std::uint32_t> parse_kernel_dev(std::string_view major_minor) {
     return static_cast<std::uint32_t>(*major << 20 | *minor);
 }
 
+BlockStatDelta block_stat_delta(const BlockStat& before, const BlockStat& after) {
+    const std::uint64_t ios_before = before.read_ios + before.write_ios;
+    const std::uint64_t ios_after = after.read_ios + after.write_ios;
+    if (ios_after < ios_before)
+        return {};
+    const auto ticks32 = [](std::uint64_t from, std::uint64_t to) {
+        return static_cast<std::uint64_t>(static_cast<std::uint32_t>(to - from));
+    };
+    return {ios_after - ios_before, ticks32(before.read_ticks_ms, after.read_ticks_ms) +
+                                        ticks32(before.write_ticks_ms, after.write_ticks_ms)};
+}
+
+std::optional<TextPosition> first_invalid_utf8(std::string_view text) {
+    TextPosition at;
+    size_t i = 0;
+    while (i < text.size()) {
+        const auto c = static_cast<unsigned char>(text[i]);
+        size_t n = 0;
+        std::uint32_t min = 0;
+        std::uint32_t code = 0;
+        if (c < 0x80) {
+            n = 1;
+        } else if ((c & 0xE0) == 0xC0) {
+            n = 2, min = 0x80, code = c & 0x1Fu;
+        } else if ((c & 0xF0) == 0xE0) {
+            n = 3, min = 0x800, code = c & 0x0Fu;
+        } else if ((c & 0xF8) == 0xF0) {
+            n = 4, min = 0x10000, code = c & 0x07u;
+        } else {
+            return at;
+        }
+        if (i + n > text.size())
+            return at;
+        for (size_t k = 1; k < n; ++k) {
+            const auto next = static_cast<unsigned char>(text[i + k]);
+            if ((next & 0xC0) != 0x80)
+                return at;
+            code = (code << 6) | (next & 0x3Fu);
+        }
+        if (n > 1 && (code < min || code > 0x10FFFF || (code >= 0xD800 && code <= 0xDFFF)))
+            return at;
+        if (c == '\n') {
+            ++at.line;
+            at.column = 1;
+        } else {
+            ++at.column;
+        }
+        i += n;
+    }
+    return std::nullopt;
+}
+
 } // namespace latgov

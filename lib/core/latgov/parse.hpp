@@ -30,6 +30,15 @@ std::string format_cpu_list(const CpuSet& cpus); // "0-3,8"
 
 Result<std::uint64_t> parse_u64(std::string_view text);
 
+// Where the first byte that is not well-formed UTF-8 sits, 1-based line and
+// column; nullopt when all of it is. TOML text must be UTF-8, and the TOML
+// library reads out of bounds on some invalid sequences: check first.
+struct TextPosition {
+    size_t line = 1;
+    size_t column = 1;
+};
+std::optional<TextPosition> first_invalid_utf8(std::string_view text);
+
 // pm_qos_resume_latency_us: "0" = no limit, "n/a" = 0 us, "N" = N us.
 Result<LatencyLimit> parse_resume_latency(std::string_view text);
 std::string format_resume_latency(LatencyLimit limit);
@@ -53,6 +62,16 @@ struct BlockStat {
     std::uint64_t flush_ticks_ms = 0;
 };
 Result<BlockStat> parse_block_stat(std::string_view text);
+
+// Requests completed, and the time they took, between two samples. The
+// kernel prints the tick (ms) counters as 32-bit unsigned values, so they
+// wrap: their deltas are taken modulo 2^32. Completions that went backwards
+// (the device was replaced) give an empty delta.
+struct BlockStatDelta {
+    std::uint64_t ios = 0;
+    std::uint64_t ticks_ms = 0;
+};
+BlockStatDelta block_stat_delta(const BlockStat& before, const BlockStat& after);
 
 // The "intr" line of /proc/stat: per-IRQ totals since boot, indexed by IRQ,
 // into `counts` (reused from tick to tick: no allocation once grown).

@@ -5,7 +5,7 @@
 #include "latgov/fd.hpp"
 #include "latgov/governor.hpp"
 #include "latgov/qos.hpp"
-#include "latgov/text_file.hpp"
+#include "latgov/runtime_dir.hpp"
 
 #include <algorithm>
 #include <cerrno>
@@ -13,7 +13,6 @@
 #include <fcntl.h>
 #include <liburing.h>
 #include <linux/fs.h>
-#include <nlohmann/json.hpp>
 #include <random>
 #include <sched.h>
 #include <signal.h>
@@ -31,20 +30,6 @@ double now_us() {
     timespec ts{};
     ::clock_gettime(CLOCK_MONOTONIC, &ts);
     return static_cast<double>(ts.tv_sec) * 1e6 + static_cast<double>(ts.tv_nsec) / 1e3;
-}
-
-// latgovd writes the same per-CPU slots: the two must not run together.
-std::optional<int> running_daemon(const std::filesystem::path& runtime_dir) {
-    auto text = read_text_file(runtime_dir / "status.json");
-    if (!text)
-        return std::nullopt;
-    auto status = nlohmann::json::parse(*text, nullptr, false);
-    if (status.is_discarded() || !status.contains("pid"))
-        return std::nullopt;
-    const int pid = status["pid"].get<int>();
-    if (pid > 0 && ::kill(pid, 0) == 0)
-        return pid;
-    return std::nullopt;
 }
 
 class Ring {
@@ -128,9 +113,16 @@ MachineIdentity read_machine_identity(const SysRoot& root, const Topology& topol
 
 Result<Calibration> run_calibration(const SysRoot& root, const CalibrateOptions& options,
                                     const std::atomic<bool>& stop) {
-    if (auto pid = running_daemon(options.runtime_dir))
-        return make_error("latgovd (pid " + std::to_string(*pid) +
-                          ") is running and writes the same per-CPU limits: stop it first");
+    // latgovd writes the same per-CPU slots: the two must not run together.
+    std::optional<RuntimeDir> runtime;
+    if (options.take_lock) {
+        auto dir = RuntimeDir::open(options.runtime_dir, true);
+        if (!dir)
+            return dir.error();
+        if (auto locked = dir->lock(); !locked)
+            return make_error(locked.error().message + ": stop latgovd first");
+        runtime = std::move(*dir);
+    }
     auto topology = discover_topology(root);
     if (!topology)
         return topology.error();
@@ -215,8 +207,6 @@ Result<Calibration> run_calibration(const SysRoot& root, const CalibrateOptions&
     std::mt19937_64 rng(42);
     std::uniform_int_distribution<std::uint64_t> pick(0, size / block - 1);
 
-    std::error_code ec;
-    std::filesystem::create_directories(options.runtime_dir, ec);
     std::string log_lines;
     PerCpuHolder holder(root, options.runtime_dir / "journal",
                         [&](const std::string& line) { log_lines += line + "\n"; });

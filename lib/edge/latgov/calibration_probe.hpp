@@ -30,6 +30,8 @@ struct CalibrateOptions {
     int ios_per_level = 1000;
     std::chrono::seconds max_time{30}; // the whole probe stops by then
     std::filesystem::path runtime_dir{default_runtime_dir};
+    // Lock runtime_dir for the probe; latgovd, which holds it already, does not.
+    bool take_lock = true;
 };
 
 // Runs the probe; every value it wrote is put back before it returns, also

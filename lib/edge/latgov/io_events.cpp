@@ -23,27 +23,6 @@ long perf_event_open(perf_event_attr* attr, int cpu) {
 
 } // namespace
 
-Result<TracepointFormat> parse_tracepoint_format(std::string_view id_text,
-                                                 std::string_view format_text) {
-    auto id = parse_u64(id_text);
-    if (!id)
-        return make_error("bad tracepoint id: " + id.error().message);
-    constexpr std::string_view field = "field:dev_t dev;";
-    auto pos = format_text.find(field);
-    if (pos == std::string_view::npos)
-        return make_error("no \"dev_t dev\" field in the tracepoint format");
-    auto line_end = format_text.find('\n', pos);
-    auto line = format_text.substr(pos, line_end - pos);
-    auto off = line.find("offset:");
-    auto semi = line.find(';', off);
-    if (off == std::string_view::npos || semi == std::string_view::npos)
-        return make_error("no offset for the dev field in the tracepoint format");
-    auto offset = parse_u64(line.substr(off + 7, semi - off - 7));
-    if (!offset)
-        return make_error("bad offset of the dev field: " + offset.error().message);
-    return TracepointFormat{*id, static_cast<std::uint32_t>(*offset)};
-}
-
 Result<IoIssueEvents> IoIssueEvents::open(const SysRoot& root, const std::vector<int>& cpus,
                                           const std::vector<std::uint32_t>& devs) {
     Result<std::string> id = make_error("");
@@ -152,31 +131,9 @@ std::vector<IssuedRequest> IoIssueEvents::drain() {
     for (auto& e : events_) {
         auto* meta = static_cast<perf_event_mmap_page*>(e.ring);
         auto* data = static_cast<unsigned char*>(e.ring) + meta->data_offset;
-        const std::uint64_t size = meta->data_size;
         const std::uint64_t head = __atomic_load_n(&meta->data_head, __ATOMIC_ACQUIRE);
-        std::uint64_t tail = meta->data_tail;
-        auto copy_out = [&](std::uint64_t at, void* out, std::size_t n) {
-            for (std::size_t i = 0; i < n; ++i)
-                static_cast<unsigned char*>(out)[i] = data[(at + i) % size];
-        };
-        while (tail < head) {
-            perf_event_header header{};
-            copy_out(tail, &header, sizeof header);
-            if (header.size == 0)
-                break;
-            if (header.type == PERF_RECORD_SAMPLE) {
-                // PERF_SAMPLE_TIME then PERF_SAMPLE_RAW: u64 time, u32 size, raw bytes.
-                std::uint64_t time = 0;
-                std::uint32_t raw_size = 0;
-                std::uint32_t dev = 0;
-                copy_out(tail + sizeof header, &time, sizeof time);
-                copy_out(tail + sizeof header + 8, &raw_size, sizeof raw_size);
-                if (raw_size >= dev_offset_ + sizeof dev)
-                    copy_out(tail + sizeof header + 12 + dev_offset_, &dev, sizeof dev);
-                requests.push_back({e.cpu, dev, time});
-            }
-            tail += header.size;
-        }
+        const std::uint64_t tail = read_issue_samples(data, meta->data_size, meta->data_tail, head,
+                                                      dev_offset_, e.cpu, requests);
         __atomic_store_n(&meta->data_tail, tail, __ATOMIC_RELEASE);
     }
     return requests;

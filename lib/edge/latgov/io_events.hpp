@@ -6,6 +6,7 @@
 
 #include "latgov/fd.hpp"
 #include "latgov/parse.hpp"
+#include "latgov/perf_records.hpp"
 #include "latgov/result.hpp"
 #include "latgov/sysroot.hpp"
 
@@ -14,21 +15,6 @@
 #include <vector>
 
 namespace latgov {
-
-// The tracepoint's id and where the `dev` field sits in its raw record, from
-// tracefs events/block/block_rq_issue/{id,format}.
-struct TracepointFormat {
-    std::uint64_t id = 0;
-    std::uint32_t dev_offset = 0;
-};
-Result<TracepointFormat> parse_tracepoint_format(std::string_view id_text,
-                                                 std::string_view format_text);
-
-struct IssuedRequest {
-    int cpu = 0;
-    std::uint32_t dev = 0;
-    std::uint64_t time_ns = 0; // CLOCK_MONOTONIC
-};
 
 class IoIssueEvents {
   public:

@@ -1,32 +1,47 @@
 #include "latgov/qos.hpp"
 
+#include "latgov/runtime_dir.hpp"
+
 #include <algorithm>
 #include <cerrno>
 #include <fcntl.h>
-#include <fstream>
 #include <limits>
+#include <linux/magic.h>
 #include <optional>
-#include <sstream>
+#include <sys/statfs.h>
 #include <unistd.h>
 
 namespace latgov {
-
-bool at_least_as_strict(LatencyLimit a, LatencyLimit b) {
-    if (!a)
-        return !b;
-    return !b || *a <= *b;
-}
 
 ResumeLatencyFile::ResumeLatencyFile(const SysRoot& root, int cpu)
     : path_(root.resolve("/sys/devices/system/cpu/cpu" + std::to_string(cpu) +
                          "/power/pm_qos_resume_latency_us")
                 .string()) {}
 
-Result<LatencyLimit> ResumeLatencyFile::read() const {
-    // On the onset path: plain syscalls, no stream set-up.
-    Fd fd(::open(path_.c_str(), O_RDONLY | O_CLOEXEC));
+Result<void> ResumeLatencyFile::open_once() {
+    if (fd_)
+        return {};
+    fd_ = Fd(::open(path_.c_str(), O_RDWR | O_CLOEXEC));
+    if (!fd_ && (errno == EACCES || errno == EPERM || errno == EROFS))
+        fd_ = Fd(::open(path_.c_str(), O_RDONLY | O_CLOEXEC)); // enough to read
+    if (!fd_)
+        return make_error("Failed to open " + path_ + ": " + errno_message(errno));
+    struct statfs fs {};
+    truncate_ = ::fstatfs(fd_.get(), &fs) == 0 && fs.f_type != SYSFS_MAGIC;
+    return {};
+}
+
+Result<LatencyLimit> ResumeLatencyFile::read() {
     char buf[32];
-    const ssize_t n = fd ? ::read(fd.get(), buf, sizeof buf) : -1;
+    ssize_t n = -1;
+    // A CPU that was hot-removed and added back has a new file: reopen once.
+    for (int attempt = 0; attempt < 2 && n < 0; ++attempt) {
+        if (auto opened = open_once(); !opened)
+            return opened.error();
+        n = ::pread(fd_.get(), buf, sizeof buf, 0);
+        if (n < 0)
+            fd_.reset();
+    }
     if (n < 0)
         return make_error("Failed to read " + path_ + ": " + errno_message(errno));
     if (n == 0)
@@ -37,150 +52,193 @@ Result<LatencyLimit> ResumeLatencyFile::read() const {
     return value;
 }
 
-Result<void> ResumeLatencyFile::write(LatencyLimit limit) const {
+Result<void> ResumeLatencyFile::write(LatencyLimit limit) {
     const std::string text = format_resume_latency(limit);
-    Fd fd(::open(path_.c_str(), O_WRONLY | O_CLOEXEC | O_TRUNC));
-    if (!fd || ::write(fd.get(), text.data(), text.size()) != static_cast<ssize_t>(text.size()))
-        return make_error("Failed to write " + text + " to " + path_ + ": " + errno_message(errno));
+    if (auto opened = open_once(); !opened)
+        return make_error("Failed to write " + text + " to " + path_ + ": " +
+                          opened.error().message);
+    // sysfs takes the whole value from one write at offset 0; a plain file
+    // (a test tree) is cut to it as well.
+    if (::pwrite(fd_.get(), text.data(), text.size(), 0) != static_cast<ssize_t>(text.size()) ||
+        (truncate_ && ::ftruncate(fd_.get(), static_cast<off_t>(text.size())) != 0)) {
+        const int err = errno;
+        fd_.reset();
+        return make_error("Failed to write " + text + " to " + path_ + ": " + errno_message(err));
+    }
     return {};
 }
 
-std::string format_journal(const std::vector<JournalEntry>& entries) {
-    std::string out = "# latgov journal: per-CPU pm_qos_resume_latency_us to restore\n";
-    for (const auto& e : entries)
-        out += "cpu " + std::to_string(e.cpu) + " original " + format_resume_latency(e.original) +
-               " written " + format_resume_latency(e.written) + "\n";
-    return out;
-}
-
-Result<std::vector<JournalEntry>> parse_journal(std::string_view text) {
-    std::vector<JournalEntry> entries;
-    std::istringstream in{std::string(text)};
-    std::string line;
-    int number = 0;
-    while (std::getline(in, line)) {
-        ++number;
-        const auto content = trim(line);
-        if (content.empty() || content.front() == '#')
-            continue;
-        std::istringstream fields(line);
-        std::string cpu_key, cpu, original_key, original, written_key, written, extra;
-        fields >> cpu_key >> cpu >> original_key >> original >> written_key >> written;
-        const bool trailing = static_cast<bool>(fields >> extra);
-        auto cpu_number = parse_u64(cpu);
-        auto original_value = parse_resume_latency(original);
-        auto written_value = parse_resume_latency(written);
-        if (cpu_key != "cpu" || original_key != "original" || written_key != "written" ||
-            trailing || !cpu_number ||
-            *cpu_number > static_cast<std::uint64_t>(std::numeric_limits<int>::max()) ||
-            !original_value || !written_value)
-            return make_error("line " + std::to_string(number) +
-                              ": expected \"cpu N original V "
-                              "written V\", got \"" +
-                              line + "\"");
-        entries.push_back({static_cast<int>(*cpu_number), *original_value, *written_value});
-    }
-    return entries;
-}
-
-Result<std::vector<JournalEntry>> read_journal(const std::filesystem::path& path) {
-    // No journal means nothing to restore (errno after a failed ifstream
-    // open is not reliable enough to tell that apart from other errors).
-    std::error_code ec;
-    if (!std::filesystem::exists(path, ec)) {
-        if (!ec)
-            return std::vector<JournalEntry>{};
-        return make_error("Failed to open " + path.string() + ": " + ec.message());
-    }
-    std::ifstream in(path);
-    if (!in)
-        return make_error("Failed to open " + path.string() + ": " + errno_message(errno));
-    std::stringstream text;
-    text << in.rdbuf();
-    auto entries = parse_journal(text.str());
-    if (!entries)
-        return make_error("Failed to parse " + path.string() + ": " + entries.error().message);
-    return entries;
+Result<JournalText> read_journal(const std::filesystem::path& path) {
+    auto text = read_file_nofollow(path);
+    if (!text)
+        return text.error();
+    if (!*text)
+        return JournalText{};
+    return parse_journal(**text);
 }
 
 Result<void> write_journal(const std::filesystem::path& path,
-                           const std::vector<JournalEntry>& entries) {
-    std::error_code ec;
-    if (entries.empty()) {
-        std::filesystem::remove(path, ec);
+                           const std::vector<JournalEntry>& entries,
+                           const std::vector<std::string>& kept_lines) {
+    if (entries.empty() && kept_lines.empty()) {
+        if (::unlink(path.c_str()) != 0 && errno != ENOENT)
+            return make_error("Failed to remove " + path.string() + ": " + errno_message(errno));
         return {};
     }
-    // Write a new file and rename it over the old one: a crash leaves either.
-    const auto tmp = path.string() + ".tmp";
-    const std::string text = format_journal(entries);
-    Fd fd(::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644));
-    // No fsync: the journal guards against the daemon's death, not the
-    // machine's (PM QoS values do not survive a reboot either), and a flush
-    // would be IO on the very disks latgov watches.
-    if (!fd || ::write(fd.get(), text.data(), text.size()) != static_cast<ssize_t>(text.size()))
-        return make_error("Failed to write " + tmp + ": " + errno_message(errno));
-    fd.reset();
-    if (::rename(tmp.c_str(), path.c_str()) != 0)
-        return make_error("Failed to rename " + tmp + " to " + path.string() + ": " +
-                          errno_message(errno));
-    return {};
+    return write_file_atomic(path, format_journal(entries, kept_lines), 0600);
 }
 
 Result<void> restore_journal(const SysRoot& root, const std::filesystem::path& journal,
                              const LogSink& log) {
-    auto entries = read_journal(journal);
-    if (!entries)
-        return entries.error();
+    auto text = read_journal(journal);
+    if (!text)
+        return text.error();
+    if (text->entries.empty() && text->bad_lines.empty()) {
+        if (auto removed = write_journal(journal, {}); !removed) // a journal of blank records
+            return removed.error();
+        return {};
+    }
+    for (const auto& error : text->errors)
+        log("Failed to parse " + journal.string() + ": " + error + ", keeping that line");
     // Entries that could not be put back stay journaled for the next attempt.
     std::vector<JournalEntry> unrestored;
-    for (const auto& e : *entries) {
+    for (const auto& e : text->entries) {
+        const std::string name = "cpu " + std::to_string(e.cpu);
         ResumeLatencyFile file(root, e.cpu);
         auto current = file.read();
         if (!current) {
-            log(current.error().message + ", cannot restore cpu " + std::to_string(e.cpu));
+            log(current.error().message + ", cannot restore " + name);
             unrestored.push_back(e);
             continue;
         }
-        if (*current != e.written) {
-            log("cpu " + std::to_string(e.cpu) + ": value is " + format_resume_latency(*current) +
-                ", not the " + format_resume_latency(e.written) +
-                " latgov wrote; someone else set it, leaving it");
+        const auto action = restore_action(e, *current);
+        if (action == RestoreAction::none)
+            continue;
+        if (action == RestoreAction::leave_theirs) {
+            log(name + ": value is " + format_resume_latency(*current) +
+                ", not one latgov wrote; someone else set it, leaving it");
             continue;
         }
         if (auto written = file.write(e.original); !written) {
             log(written.error().message);
             unrestored.push_back(e);
         } else {
-            log("cpu " + std::to_string(e.cpu) + ": restored " + format_resume_latency(e.original) +
-                " from journal");
+            log(name + ": restored " + format_resume_latency(e.original) + " from journal");
         }
     }
-    if (auto saved = write_journal(journal, unrestored); !saved)
+    if (auto saved = write_journal(journal, unrestored, text->bad_lines); !saved)
         return saved.error();
-    if (!unrestored.empty())
+    if (!unrestored.empty() || !text->bad_lines.empty())
         return make_error("Failed to restore " + std::to_string(unrestored.size()) +
-                          " CPU(s), kept in " + journal.string());
+                          " CPU(s) and to parse " + std::to_string(text->bad_lines.size()) +
+                          " line(s), kept in " + journal.string() +
+                          (text->errors.empty() ? "" : " (" + text->errors.front() + ")"));
     return {};
 }
 
 PerCpuHolder::PerCpuHolder(const SysRoot& root, std::filesystem::path journal, LogSink log)
-    : root_(root), journal_(std::move(journal)), log_(std::move(log)) {}
+    : root_(root), journal_path_(std::move(journal)), log_(std::move(log)) {}
 
-bool PerCpuHolder::save_journal() {
-    std::vector<JournalEntry> entries;
-    for (const auto& [cpu, h] : held_)
-        entries.push_back({cpu, h.original, h.written});
-    if (auto saved = write_journal(journal_, entries); !saved) {
-        log_(saved.error().message);
+ResumeLatencyFile& PerCpuHolder::file(int cpu) {
+    auto it = files_.find(cpu);
+    if (it == files_.end())
+        it = files_.emplace(cpu, ResumeLatencyFile(root_, cpu)).first;
+    return it->second;
+}
+
+// Takes over what an earlier run left (entries a restore could not put back,
+// lines it could not parse): they stay journaled until put back.
+Result<void> PerCpuHolder::open_journal() {
+    if (journal_fd_)
+        return {};
+    auto old = read_journal(journal_path_);
+    if (!old)
+        return old.error();
+    kept_lines_ = old->bad_lines;
+    std::string prefix(journal_header);
+    for (const auto& line : kept_lines_)
+        prefix += line + "\n";
+    prefix.insert(prefix.size() - 1,
+                  (journal_record_size - prefix.size() % journal_record_size) % journal_record_size,
+                  ' ');
+    first_slot_offset_ = prefix.size();
+    std::string text = prefix;
+    records_.clear();
+    next_slot_ = 0;
+    free_slots_.clear();
+    for (auto& e : old->entries) {
+        if (records_.count(e.cpu))
+            continue; // a duplicate: the first one wins
+        text += padded_record(format_journal_entry(e));
+        records_[e.cpu] = Record{e, next_slot_++, false};
+    }
+    if (auto written = write_file_atomic(journal_path_, text, 0600); !written)
+        return written.error();
+    journal_fd_ = Fd(::open(journal_path_.c_str(), O_RDWR | O_NOFOLLOW | O_CLOEXEC));
+    if (!journal_fd_)
+        return make_error("Failed to open " + journal_path_.string() + ": " + errno_message(errno));
+    return {};
+}
+
+Result<void> PerCpuHolder::write_slot(size_t slot, const std::string& line) {
+    step("record");
+    const std::string record = padded_record(line);
+    const auto offset = static_cast<off_t>(first_slot_offset_ + slot * journal_record_size);
+    if (::pwrite(journal_fd_.get(), record.data(), record.size(), offset) !=
+        static_cast<ssize_t>(record.size()))
+        return make_error("Failed to write " + journal_path_.string() + ": " +
+                          errno_message(errno));
+    return {};
+}
+
+bool PerCpuHolder::journal(const JournalEntry& entry, bool restored) {
+    if (auto opened = open_journal(); !opened) {
+        log_(opened.error().message + ", not constraining cpu " + std::to_string(entry.cpu));
         return false;
+    }
+    auto it = records_.find(entry.cpu);
+    size_t slot = 0;
+    if (it != records_.end()) {
+        slot = it->second.slot;
+    } else if (!free_slots_.empty()) {
+        slot = free_slots_.back();
+    } else {
+        slot = next_slot_;
+    }
+    if (auto written = write_slot(slot, format_journal_entry(entry)); !written) {
+        // A failed pwrite on tmpfs (ENOSPC) writes nothing: the record is as before.
+        log_(written.error().message + ", not constraining cpu " + std::to_string(entry.cpu));
+        return false;
+    }
+    if (it != records_.end()) {
+        it->second.entry = entry;
+        it->second.restored = restored;
+    } else {
+        if (!free_slots_.empty() && free_slots_.back() == slot)
+            free_slots_.pop_back();
+        else
+            ++next_slot_;
+        records_[entry.cpu] = Record{entry, slot, restored};
     }
     return true;
 }
 
+void PerCpuHolder::forget(int cpu) {
+    auto it = records_.find(cpu);
+    if (it == records_.end())
+        return;
+    if (auto cleared = write_slot(it->second.slot, ""); !cleared) {
+        log_(cleared.error().message);
+        return; // stays: the value there is not one it names
+    }
+    free_slots_.push_back(it->second.slot);
+    records_.erase(it);
+}
+
 bool PerCpuHolder::hold(int cpu, LatencyLimit want, SteadyTime now) {
     const std::string name = "cpu " + std::to_string(cpu);
-    ResumeLatencyFile file(root_, cpu);
-    auto current = file.read();
+    auto& slot = file(cpu);
+    auto current = slot.read();
     if (!current) {
         log_(current.error().message + ", not constraining " + name);
         return false;
@@ -190,7 +248,9 @@ bool PerCpuHolder::hold(int cpu, LatencyLimit want, SteadyTime now) {
             return false;  // still theirs
         yielded_.erase(y); // changed again: what is there now is the original
     }
+    auto record = records_.find(cpu);
     std::optional<Held> previous;
+    LatencyLimit original = *current;
     if (auto it = held_.find(cpu); it != held_.end()) {
         if (*current != it->second.written) {
             // Someone wrote the slot while we held it: do not fight. Their
@@ -199,7 +259,7 @@ bool PerCpuHolder::hold(int cpu, LatencyLimit want, SteadyTime now) {
                  " by someone else; leaving it");
             held_.erase(it);
             yielded_[cpu] = *current;
-            save_journal();
+            forget(cpu);
             return false;
         }
         if (it->second.written == want)
@@ -209,29 +269,40 @@ bool PerCpuHolder::hold(int cpu, LatencyLimit want, SteadyTime now) {
             return false;
         }
         previous = it->second;
+        original = previous->original;
+    } else if (record != records_.end() && !record->second.restored &&
+               *current != record->second.entry.original &&
+               record->second.entry.latgov_may_have_written(*current)) {
+        // A value an earlier run (or a failed release) left: the journaled
+        // original is still the one to put back.
+        original = record->second.entry.original;
+        if (at_least_as_strict(original, want))
+            return false; // retry_restores() puts the original back
     } else if (at_least_as_strict(*current, want)) {
         return false; // a stricter (or equal) value is already there: keep it
     }
-    held_[cpu] =
-        previous ? Held{previous->original, want, previous->since} : Held{*current, want, now};
-    const auto undo = [&] {
-        if (previous)
-            held_[cpu] = *previous;
-        else
-            held_.erase(cpu);
-    };
-    // Journal first, so a crash right after the write can be undone; no
-    // journal, no write.
-    if (!save_journal()) {
-        undo();
+    // Journal first, so that whatever a kill interrupts, the file holds the
+    // original or a value the record names; no journal, no write.
+    JournalEntry entry{cpu, original, want, {}};
+    if (*current != original && *current != want)
+        entry.earlier.push_back(*current);
+    const bool covered =
+        record != records_.end() && record->second.entry.original == original &&
+        record->second.entry.latgov_may_have_written(want) &&
+        (*current == original || record->second.entry.latgov_may_have_written(*current));
+    if (!covered && !journal(entry, false))
         return false;
-    }
-    if (auto written = file.write(want); !written) {
+    step("journaled");
+    if (auto written = slot.write(want); !written) {
+        // The record names both the old and the new value: whichever the
+        // file holds, a restore puts the original back.
         log_(written.error().message);
-        undo();
-        save_journal();
+        records_[cpu].restored = false;
         return false;
     }
+    records_[cpu].restored = false;
+    held_[cpu] = previous ? Held{original, want, previous->since} : Held{original, want, now};
+    step("written");
     return true;
 }
 
@@ -239,20 +310,50 @@ void PerCpuHolder::release(int cpu) {
     auto it = held_.find(cpu);
     if (it == held_.end())
         return;
-    ResumeLatencyFile file(root_, cpu);
-    auto current = file.read();
-    if (current && *current == it->second.written) {
-        if (auto written = file.write(it->second.original); !written)
-            log_(written.error().message);
+    const Held held = it->second;
+    held_.erase(it);
+    auto& slot = file(cpu);
+    auto current = slot.read();
+    if (current && *current == held.written) {
+        if (auto written = slot.write(held.original); !written) {
+            log_(written.error().message + "; kept in the journal, retried later");
+            return;
+        }
+        // The record stays: it is already the journal of the next hold.
+        if (auto r = records_.find(cpu); r != records_.end())
+            r->second.restored = true;
+        step("released");
     } else if (current) {
         log_("cpu " + std::to_string(cpu) + ": pm_qos_resume_latency_us was changed to " +
              format_resume_latency(*current) + " by someone else; leaving it");
         yielded_[cpu] = *current; // as in hold(): theirs until they change it again
+        forget(cpu);
     } else {
-        log_(current.error().message);
+        log_(current.error().message + "; kept in the journal, retried later");
     }
-    held_.erase(it);
-    save_journal();
+}
+
+void PerCpuHolder::retry_restores() {
+    for (auto it = records_.begin(); it != records_.end();) {
+        const int cpu = it->first;
+        auto& record = it->second;
+        ++it; // forget() may erase the record
+        if (record.restored || held_.count(cpu))
+            continue;
+        auto& slot = file(cpu);
+        auto current = slot.read();
+        if (!current)
+            continue;
+        if (*current == record.entry.original) {
+            record.restored = true;
+        } else if (!record.entry.latgov_may_have_written(*current)) {
+            forget(cpu); // someone else's value now
+        } else if (auto written = slot.write(record.entry.original); written) {
+            log_("cpu " + std::to_string(cpu) + ": restored " +
+                 format_resume_latency(record.entry.original));
+            record.restored = true;
+        }
+    }
 }
 
 void PerCpuHolder::apply(const std::map<int, LatencyLimit>& wanted, SteadyTime now) {
@@ -265,11 +366,48 @@ void PerCpuHolder::apply(const std::map<int, LatencyLimit>& wanted, SteadyTime n
     for (const auto& [cpu, limit] : wanted)
         if (limit)
             hold(cpu, limit, now);
+    if (std::any_of(records_.begin(), records_.end(),
+                    [&](const auto& r) { return !r.second.restored && !held_.count(r.first); }))
+        retry_restores();
+}
+
+void PerCpuHolder::prepare(const std::map<int, LatencyLimit>& likely) {
+    for (const auto& [cpu, limit] : likely) {
+        if (!limit || held_.count(cpu))
+            continue;
+        auto current = file(cpu).read();
+        if (!current || at_least_as_strict(*current, limit))
+            continue;
+        if (auto y = yielded_.find(cpu); y != yielded_.end() && y->second == *current)
+            continue;
+        auto record = records_.find(cpu);
+        if (record != records_.end() &&
+            (!record->second.restored || (record->second.entry.original == *current &&
+                                          record->second.entry.latgov_may_have_written(limit))))
+            continue; // already journaled, or not put back yet
+        journal(JournalEntry{cpu, *current, limit, {}}, true);
+    }
 }
 
 void PerCpuHolder::release_all() {
     while (!held_.empty())
         release(held_.begin()->first);
+    retry_restores();
+    const bool all_restored = std::all_of(records_.begin(), records_.end(),
+                                          [](const auto& r) { return r.second.restored; });
+    if (!all_restored || !kept_lines_.empty()) {
+        log_("Failed to put back every original; " + journal_path_.string() +
+             " keeps what is left for `latgovd --restore`");
+        return;
+    }
+    if (journal_fd_) {
+        journal_fd_.reset();
+        if (::unlink(journal_path_.c_str()) != 0 && errno != ENOENT)
+            log_("Failed to remove " + journal_path_.string() + ": " + errno_message(errno));
+    }
+    records_.clear();
+    free_slots_.clear();
+    next_slot_ = 0;
 }
 
 GlobalHolder::GlobalHolder(const SysRoot& root, LogSink log) : root_(root), log_(std::move(log)) {}

@@ -4,6 +4,7 @@
 #pragma once
 
 #include "latgov/fd.hpp"
+#include "latgov/journal.hpp"
 #include "latgov/parse.hpp"
 #include "latgov/result.hpp"
 #include "latgov/sysroot.hpp"
@@ -21,51 +22,60 @@ namespace latgov {
 using SteadyTime = std::chrono::steady_clock::time_point;
 
 // One CPU's pm_qos_resume_latency_us, the single user-space slot per CPU.
+// The file stays open and is re-read and rewritten in place: the onset of a
+// hold is one pread and one pwrite, no open.
 class ResumeLatencyFile {
   public:
     ResumeLatencyFile(const SysRoot& root, int cpu);
-    Result<LatencyLimit> read() const;
-    Result<void> write(LatencyLimit limit) const;
+    Result<LatencyLimit> read();
+    Result<void> write(LatencyLimit limit);
     const std::string& path() const { return path_; }
 
   private:
+    Result<void> open_once();
     std::string path_;
+    Fd fd_;
+    bool truncate_ = false; // a plain file (a test tree), not sysfs
 };
 
-// What latgov wrote to a CPU and what was there before, kept on disk (under
-// /run/latgov) before the first write so that a later run, or `latgovd
-// --restore`, puts back the original after a crash or kill.
-struct JournalEntry {
-    int cpu = 0;
-    LatencyLimit original;
-    LatencyLimit written;
-};
-
-Result<std::vector<JournalEntry>> read_journal(const std::filesystem::path& path);
+// A missing journal is an empty one; symlinks are refused, size is capped.
+Result<JournalText> read_journal(const std::filesystem::path& path);
+// Atomic (unique temporary + rename); no entry and no kept line removes it.
 Result<void> write_journal(const std::filesystem::path& path,
-                           const std::vector<JournalEntry>& entries);
-// Pure: journal text <-> entries ("cpu 3 original 0 written n/a" per line).
-std::string format_journal(const std::vector<JournalEntry>& entries);
-Result<std::vector<JournalEntry>> parse_journal(std::string_view text);
+                           const std::vector<JournalEntry>& entries,
+                           const std::vector<std::string>& kept_lines = {});
 
 // One-line messages for the log ("cpu 1: ..."), so this layer needs no logger.
 using LogSink = std::function<void(const std::string&)>;
 
-// Puts back every value a journal recorded, unless someone changed the CPU
-// since latgov wrote it (then theirs stays). Removes the journal when done;
-// entries that could not be read or written stay in it, and are an error.
+// Puts back the original of every CPU whose value differs from it and is a
+// value latgov may have written; a value someone else set stays. Removes the
+// journal when done; entries that could not be put back and lines that could
+// not be parsed stay in it, and are an error. The caller holds the runtime
+// directory's lock.
 Result<void> restore_journal(const SysRoot& root, const std::filesystem::path& journal,
                              const LogSink& log);
 
 // Holds per-CPU limits: writes only changes, never weakens a stricter value
 // that someone else set, and yields to anyone who changes a held CPU (their
 // value is then left alone until it changes again, and becomes the original).
+//
+// The journal has one fixed-size record per CPU, rewritten in place with one
+// pwrite that never crosses a page (a kill cannot tear it). A record is
+// written before the CPU file whenever the file could otherwise hold a value
+// the record does not name, and is kept after release: the next hold of the
+// same limit (the next burst) then writes only the CPU file.
 class PerCpuHolder {
   public:
     PerCpuHolder(const SysRoot& root, std::filesystem::path journal, LogSink log);
 
     // Brings every CPU to `wanted` (CPUs absent from it are released).
     void apply(const std::map<int, LatencyLimit>& wanted, SteadyTime now);
+    // Journals now what holding `likely` would write, so that a later
+    // apply() of it writes only the CPU files (called before sleeping).
+    void prepare(const std::map<int, LatencyLimit>& likely);
+    // Puts back every original; removes the journal unless something could
+    // not be put back.
     void release_all();
 
     struct Held {
@@ -75,15 +85,42 @@ class PerCpuHolder {
     };
     const std::map<int, Held>& held() const { return held_; }
 
+    // Fault injection for tests: called at each step where a kill could
+    // land ("record" before a journal record is written, "journaled",
+    // "written", "released"); a throw from it abandons the holder
+    // mid-operation, as a kill would.
+    std::function<void(std::string_view step)> on_step;
+
   private:
+    struct Record {
+        JournalEntry entry;
+        size_t slot = 0;
+        bool restored = false; // the file is known to hold the original
+    };
     bool hold(int cpu, LatencyLimit want, SteadyTime now);
     void release(int cpu);
-    bool save_journal();
+    void retry_restores();
+    bool journal(const JournalEntry& entry, bool restored);
+    void forget(int cpu);
+    Result<void> open_journal();
+    Result<void> write_slot(size_t slot, const std::string& line);
+    ResumeLatencyFile& file(int cpu);
+    void step(std::string_view name) const {
+        if (on_step)
+            on_step(name);
+    }
 
     SysRoot root_; // by value, so a temporary root cannot dangle
-    std::filesystem::path journal_;
+    std::filesystem::path journal_path_;
     LogSink log_;
+    std::map<int, ResumeLatencyFile> files_;
     std::map<int, Held> held_;
+    std::map<int, Record> records_;
+    std::vector<std::string> kept_lines_; // unparsable lines of an old journal
+    Fd journal_fd_;
+    size_t first_slot_offset_ = 0;
+    size_t next_slot_ = 0;
+    std::vector<size_t> free_slots_;
     // CPUs someone else wrote while latgov held them, with the value they wrote.
     std::map<int, LatencyLimit> yielded_;
 };
@@ -106,8 +143,5 @@ class GlobalHolder {
     LatencyLimit held_;
     SteadyTime since_{};
 };
-
-// True if `a` is at least as strict as `b` (a smaller limit; nullopt = none).
-bool at_least_as_strict(LatencyLimit a, LatencyLimit b);
 
 } // namespace latgov

@@ -6,6 +6,8 @@
 #include <cerrno>
 #include <fcntl.h>
 #include <fmt/format.h>
+#include <limits>
+#include <stdexcept>
 #include <unistd.h>
 
 namespace latgov {
@@ -74,72 +76,25 @@ json build_status(const StatusInput& in) {
         status["global_held_seconds"] = seconds_between(in.global.since(), in.now);
     status["io_events"] = in.io_events;
     json onset = {{"count", in.onset.count}};
-    if (in.onset.count > 0) {
-        onset["p50_us"] = in.onset.p50_us;
-        onset["p99_us"] = in.onset.p99_us;
-        onset["max_us"] = in.onset.max_us;
-    }
+    auto quantiles = [&](const OnsetSummary& s, const std::string& prefix) {
+        if (s.count == 0)
+            return;
+        onset[prefix + "p50_us"] = s.p50_us;
+        onset[prefix + "p99_us"] = s.p99_us;
+        onset[prefix + "max_us"] = s.max_us;
+    };
+    quantiles(in.onset, "");
+    quantiles(in.onset_wake, "wake_");
+    quantiles(in.onset_work, "work_");
     status["onset_delay"] = std::move(onset);
     return status;
 }
 
-Result<void> write_status(const std::filesystem::path& path, const json& status) {
-    const std::string text = status.dump(2) + "\n";
-    const std::string tmp = path.string() + ".tmp";
-    Fd fd(::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644));
-    if (!fd || ::write(fd.get(), text.data(), text.size()) != static_cast<ssize_t>(text.size()))
-        return make_error("Failed to write " + tmp + ": " + errno_message(errno));
-    fd.reset();
-    if (::rename(tmp.c_str(), path.c_str()) != 0)
-        return make_error("Failed to rename " + tmp + ": " + errno_message(errno));
-    return {};
-}
-
-std::string format_status(const nlohmann::json& s) {
-    auto limit = [](const nlohmann::json& v) {
-        return v.is_null()                   ? std::string("-")
-               : v.get<std::uint32_t>() == 0 ? std::string("0 (poll)")
-                                             : std::to_string(v.get<std::uint32_t>());
-    };
-    auto queues = [](const nlohmann::json& list) {
-        std::string out;
-        for (const auto& q : list)
-            out += (out.empty() ? "" : ", ") + q["device"].get<std::string>() + "/" +
-                   std::to_string(q["queue"].get<int>());
-        return out.empty() ? std::string("-") : out;
-    };
-    std::string out =
-        fmt::format("latgovd pid {}, cpuidle {}/{}, idle-state costs: {}\n", s["pid"].get<int>(),
-                    s["cpuidle_driver"].get<std::string>(),
-                    s["cpuidle_governor"].get<std::string>(), s["idle_costs"].get<std::string>());
-    out +=
-        fmt::format("global /dev/cpu_dma_latency held by latgov: {}", limit(s["global_limit_us"]));
-    if (s.contains("global_held_seconds"))
-        out += fmt::format(" for {:.1f} s because of {}", s["global_held_seconds"].get<double>(),
-                           queues(s["global_held_for"]));
-    out += "\n\n";
-    out += fmt::format("{:<5} {:<10} {:<10} {}\n", "CPU", "LIMIT_US", "HELD_S", "BECAUSE OF");
-    for (const auto& c : s["cpus"]) {
-        out += fmt::format("{:<5} {:<10} {:<10} {}\n", c["cpu"].get<int>(), limit(c["limit_us"]),
-                           c.contains("held_seconds")
-                               ? fmt::format("{:.1f}", c["held_seconds"].get<double>())
-                               : std::string("-"),
-                           queues(c["held_for"]));
-    }
-    out += fmt::format("\n{:<12} {:<6} {:<8} {:<14} {:<9} {}\n", "DEVICE", "MODE", "BACKEND",
-                       "OBSERVED_US", "LIMIT_US", "ACTIVE QUEUES");
-    for (const auto& d : s["devices"]) {
-        std::string active;
-        for (const auto& q : d["active_queues"])
-            active += (active.empty() ? "" : ",") + std::to_string(q.get<int>());
-        out += fmt::format("{:<12} {:<6} {:<8} {:<14} {:<9} {}\n", d["name"].get<std::string>(),
-                           d["mode"].get<std::string>(), d["backend"].get<std::string>(),
-                           d["observed_latency_us"].is_null()
-                               ? std::string("-")
-                               : fmt::format("{:.1f}", d["observed_latency_us"].get<double>()),
-                           limit(d["limit_us"]), active.empty() ? "-" : active);
-    }
-    return out;
+Result<void> write_status(const RuntimeDir& dir, const json& status) {
+    // Names from the machine (a drop-in's file name, a disk model) need not
+    // be UTF-8: replace bad bytes rather than throw.
+    const std::string text = status.dump(2, ' ', false, json::error_handler_t::replace) + "\n";
+    return dir.write_atomic("status.json", text, 0644);
 }
 
 } // namespace latgov

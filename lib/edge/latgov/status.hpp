@@ -6,6 +6,8 @@
 #include "latgov/onset.hpp"
 #include "latgov/qos.hpp"
 #include "latgov/result.hpp"
+#include "latgov/runtime_dir.hpp"
+#include "latgov/status_text.hpp"
 
 #include <chrono>
 #include <filesystem>
@@ -22,8 +24,10 @@ struct StatusInput {
     // "measured (<disk>, <date>)" from a calibration of this machine, else
     // "declared (<why no calibration applies>)".
     std::string cost_source;
-    std::string io_events; // how an idle daemon wakes: events, or why it samples
-    OnsetSummary onset;
+    std::string io_events;   // how an idle daemon wakes: events, or why it samples
+    OnsetSummary onset;      // request issued -> constraint written
+    OnsetSummary onset_wake; // of that, request issued -> latgovd running
+    OnsetSummary onset_work; // and latgovd running -> constraint written
     TimePoint now;
 };
 
@@ -31,9 +35,7 @@ struct StatusInput {
 // CPU, one per governed device, the global hold, the IO event state and the
 // onset delays.
 nlohmann::ordered_json build_status(const StatusInput& input);
-Result<void> write_status(const std::filesystem::path& path, const nlohmann::ordered_json& status);
-
-// `latgov status` without --json.
-std::string format_status(const nlohmann::json& status);
+// Atomically, as "status.json" in the runtime directory (readable by all).
+Result<void> write_status(const RuntimeDir& dir, const nlohmann::ordered_json& status);
 
 } // namespace latgov

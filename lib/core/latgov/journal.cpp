@@ -1,0 +1,103 @@
+#include "latgov/journal.hpp"
+
+#include <algorithm>
+#include <cstdint>
+#include <limits>
+
+namespace latgov {
+
+bool at_least_as_strict(LatencyLimit a, LatencyLimit b) {
+    if (!a)
+        return !b;
+    return !b || *a <= *b;
+}
+
+bool JournalEntry::latgov_may_have_written(LatencyLimit value) const {
+    return value == written || std::find(earlier.begin(), earlier.end(), value) != earlier.end();
+}
+
+std::string padded_record(const std::string& line) {
+    std::string out = line;
+    out.resize(journal_record_size - 1, ' ');
+    out += '\n';
+    return out;
+}
+
+std::string format_journal_entry(const JournalEntry& e) {
+    std::string out = "cpu " + std::to_string(e.cpu) + " original " +
+                      format_resume_latency(e.original) + " written " +
+                      format_resume_latency(e.written);
+    if (!e.earlier.empty()) {
+        out += " earlier";
+        for (const auto& value : e.earlier)
+            out += " " + format_resume_latency(value);
+    }
+    return out;
+}
+
+std::string format_journal(const std::vector<JournalEntry>& entries,
+                           const std::vector<std::string>& kept_lines) {
+    std::string out(journal_header);
+    for (const auto& line : kept_lines)
+        out += line + "\n";
+    for (const auto& e : entries)
+        out += format_journal_entry(e) + "\n";
+    return out;
+}
+
+JournalText parse_journal(std::string_view text) {
+    JournalText out;
+    int number = 0;
+    for (auto line : split(text, '\n')) {
+        ++number;
+        const auto content = trim(line);
+        if (content.empty() || content.front() == '#')
+            continue;
+        std::vector<std::string_view> fields;
+        for (auto field : split(content, ' '))
+            if (!field.empty())
+                fields.push_back(field);
+        JournalEntry e;
+        bool good = fields.size() >= 6 && fields[0] == "cpu" && fields[2] == "original" &&
+                    fields[4] == "written" &&
+                    (fields.size() == 6 || (fields[6] == "earlier" && fields.size() > 7 &&
+                                            fields.size() <= 7 + journal_max_earlier));
+        if (good) {
+            auto cpu = parse_u64(fields[1]);
+            auto original = parse_resume_latency(fields[3]);
+            auto written = parse_resume_latency(fields[5]);
+            good = cpu && *cpu <= static_cast<std::uint64_t>(std::numeric_limits<int>::max()) &&
+                   original && written;
+            if (good) {
+                e.cpu = static_cast<int>(*cpu);
+                e.original = *original;
+                e.written = *written;
+            }
+            for (size_t i = 7; good && i < fields.size(); ++i) {
+                auto value = parse_resume_latency(fields[i]);
+                good = static_cast<bool>(value);
+                if (good)
+                    e.earlier.push_back(*value);
+            }
+        }
+        if (!good) {
+            out.bad_lines.emplace_back(content);
+            out.errors.push_back("line " + std::to_string(number) +
+                                 ": expected \"cpu N original V written V [earlier V...]\", "
+                                 "got \"" +
+                                 std::string(content) + "\"");
+            continue;
+        }
+        out.entries.push_back(std::move(e));
+    }
+    return out;
+}
+
+RestoreAction restore_action(const JournalEntry& entry, LatencyLimit current) {
+    if (current == entry.original)
+        return RestoreAction::none;
+    return entry.latgov_may_have_written(current) ? RestoreAction::write_original
+                                                  : RestoreAction::leave_theirs;
+}
+
+} // namespace latgov

@@ -1,0 +1,64 @@
+// The journal of per-CPU PM QoS values latgov may have written: its text
+// form, one fixed-size record per CPU, and the decision of what a restore
+// puts back. Pure; the file itself is written by qos.hpp.
+#pragma once
+
+#include "latgov/parse.hpp"
+
+#include <cstddef>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace latgov {
+
+// What latgov may have written to a CPU and what was there before, kept on
+// disk (under /run/latgov) before a write so that a later run, or `latgovd
+// --restore`, puts back the original after a crash or kill. The file holds
+// the original, `written` (what latgov writes, or is about to), or one of
+// `earlier` (a value written before whose replacement may not have landed);
+// anything else was set by someone else and is theirs.
+struct JournalEntry {
+    int cpu = 0;
+    LatencyLimit original;
+    LatencyLimit written;
+    std::vector<LatencyLimit> earlier{};
+    bool latgov_may_have_written(LatencyLimit value) const;
+};
+
+// A journal as read: one bad line (a torn or hand-edited file) costs only
+// that line, which is kept verbatim and reported.
+struct JournalText {
+    std::vector<JournalEntry> entries;
+    std::vector<std::string> bad_lines; // verbatim
+    std::vector<std::string> errors;    // "line 3: expected ..., got ..."
+};
+
+// Pure: journal text <-> entries ("cpu 3 original 0 written n/a earlier 20").
+std::string format_journal_entry(const JournalEntry& entry);
+std::string format_journal(const std::vector<JournalEntry>& entries,
+                           const std::vector<std::string>& kept_lines = {});
+JournalText parse_journal(std::string_view text);
+
+constexpr std::string_view journal_header =
+    "# latgov journal: per-CPU pm_qos_resume_latency_us to restore\n";
+// One record per CPU, padded with spaces to this size: a power of two that
+// divides a page, so a record's pwrite never straddles two pages.
+constexpr size_t journal_record_size = 256;
+constexpr size_t journal_max_earlier = 8;
+
+// `line` padded with spaces to journal_record_size, newline last.
+std::string padded_record(const std::string& line);
+
+// What a restore does with a CPU whose file holds `current`.
+enum class RestoreAction {
+    none,           // the file holds the original already
+    write_original, // latgov may have written `current`: put the original back
+    leave_theirs,   // someone else set `current`: it stays
+};
+RestoreAction restore_action(const JournalEntry& entry, LatencyLimit current);
+
+// True if `a` is at least as strict as `b` (a smaller limit; nullopt = none).
+bool at_least_as_strict(LatencyLimit a, LatencyLimit b);
+
+} // namespace latgov

@@ -1,0 +1,75 @@
+#include "latgov/status_text.hpp"
+
+#include <cstdint>
+#include <fmt/format.h>
+#include <limits>
+#include <stdexcept>
+
+namespace latgov {
+
+namespace {
+
+// A whole number in T's range; anything else in a status file is an error,
+// not a conversion (a float like 1e84 into an int is undefined behaviour).
+template <typename T>
+T whole(const nlohmann::json& v) {
+    if (v.is_number_unsigned() &&
+        v.get<std::uint64_t>() <= static_cast<std::uint64_t>(std::numeric_limits<T>::max()))
+        return static_cast<T>(v.get<std::uint64_t>());
+    if (v.is_number_integer() && !v.is_number_unsigned() &&
+        v.get<std::int64_t>() >= std::numeric_limits<T>::min() &&
+        v.get<std::int64_t>() <= static_cast<std::int64_t>(std::numeric_limits<T>::max()))
+        return static_cast<T>(v.get<std::int64_t>());
+    throw std::invalid_argument("expected a whole number, got " + v.dump());
+}
+
+} // namespace
+
+std::string format_status(const nlohmann::json& s) {
+    auto limit = [](const nlohmann::json& v) {
+        return v.is_null()                    ? std::string("-")
+               : whole<std::uint32_t>(v) == 0 ? std::string("0 (poll)")
+                                              : std::to_string(whole<std::uint32_t>(v));
+    };
+    auto queues = [](const nlohmann::json& list) {
+        std::string out;
+        for (const auto& q : list)
+            out += (out.empty() ? "" : ", ") + q.at("device").get<std::string>() + "/" +
+                   std::to_string(whole<int>(q.at("queue")));
+        return out.empty() ? std::string("-") : out;
+    };
+    std::string out = fmt::format(
+        "latgovd pid {}, cpuidle {}/{}, idle-state costs: {}\n", whole<int>(s.at("pid")),
+        s.at("cpuidle_driver").get<std::string>(), s.at("cpuidle_governor").get<std::string>(),
+        s.at("idle_costs").get<std::string>());
+    out += fmt::format("global /dev/cpu_dma_latency held by latgov: {}",
+                       limit(s.at("global_limit_us")));
+    if (s.contains("global_held_seconds"))
+        out += fmt::format(" for {:.1f} s because of {}", s.at("global_held_seconds").get<double>(),
+                           queues(s.at("global_held_for")));
+    out += "\n\n";
+    out += fmt::format("{:<5} {:<10} {:<10} {}\n", "CPU", "LIMIT_US", "HELD_S", "BECAUSE OF");
+    for (const auto& c : s.at("cpus")) {
+        out += fmt::format(
+            "{:<5} {:<10} {:<10} {}\n", whole<int>(c.at("cpu")), limit(c.at("limit_us")),
+            c.contains("held_seconds") ? fmt::format("{:.1f}", c.at("held_seconds").get<double>())
+                                       : std::string("-"),
+            queues(c.at("held_for")));
+    }
+    out += fmt::format("\n{:<12} {:<6} {:<8} {:<14} {:<9} {}\n", "DEVICE", "MODE", "BACKEND",
+                       "OBSERVED_US", "LIMIT_US", "ACTIVE QUEUES");
+    for (const auto& d : s.at("devices")) {
+        std::string active;
+        for (const auto& q : d.at("active_queues"))
+            active += (active.empty() ? "" : ",") + std::to_string(whole<int>(q));
+        out += fmt::format("{:<12} {:<6} {:<8} {:<14} {:<9} {}\n", d.at("name").get<std::string>(),
+                           d.at("mode").get<std::string>(), d.at("backend").get<std::string>(),
+                           d.at("observed_latency_us").is_null()
+                               ? std::string("-")
+                               : fmt::format("{:.1f}", d.at("observed_latency_us").get<double>()),
+                           limit(d.at("limit_us")), active.empty() ? "-" : active);
+    }
+    return out;
+}
+
+} // namespace latgov

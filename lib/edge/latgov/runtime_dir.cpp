@@ -1,0 +1,233 @@
+#include "latgov/runtime_dir.hpp"
+
+#include "latgov/parse.hpp"
+#include "latgov/sysroot.hpp"
+
+#include <atomic>
+#include <cerrno>
+#include <fcntl.h>
+#include <fmt/format.h>
+#include <fstream>
+#include <optional>
+#include <sstream>
+#include <sys/file.h>
+#include <sys/stat.h>
+#include <sys/sysmacros.h>
+#include <unistd.h>
+
+namespace latgov {
+
+namespace {
+
+std::string joined(const std::string& dir, std::string_view name) {
+    return dir + "/" + std::string(name);
+}
+
+// Names without a slash, so a name can never leave the directory.
+Result<void> check_name(std::string_view name) {
+    if (name.empty() || name == "." || name == ".." || name.find('/') != std::string_view::npos)
+        return make_error("Bad file name \"" + std::string(name) + "\"");
+    return {};
+}
+
+Result<void> write_all(int fd, std::string_view text, const std::string& shown) {
+    size_t done = 0;
+    while (done < text.size()) {
+        const ssize_t n = ::write(fd, text.data() + done, text.size() - done);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n <= 0)
+            return make_error("Failed to write " + shown + ": " +
+                              errno_message(n < 0 ? errno : ENOSPC));
+        done += static_cast<size_t>(n);
+    }
+    return {};
+}
+
+} // namespace
+
+Result<std::optional<std::string>> read_file_at(int dir_fd, const std::string& shown_dir,
+                                                std::string_view name, size_t max_bytes) {
+    if (auto ok = check_name(name); !ok)
+        return ok.error();
+    const std::string shown = joined(shown_dir, name);
+    Fd fd(::openat(dir_fd, std::string(name).c_str(),
+                   O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK));
+    if (!fd) {
+        if (errno == ENOENT)
+            return std::optional<std::string>{};
+        return make_error("Failed to open " + shown + ": " +
+                          (errno == ELOOP ? std::string("is a symlink, refusing to follow it")
+                                          : errno_message(errno)));
+    }
+    struct stat st {};
+    if (::fstat(fd.get(), &st) != 0 || !S_ISREG(st.st_mode))
+        return make_error("Failed to read " + shown + ": not a regular file");
+    std::string text;
+    char buf[4096];
+    for (;;) {
+        const ssize_t n = ::read(fd.get(), buf, sizeof buf);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n < 0)
+            return make_error("Failed to read " + shown + ": " + errno_message(errno));
+        if (n == 0)
+            break;
+        text.append(buf, static_cast<size_t>(n));
+        if (text.size() > max_bytes)
+            return make_error("Failed to read " + shown + ": larger than " +
+                              std::to_string(max_bytes) + " bytes");
+    }
+    return std::optional<std::string>(std::move(text));
+}
+
+Result<void> write_file_atomic_at(int dir_fd, const std::string& shown_dir, std::string_view name,
+                                  std::string_view text, mode_t mode) {
+    if (auto ok = check_name(name); !ok)
+        return ok.error();
+    // Unique per process and call: two writers never share a temporary, and
+    // O_EXCL|O_NOFOLLOW refuses anything planted under the name.
+    static std::atomic<unsigned> counter{0};
+    const std::string tmp = "." + std::string(name) + "." + std::to_string(::getpid()) + "." +
+                            std::to_string(counter++) + ".tmp";
+    const std::string shown_tmp = joined(shown_dir, tmp);
+    Fd fd(
+        ::openat(dir_fd, tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, mode));
+    if (!fd)
+        return make_error("Failed to create " + shown_tmp + ": " + errno_message(errno));
+    auto written = write_all(fd.get(), text, shown_tmp);
+    // No fsync: these files guard against the daemon's death, not the
+    // machine's (PM QoS values do not survive a reboot either), and a flush
+    // would be IO on the very disks latgov watches.
+    if (written && ::fchmod(fd.get(), mode) != 0) // the umask may have narrowed it
+        written = make_error("Failed to chmod " + shown_tmp + ": " + errno_message(errno));
+    fd.reset();
+    if (written && ::renameat(dir_fd, tmp.c_str(), dir_fd, std::string(name).c_str()) != 0)
+        written = make_error("Failed to rename " + shown_tmp + " to " + joined(shown_dir, name) +
+                             ": " + errno_message(errno));
+    if (!written)
+        ::unlinkat(dir_fd, tmp.c_str(), 0);
+    return written;
+}
+
+Result<RuntimeDir> RuntimeDir::open(const std::filesystem::path& path, bool create) {
+    if (create) {
+        std::error_code ec;
+        std::filesystem::create_directories(path.parent_path(), ec);
+        if (::mkdir(path.c_str(), 0755) != 0 && errno != EEXIST)
+            return make_error("Failed to create " + path.string() + ": " + errno_message(errno));
+    }
+    Fd fd(::open(path.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
+    if (!fd) {
+        const int err = errno;
+        return make_error("Failed to open " + path.string() + ": " +
+                          (err == ELOOP || err == ENOTDIR
+                               ? std::string("not a directory (a symlink?), refusing it")
+                               : errno_message(err)));
+    }
+    struct stat st {};
+    if (::fstat(fd.get(), &st) != 0)
+        return make_error("Failed to stat " + path.string() + ": " + errno_message(errno));
+    if (st.st_uid != ::geteuid())
+        return make_error("Refusing runtime directory " + path.string() + ": owned by uid " +
+                          std::to_string(st.st_uid) + ", not by uid " +
+                          std::to_string(::geteuid()) + " (someone else created it)");
+    if ((st.st_mode & (S_IWGRP | S_IWOTH)) != 0)
+        return make_error(
+            fmt::format("Refusing runtime directory {}: group or others may write it (mode {:04o})",
+                        path.string(), st.st_mode & 07777));
+    return RuntimeDir(path, std::move(fd));
+}
+
+namespace {
+
+// The pid holding a flock on the file behind `fd`, from /proc/locks
+// ("1: FLOCK  ADVISORY  WRITE 1234 fd:01:5678 0 EOF"); for the message only.
+std::optional<long> flock_holder(int fd) {
+    struct stat st {};
+    if (::fstat(fd, &st) != 0)
+        return std::nullopt;
+    const std::string id =
+        fmt::format("{:02x}:{:02x}:{}", major(st.st_dev), minor(st.st_dev), st.st_ino);
+    std::ifstream locks("/proc/locks");
+    std::string line;
+    while (std::getline(locks, line)) {
+        std::istringstream fields(line);
+        std::string number, kind, mode, access, pid, file;
+        fields >> number >> kind >> mode >> access >> pid >> file;
+        if (kind == "FLOCK" && file == id)
+            if (auto value = parse_u64(pid))
+                return static_cast<long>(*value);
+    }
+    return std::nullopt;
+}
+
+} // namespace
+
+Result<void> RuntimeDir::lock() {
+    if (::flock(fd_.get(), LOCK_EX | LOCK_NB) == 0)
+        return {};
+    if (errno == EWOULDBLOCK) {
+        const auto pid = flock_holder(fd_.get());
+        return make_error("Failed to lock " + path_.string() +
+                          ": another latgovd, `latgovd --restore` or `latgov calibrate`" +
+                          (pid ? " (pid " + std::to_string(*pid) + ")" : std::string()) +
+                          " holds it and writes the same PM QoS limits");
+    }
+    return make_error("Failed to lock " + path_.string() + ": " + errno_message(errno));
+}
+
+Result<std::optional<std::string>> RuntimeDir::read(std::string_view name, size_t max_bytes) const {
+    return read_file_at(fd_.get(), path_.string(), name, max_bytes);
+}
+
+Result<void> RuntimeDir::write_atomic(std::string_view name, std::string_view text,
+                                      mode_t mode) const {
+    return write_file_atomic_at(fd_.get(), path_.string(), name, text, mode);
+}
+
+Result<void> RuntimeDir::remove(std::string_view name) const {
+    if (auto ok = check_name(name); !ok)
+        return ok.error();
+    if (::unlinkat(fd_.get(), std::string(name).c_str(), 0) != 0 && errno != ENOENT)
+        return make_error("Failed to remove " + joined(path_.string(), name) + ": " +
+                          errno_message(errno));
+    return {};
+}
+
+namespace {
+
+Result<Fd> open_parent(const std::filesystem::path& path) {
+    const auto parent =
+        path.parent_path().empty() ? std::filesystem::path(".") : path.parent_path();
+    Fd dir(::open(parent.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+    if (!dir)
+        return make_error("Failed to open " + parent.string() + ": " + errno_message(errno));
+    return dir;
+}
+
+} // namespace
+
+Result<std::optional<std::string>> read_file_nofollow(const std::filesystem::path& path,
+                                                      size_t max_bytes) {
+    auto dir = open_parent(path);
+    if (!dir) {
+        std::error_code ec;
+        if (!std::filesystem::exists(path.parent_path(), ec) && !ec)
+            return std::optional<std::string>{};
+        return dir.error();
+    }
+    return read_file_at(dir->get(), path.parent_path().string(), path.filename().string(),
+                        max_bytes);
+}
+
+Result<void> write_file_atomic(const std::filesystem::path& path, std::string_view text,
+                               mode_t mode) {
+    auto dir = open_parent(path);
+    if (!dir)
+        return make_error("Failed to write " + path.string() + ": " + dir.error().message);
+    return write_file_atomic_at(dir->get(), path.parent_path().string(), path.filename().string(),
+                                text, mode);
+}
+
+} // namespace latgov

@@ -1,0 +1,67 @@
+// The runtime directory (/run/latgov) and the files latgov writes as root:
+// everything is opened relative to a directory fd with O_NOFOLLOW, so a
+// symlink planted by someone else is refused, never followed, and a
+// directory that anyone but its owner can write is refused outright.
+#pragma once
+
+#include "latgov/fd.hpp"
+#include "latgov/result.hpp"
+
+#include <filesystem>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <sys/types.h>
+
+namespace latgov {
+
+// Files latgov reads back are small; a cap keeps a link to /dev/zero or a
+// huge planted file from exhausting memory.
+constexpr size_t max_state_file_bytes = 1 << 20;
+
+class RuntimeDir {
+  public:
+    // Opens `path`, creating it (and missing parents) mode 0755 when
+    // `create`. Refuses a symlink, a non-directory, a directory owned by
+    // another user, or one that group or others may write: any of those
+    // lets a local user plant files that root would act on.
+    static Result<RuntimeDir> open(const std::filesystem::path& path, bool create);
+
+    // An exclusive, non-blocking flock on the directory: one writer of PM
+    // QoS at a time (latgovd, `latgovd --restore`, `latgov calibrate`). The
+    // kernel drops it when the process dies, so a crash leaves no stale lock.
+    Result<void> lock();
+
+    const std::filesystem::path& path() const { return path_; }
+    int fd() const { return fd_.get(); }
+
+    // nullopt when the file does not exist.
+    Result<std::optional<std::string>> read(std::string_view name,
+                                            size_t max_bytes = max_state_file_bytes) const;
+    // A unique temporary file (O_EXCL|O_NOFOLLOW), then rename over `name`:
+    // readers see the old or the new file, never a part.
+    Result<void> write_atomic(std::string_view name, std::string_view text, mode_t mode) const;
+    // Missing is fine.
+    Result<void> remove(std::string_view name) const;
+
+  private:
+    RuntimeDir(std::filesystem::path path, Fd fd) : path_(std::move(path)), fd_(std::move(fd)) {}
+    std::filesystem::path path_;
+    Fd fd_;
+};
+
+// Relative to an open directory: the same operations for any directory
+// (the calibration file's).
+Result<std::optional<std::string>> read_file_at(int dir_fd, const std::string& shown_dir,
+                                                std::string_view name, size_t max_bytes);
+Result<void> write_file_atomic_at(int dir_fd, const std::string& shown_dir, std::string_view name,
+                                  std::string_view text, mode_t mode);
+
+// By path: opens the parent directory, then the file without following a
+// symlink in its last component.
+Result<std::optional<std::string>> read_file_nofollow(const std::filesystem::path& path,
+                                                      size_t max_bytes = max_state_file_bytes);
+Result<void> write_file_atomic(const std::filesystem::path& path, std::string_view text,
+                               mode_t mode);
+
+} // namespace latgov

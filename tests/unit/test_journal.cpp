@@ -1,0 +1,93 @@
+// The journal's text and the restore decision (pure).
+#include "latgov/journal.hpp"
+
+#include <cstdint>
+#include <doctest/doctest.h>
+#include <string>
+#include <vector>
+
+using namespace latgov;
+
+namespace {
+
+LatencyLimit us(std::uint32_t n) {
+    return LatencyLimit{n};
+}
+
+} // namespace
+
+TEST_CASE("journal text round-trips every kind of limit") {
+    const std::vector<JournalEntry> entries{
+        {0, LatencyLimit{}, us(20)}, {3, us(100), us(0)}, {17, us(0), us(0)}};
+    const auto text = format_journal(entries);
+    CHECK(text.find("cpu 3 original 100 written n/a\n") != std::string::npos);
+    CHECK(text.find("cpu 0 original 0 written 20\n") != std::string::npos);
+    auto parsed = parse_journal(text).entries;
+    REQUIRE(parsed.size() == 3);
+    for (size_t i = 0; i < entries.size(); ++i) {
+        CHECK(parsed[i].cpu == entries[i].cpu);
+        CHECK(parsed[i].original == entries[i].original);
+        CHECK(parsed[i].written == entries[i].written);
+    }
+}
+
+TEST_CASE("journal comments and blank lines are skipped") {
+    auto parsed = parse_journal("# header\n\n   \n  # indented comment\ncpu 2 original 0 "
+                                "written 5\n")
+                      .entries;
+    REQUIRE(parsed.size() == 1);
+    CHECK(parsed[0].cpu == 2);
+    CHECK(parsed[0].written == us(5));
+}
+
+TEST_CASE("a malformed journal line is reported by number and costs only that line") {
+    const std::string good = "# latgov journal\ncpu 0 original 0 written 20\n";
+    const char* bad_lines[] = {
+        "cpu x original 0 written 20",
+        "cpu -1 original 0 written 20",
+        "cpu 1 original 0",
+        "cpu 1 original 0 written",
+        "cpu 1 original -5 written 20",
+        "cpu 1 original 0 written 20us",
+        "cpu 1 origin 0 written 20",
+        "core 1 original 0 written 20",
+        "cpu 1 original 0 written 20 extra",
+        "cpu 99999999999 original 0 written 20",
+    };
+    for (const char* bad : bad_lines) {
+        CAPTURE(bad);
+        auto parsed = parse_journal(good + bad + "\n");
+        REQUIRE(parsed.entries.size() == 1);
+        CHECK(parsed.entries[0].written == us(20));
+        REQUIRE(parsed.bad_lines.size() == 1);
+        CHECK(parsed.bad_lines[0] == bad);
+        REQUIRE(parsed.errors.size() == 1);
+        CHECK(parsed.errors[0].find("line 3") != std::string::npos);
+        CHECK(parsed.errors[0].find(bad) != std::string::npos);
+    }
+}
+
+TEST_CASE("a journal record is padded to its fixed size and still parses") {
+    const JournalEntry entry{5, us(100), us(0), {us(20)}};
+    const auto record = padded_record(format_journal_entry(entry));
+    CHECK(record.size() == journal_record_size);
+    CHECK(record.back() == '\n');
+    auto parsed = parse_journal(std::string(journal_header) + record).entries;
+    REQUIRE(parsed.size() == 1);
+    CHECK(parsed[0].cpu == 5);
+    CHECK(parsed[0].original == us(100));
+    CHECK(parsed[0].written == us(0));
+    CHECK(parsed[0].earlier == std::vector<LatencyLimit>{us(20)});
+}
+
+TEST_CASE("restore writes the original back only over a value the record names") {
+    const JournalEntry entry{1, us(100), us(0), {us(20)}};
+    CHECK(restore_action(entry, us(100)) == RestoreAction::none);
+    CHECK(restore_action(entry, us(0)) == RestoreAction::write_original);
+    CHECK(restore_action(entry, us(20)) == RestoreAction::write_original);
+    CHECK(restore_action(entry, us(7)) == RestoreAction::leave_theirs);
+    CHECK(restore_action(entry, LatencyLimit{}) == RestoreAction::leave_theirs);
+    const JournalEntry none_original{2, LatencyLimit{}, us(0)};
+    CHECK(restore_action(none_original, LatencyLimit{}) == RestoreAction::none);
+    CHECK(restore_action(none_original, us(0)) == RestoreAction::write_original);
+}

@@ -1,0 +1,255 @@
+// Kills at every step of every change a PerCpuHolder makes, on a temp tree
+// where pm_qos_resume_latency_us files are plain files: a restore afterwards
+// always brings back the original, keeps values others set, and keeps the
+// entries it cannot put back.
+#include "latgov/qos.hpp"
+
+#include <doctest/doctest.h>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <stdexcept>
+#include <unistd.h>
+
+using namespace latgov;
+namespace fs = std::filesystem;
+
+namespace {
+
+class Tree {
+  public:
+    explicit Tree(int cpus, const std::string& initial) {
+        char pattern[] = "/tmp/latgov-faults.XXXXXX";
+        root_ = ::mkdtemp(pattern);
+        for (int cpu = 0; cpu < cpus; ++cpu)
+            set(cpu, initial);
+        fs::create_directories(root_ / "run");
+    }
+    ~Tree() { fs::remove_all(root_); }
+    Tree(const Tree&) = delete;
+    Tree& operator=(const Tree&) = delete;
+
+    fs::path slot(int cpu) const {
+        return root_ / ("sys/devices/system/cpu/cpu" + std::to_string(cpu) +
+                        "/power/pm_qos_resume_latency_us");
+    }
+    void set(int cpu, const std::string& text) const {
+        fs::create_directories(slot(cpu).parent_path());
+        std::ofstream(slot(cpu), std::ios::trunc) << text;
+    }
+    LatencyLimit value(int cpu) const {
+        std::ifstream in(slot(cpu));
+        std::stringstream text;
+        text << in.rdbuf();
+        auto parsed = parse_resume_latency(text.str());
+        REQUIRE(parsed);
+        return *parsed;
+    }
+    fs::path journal() const { return root_ / "run/journal"; }
+    SysRoot sysroot() const { return SysRoot(root_); }
+
+  private:
+    fs::path root_;
+};
+
+struct Killed : std::runtime_error {
+    Killed() : std::runtime_error("killed") {}
+};
+
+void ignore(const std::string&) {}
+
+LatencyLimit us(std::uint32_t n) {
+    return LatencyLimit{n};
+}
+
+const SteadyTime t0{};
+
+// The changes of a daemon's life on two CPUs: onset, a move between two
+// held limits, a second onset on another CPU, release of one, release of all.
+const std::vector<std::map<int, LatencyLimit>> life = {
+    {{0, us(20)}}, {{0, us(5)}}, {{0, us(5)}, {1, us(0)}},
+    {{1, us(0)}},  {},           {{0, us(20)}, {1, us(20)}},
+};
+
+// Runs `life` on a fresh holder and kills it at its `kill_at`-th step;
+// returns false if it ran to the end without reaching it.
+bool run_and_kill(const Tree& tree, int kill_at) {
+    PerCpuHolder holder(tree.sysroot(), tree.journal(), ignore);
+    int steps = 0;
+    holder.on_step = [&](std::string_view) {
+        if (steps++ == kill_at)
+            throw Killed();
+    };
+    try {
+        for (const auto& wanted : life)
+            holder.apply(wanted, t0);
+        holder.release_all();
+    } catch (const Killed&) {
+        return true;
+    }
+    return false;
+}
+
+} // namespace
+
+TEST_CASE("a kill at any step of any change leaves a journal that restores the originals") {
+    int kills = 0;
+    for (int kill_at = 0;; ++kill_at) {
+        CAPTURE(kill_at);
+        Tree tree(3, "300\n");
+        tree.set(2, "7\n"); // someone else's, never wanted by latgov
+        if (!run_and_kill(tree, kill_at))
+            break;
+        ++kills;
+        auto restored = restore_journal(tree.sysroot(), tree.journal(), ignore);
+        CHECK(restored);
+        CHECK(tree.value(0) == us(300));
+        CHECK(tree.value(1) == us(300));
+        CHECK(tree.value(2) == us(7));
+        CHECK_FALSE(fs::exists(tree.journal()));
+    }
+    CHECK(kills > 10); // every onset, move and release was interrupted somewhere
+}
+
+TEST_CASE("a kill between journaling a move and writing it still restores the original") {
+    // The file still holds the earlier held value, the journal already names
+    // the new one: the earlier value must count as latgov's.
+    Tree tree(1, "300\n");
+    {
+        PerCpuHolder holder(tree.sysroot(), tree.journal(), ignore);
+        holder.apply({{0, us(20)}}, t0);
+        REQUIRE(tree.value(0) == us(20));
+        holder.on_step = [](std::string_view step) {
+            if (step == "journaled")
+                throw Killed();
+        };
+        CHECK_THROWS_AS(holder.apply({{0, us(5)}}, t0), Killed);
+    }
+    REQUIRE(tree.value(0) == us(20));
+    CHECK(restore_journal(tree.sysroot(), tree.journal(), ignore));
+    CHECK(tree.value(0) == us(300));
+}
+
+TEST_CASE("a restarted holder resumes from the journal an earlier run left") {
+    Tree tree(2, "300\n");
+    {
+        PerCpuHolder holder(tree.sysroot(), tree.journal(), ignore);
+        holder.apply({{0, us(20)}, {1, us(20)}}, t0);
+    } // killed
+    // The restore of cpu 1 fails (its file is gone for now), cpu 0's works.
+    fs::rename(tree.slot(1), tree.slot(1).string() + ".away");
+    CHECK_FALSE(restore_journal(tree.sysroot(), tree.journal(), ignore));
+    CHECK(tree.value(0) == us(300));
+    fs::rename(tree.slot(1).string() + ".away", tree.slot(1));
+    REQUIRE(tree.value(1) == us(20));
+
+    // The next run's journal keeps the entry it does not hold...
+    PerCpuHolder holder(tree.sysroot(), tree.journal(), ignore);
+    holder.apply({{0, us(10)}}, t0);
+    auto journal = read_journal(tree.journal());
+    REQUIRE(journal);
+    bool kept = false;
+    for (const auto& e : journal->entries)
+        kept = kept || (e.cpu == 1 && e.original == us(300) && e.written == us(20));
+    CHECK(kept);
+    // ...and puts it back once it can.
+    CHECK(tree.value(1) == us(300));
+    holder.release_all();
+    CHECK(tree.value(0) == us(300));
+    CHECK_FALSE(fs::exists(tree.journal()));
+}
+
+TEST_CASE("a bad journal line costs only itself: good entries are restored, the line kept") {
+    Tree tree(2, "20");
+    std::ofstream(tree.journal()) << "cpu 0 original 300 written 20\n"
+                                  << "cpu 1 original 300 written\n"; // torn by hand
+    auto restored = restore_journal(tree.sysroot(), tree.journal(), ignore);
+    REQUIRE_FALSE(restored);
+    CHECK(restored.error().message.find("line 2") != std::string::npos);
+    CHECK(tree.value(0) == us(300));
+    CHECK(tree.value(1) == us(20)); // unknown: left as it is
+    auto left = read_journal(tree.journal());
+    REQUIRE(left);
+    CHECK(left->entries.empty());
+    REQUIRE(left->bad_lines.size() == 1);
+    CHECK(left->bad_lines[0] == "cpu 1 original 300 written");
+
+    // A holder taking over the journal keeps that line too.
+    {
+        PerCpuHolder holder(tree.sysroot(), tree.journal(), ignore);
+        holder.apply({{0, us(5)}}, t0);
+        holder.release_all();
+    }
+    left = read_journal(tree.journal());
+    REQUIRE(left);
+    CHECK(left->bad_lines.size() == 1);
+}
+
+TEST_CASE("a value someone else set equal to neither the original nor latgov's stays") {
+    Tree tree(1, "300\n");
+    {
+        PerCpuHolder holder(tree.sysroot(), tree.journal(), ignore);
+        holder.apply({{0, us(20)}}, t0);
+    }
+    tree.set(0, "55\n");
+    CHECK(restore_journal(tree.sysroot(), tree.journal(), ignore));
+    CHECK(tree.value(0) == us(55));
+}
+
+TEST_CASE("prepared records make the onset a CPU-file write only") {
+    Tree tree(2, "300\n");
+    PerCpuHolder holder(tree.sysroot(), tree.journal(), ignore);
+    std::vector<std::string> steps;
+    holder.on_step = [&](std::string_view step) { steps.emplace_back(step); };
+    holder.prepare({{0, us(20)}, {1, us(20)}});
+    CHECK(std::count(steps.begin(), steps.end(), "record") == 2);
+    CHECK(tree.value(0) == us(300)); // nothing held yet
+
+    steps.clear();
+    holder.apply({{0, us(20)}, {1, us(20)}}, t0);
+    CHECK(tree.value(0) == us(20));
+    CHECK(std::count(steps.begin(), steps.end(), "record") == 0);
+
+    // Released and held again (the next burst): still no journal write.
+    holder.apply({}, t0);
+    CHECK(tree.value(0) == us(300));
+    steps.clear();
+    holder.apply({{0, us(20)}}, t0);
+    CHECK(std::count(steps.begin(), steps.end(), "record") == 0);
+
+    // Killed while held: the prepared record restores it.
+    holder.on_step = nullptr;
+    CHECK(restore_journal(tree.sysroot(), tree.journal(), ignore));
+    CHECK(tree.value(0) == us(300));
+}
+
+TEST_CASE("a prepared record goes stale when someone else changes the CPU, and is redone") {
+    Tree tree(1, "300\n");
+    PerCpuHolder holder(tree.sysroot(), tree.journal(), ignore);
+    holder.prepare({{0, us(20)}});
+    tree.set(0, "400\n");
+    holder.apply({{0, us(20)}}, t0);
+    REQUIRE(tree.value(0) == us(20));
+    CHECK(restore_journal(tree.sysroot(), tree.journal(), ignore));
+    CHECK(tree.value(0) == us(400));
+}
+
+TEST_CASE("the journal is refused, and nothing written, when it is a symlink") {
+    Tree tree(1, "300\n");
+    const fs::path target = tree.journal().string() + ".target";
+    std::ofstream(target) << "precious\n";
+    fs::create_symlink(target, tree.journal());
+    std::vector<std::string> lines;
+    PerCpuHolder holder(tree.sysroot(), tree.journal(),
+                        [&](const std::string& line) { lines.push_back(line); });
+    holder.apply({{0, us(20)}}, t0);
+    CHECK(tree.value(0) == us(300));
+    CHECK(holder.held().empty());
+    std::ifstream in(target);
+    std::string text;
+    std::getline(in, text);
+    CHECK(text == "precious");
+    REQUIRE_FALSE(lines.empty());
+    CHECK(lines.front().find("symlink") != std::string::npos);
+    CHECK_FALSE(restore_journal(tree.sysroot(), tree.journal(), ignore));
+}

@@ -1,0 +1,175 @@
+// The runtime directory and the files written as root: refused when someone
+// else could have planted something, never followed through a symlink, one
+// locker at a time; block-stat tick deltas across a 32-bit wrap.
+#include "latgov/calibration_file.hpp"
+#include "latgov/parse.hpp"
+#include "latgov/runtime_dir.hpp"
+
+#include <doctest/doctest.h>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <sys/stat.h>
+#include <unistd.h>
+
+using namespace latgov;
+namespace fs = std::filesystem;
+
+namespace {
+
+class TempDir {
+  public:
+    TempDir() {
+        char pattern[] = "/tmp/latgov-rundir.XXXXXX";
+        path_ = ::mkdtemp(pattern);
+    }
+    ~TempDir() { fs::remove_all(path_); }
+    TempDir(const TempDir&) = delete;
+    TempDir& operator=(const TempDir&) = delete;
+    const fs::path& path() const { return path_; }
+
+  private:
+    fs::path path_;
+};
+
+std::string slurp(const fs::path& path) {
+    std::ifstream in(path);
+    std::stringstream text;
+    text << in.rdbuf();
+    return text.str();
+}
+
+} // namespace
+
+TEST_CASE("a new runtime directory is created ours and not writable by others") {
+    TempDir tmp;
+    const auto dir = tmp.path() / "a/run";
+    auto opened = RuntimeDir::open(dir, true);
+    REQUIRE(opened);
+    struct stat st {};
+    REQUIRE(::stat(dir.c_str(), &st) == 0);
+    CHECK(st.st_uid == ::geteuid());
+    CHECK((st.st_mode & 022) == 0);
+}
+
+TEST_CASE("a runtime directory others may write is refused") {
+    TempDir tmp;
+    const auto dir = tmp.path() / "run";
+    fs::create_directory(dir);
+    ::chmod(dir.c_str(), 01777);
+    auto opened = RuntimeDir::open(dir, true);
+    REQUIRE_FALSE(opened);
+    CHECK(opened.error().message.find("group or others may write it") != std::string::npos);
+}
+
+TEST_CASE("a runtime directory created by another user is refused") {
+    TempDir tmp;
+    fs::path dir = tmp.path() / "run";
+    if (::geteuid() == 0) {
+        fs::create_directory(dir);
+        REQUIRE(::chown(dir.c_str(), 65534, 65534) == 0);
+    } else {
+        dir = "/"; // root's, and we are not root
+    }
+    auto opened = RuntimeDir::open(dir, true);
+    REQUIRE_FALSE(opened);
+    CHECK(opened.error().message.find("someone else created it") != std::string::npos);
+}
+
+TEST_CASE("a runtime directory that is a symlink is refused") {
+    TempDir tmp;
+    fs::create_directory(tmp.path() / "real");
+    fs::create_directory_symlink(tmp.path() / "real", tmp.path() / "run");
+    auto opened = RuntimeDir::open(tmp.path() / "run", true);
+    REQUIRE_FALSE(opened);
+    CHECK(opened.error().message.find("symlink") != std::string::npos);
+}
+
+TEST_CASE("only one process-wide owner holds the runtime directory's lock") {
+    TempDir tmp;
+    auto first = RuntimeDir::open(tmp.path() / "run", true);
+    auto second = RuntimeDir::open(tmp.path() / "run", true);
+    REQUIRE(first);
+    REQUIRE(second);
+    REQUIRE(first->lock());
+    auto locked = second->lock();
+    REQUIRE_FALSE(locked);
+    CHECK(locked.error().message.find("another latgovd") != std::string::npos);
+    // Named by pid, from /proc/locks.
+    CHECK(locked.error().message.find("(pid " + std::to_string(::getpid()) + ")") !=
+          std::string::npos);
+    { auto gone = std::move(*first); } // the owner exits
+    // The moved-from Result still owns nothing; the lock went with the fd.
+    CHECK(second->lock());
+}
+
+TEST_CASE("an atomic write replaces a planted symlink instead of writing through it") {
+    TempDir tmp;
+    auto dir = RuntimeDir::open(tmp.path() / "run", true);
+    REQUIRE(dir);
+    const auto victim = tmp.path() / "victim";
+    std::ofstream(victim) << "precious";
+    fs::create_symlink(victim, tmp.path() / "run/status.json");
+    // The name the old code used for its temporary file, planted as well.
+    fs::create_symlink(victim, tmp.path() / "run/status.json.tmp");
+    REQUIRE(dir->write_atomic("status.json", "{}\n", 0644));
+    CHECK(slurp(victim) == "precious");
+    CHECK_FALSE(fs::is_symlink(tmp.path() / "run/status.json"));
+    CHECK(slurp(tmp.path() / "run/status.json") == "{}\n");
+    // Nothing else left behind but the planted link.
+    int entries = 0;
+    for ([[maybe_unused]] const auto& e : fs::directory_iterator(tmp.path() / "run"))
+        ++entries;
+    CHECK(entries == 2);
+}
+
+TEST_CASE("reads refuse symlinks, non-regular files and files past the size cap") {
+    TempDir tmp;
+    auto dir = RuntimeDir::open(tmp.path() / "run", true);
+    REQUIRE(dir);
+    fs::create_symlink("/dev/zero", tmp.path() / "run/zero");
+    auto zero = dir->read("zero");
+    REQUIRE_FALSE(zero);
+    CHECK(zero.error().message.find("symlink") != std::string::npos);
+    std::ofstream(tmp.path() / "run/big") << std::string(4096, 'x');
+    auto big = dir->read("big", 1000);
+    REQUIRE_FALSE(big);
+    CHECK(big.error().message.find("larger than") != std::string::npos);
+    auto missing = dir->read("missing");
+    REQUIRE(missing);
+    CHECK_FALSE(*missing);
+    CHECK_FALSE(dir->read("../escape"));
+}
+
+TEST_CASE("a calibration file is written atomically, never through a symlink, and a cut one "
+          "is rejected") {
+    TempDir tmp;
+    Calibration c;
+    c.machine = {"model", "6.18", "haltpoll", "haltpoll"};
+    c.device = "vda";
+    c.levels.push_back({"poll", LatencyLimit{0}, {}, {30.0}, 30.0, 40.0});
+    c.levels.push_back({"none", LatencyLimit{}, {}, {50.0}, 50.0, 60.0});
+    c.states.push_back({"haltpoll idle", 1, 20.0});
+    const auto path = tmp.path() / "calibration.toml";
+    const auto victim = tmp.path() / "victim";
+    std::ofstream(victim) << "precious";
+    fs::create_symlink(victim, path);
+    REQUIRE(save_calibration(path, c));
+    CHECK(slurp(victim) == "precious");
+    auto loaded = load_calibration(path);
+    REQUIRE(loaded);
+    REQUIRE(*loaded);
+    CHECK((*loaded)->states.at(0).measured_cost_us == doctest::Approx(20.0));
+
+    // Cut at every length: never accepted as a calibration.
+    const std::string whole = slurp(path);
+    for (size_t n = 0; n < whole.size(); n += 7) {
+        CAPTURE(n);
+        std::ofstream(path, std::ios::trunc) << whole.substr(0, n);
+        CHECK_FALSE(load_calibration(path));
+    }
+    fs::remove(path);
+    auto missing = load_calibration(path);
+    REQUIRE(missing);
+    CHECK_FALSE(*missing);
+}
