@@ -3,6 +3,7 @@
 #include "latgov/calibrate.hpp"
 #include "latgov/calibration.hpp"
 #include "latgov/config.hpp"
+#include "latgov/cost_model.hpp"
 #include "latgov/governor.hpp"
 #include "latgov/io_events.hpp"
 #include "latgov/qos.hpp"
@@ -142,6 +143,8 @@ class Daemon {
     std::filesystem::path status_path() const { return config_.daemon.runtime_dir / "status.json"; }
     bool rescan();
     std::map<int, std::vector<IdleCost>> costs();
+    EvidenceBook evidence();
+    void save_evidence_if_changed();
     void calibrate_if_missing();
     void tick(SteadyTime now);
     void apply(const Holds& holds, SteadyTime now);
@@ -208,7 +211,48 @@ std::map<int, std::vector<IdleCost>> Daemon::costs() {
     auto result = idle_costs(topology_, calibration ? &*calibration : nullptr, cost_source_);
     if (!calibration)
         cost_source_ = "declared (" + why + ")";
+    if (idle_governor_kind(topology_.cpuidle_driver, topology_.cpuidle_governor) ==
+        IdleGovernorKind::zero_only)
+        cost_source_ += "; under haltpoll auto mode uses no cost: live IO decides (limit_from)";
     return result;
+}
+
+// What live IO taught earlier runs on this machine and kernel; after a
+// rescan, what this run has learnt so far.
+EvidenceBook Daemon::evidence() {
+    const MachineIdentity machine = read_machine_identity(root_, topology_);
+    if (governor_ && governor_->evidence().machine == machine)
+        return governor_->evidence();
+    const auto& path = config_.daemon.evidence_file;
+    EvidenceBook fresh{machine, {}};
+    if (!std::filesystem::exists(path))
+        return fresh;
+    auto loaded = load_evidence(path);
+    if (!loaded) {
+        spdlog::warn("Failed to load {}, learning again: {}", path.string(),
+                     loaded.error().message);
+        return fresh;
+    }
+    if (loaded->machine != machine) {
+        spdlog::info("{} was learnt on another machine or kernel: learning again", path.string());
+        return fresh;
+    }
+    spdlog::info("reusing what {} learnt at {} idle gaps", path.string(), loaded->gaps.size());
+    return std::move(*loaded);
+}
+
+void Daemon::save_evidence_if_changed() {
+    if (!governor_->take_evidence_changed())
+        return;
+    for (const auto& [cls, e] : governor_->evidence().gaps)
+        if (e.verdict != Verdict::uncertain)
+            spdlog::info("learnt at gaps {} on {}: {} ({} window pairs, cycle gain {:+.1f}%, "
+                         "service gain {:+.1f}%)",
+                         gap_class_label(cls), e.device, to_string(e.verdict), e.gains.pairs,
+                         100 * e.gains.cycle_mean(), 100 * e.gains.service_mean());
+    if (auto saved = save_evidence(config_.daemon.evidence_file, governor_->evidence()); !saved)
+        spdlog::warn("{}; what was learnt is kept for this run only", saved.error().message);
+    status_dirty_ = true;
 }
 
 void Daemon::calibrate_if_missing() {
@@ -244,7 +288,7 @@ bool Daemon::rescan() {
     topology_ = std::move(*topology);
     for (const auto& w : topology_.warnings)
         spdlog::warn("{}", w);
-    governor_ = std::make_unique<Governor>(topology_, config_, costs());
+    governor_ = std::make_unique<Governor>(topology_, config_, costs(), evidence());
     auto sampler = IoSampler::open(root_, governor_->stat_sources(),
                                    config_.daemon.queue_inflight ? governor_->queue_tags()
                                                                  : std::vector<QueueTags>{});
@@ -412,6 +456,7 @@ void Daemon::tick(SteadyTime now) {
         apply(governor_->holds(), now);
         last_change_ = now;
     }
+    save_evidence_if_changed();
     // At most one status write per status_interval: the file may live on a
     // disk latgov governs, and every write there is IO it would react to.
     if ((status_dirty_ || governor_->any_active()) &&
