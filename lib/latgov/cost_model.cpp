@@ -366,6 +366,11 @@ bool experiment_arm(int window) {
 bool HoldEvidence::observe(std::uint64_t ios, double busy_ms, Clock::duration dt,
                            EvidenceBook& book, const std::string& device,
                            const EvidenceRules& rules) {
+    // A counter that went backwards (a device reset) or wrapped says nothing.
+    if (!(busy_ms >= 0) || busy_ms > 1e7) {
+        idle();
+        return false;
+    }
     // The tick ran under what decide() said at the previous one, and that
     // changes only when a window finishes.
     window_.held = decide(book).hold;
@@ -426,9 +431,21 @@ HoldDecision HoldEvidence::decide(const EvidenceBook& book) const {
     HoldDecision d;
     d.gap_class = tracker_.current();
     if (d.gap_class) {
-        auto it = book.gaps.find(*d.gap_class);
-        if (it != book.gaps.end() && it->second.verdict != Verdict::uncertain) {
-            d.hold = it->second.verdict == Verdict::hold;
+        const auto known = [&](int cls) -> const GapEvidence* {
+            auto it = book.gaps.find(cls);
+            return it != book.gaps.end() && it->second.verdict != Verdict::uncertain ? &it->second
+                                                                                     : nullptr;
+        };
+        const GapEvidence* e = known(*d.gap_class);
+        // A gap within 25% of a class boundary (1 ms of think time lands
+        // there) also takes the verdict of the class across it.
+        constexpr double slack = 1.25;
+        if (!e && gap_us_ && *gap_us_ < gap_class_low_us(*d.gap_class) * slack)
+            e = known(*d.gap_class - 1);
+        if (!e && gap_us_ && *gap_us_ * slack > gap_class_high_us(*d.gap_class))
+            e = known(*d.gap_class + 1);
+        if (e) {
+            d.hold = e->verdict == Verdict::hold;
             return d;
         }
     }
