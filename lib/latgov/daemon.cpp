@@ -6,6 +6,7 @@
 #include "latgov/cost_model.hpp"
 #include "latgov/governor.hpp"
 #include "latgov/io_events.hpp"
+#include "latgov/issue_counts.hpp"
 #include "latgov/qos.hpp"
 #include "latgov/sampler.hpp"
 #include "latgov/status.hpp"
@@ -145,6 +146,8 @@ class Daemon {
     std::map<int, std::vector<IdleCost>> costs();
     EvidenceBook evidence();
     void save_evidence_if_changed();
+    void open_issue_counters();
+    void read_issue_counters();
     void calibrate_if_missing();
     void tick(SteadyTime now);
     void apply(const Holds& holds, SteadyTime now);
@@ -175,6 +178,7 @@ class Daemon {
     SteadyTime last_online_check_{};
     bool status_dirty_ = true;
     std::optional<IoIssueEvents> events_;
+    std::optional<IssueCounters> issue_counters_; // waiter CPUs, read while active
     std::string events_state_ = "off";
     // Onset delays (request issued -> constraint written), newest last.
     std::vector<double> onset_us_;
@@ -255,6 +259,34 @@ void Daemon::save_evidence_if_changed() {
     status_dirty_ = true;
 }
 
+void Daemon::open_issue_counters() {
+    issue_counters_.reset();
+    if (governor_->devices().empty())
+        return;
+    auto counters = IssueCounters::open(root_, topology_.online_cpus, governor_->watched_devs());
+    if (!counters) {
+        spdlog::warn("Failed to open per-CPU request counters ({}); waiter CPUs from iowait only",
+                     counters.error().message);
+        return;
+    }
+    issue_counters_ = std::move(*counters);
+}
+
+// Only while IO runs, and only the CPUs that may hold waiters: an idle
+// daemon reads nothing, and the first active tick is a baseline.
+void Daemon::read_issue_counters() {
+    const CpuSet bound = governor_->waiter_bound();
+    if (!issue_counters_ || bound.empty()) {
+        sample_.cpu_issues.clear();
+        return;
+    }
+    if (auto read = issue_counters_->read(bound, sample_.cpu_issues); !read) {
+        spdlog::warn("{}; waiter CPUs from iowait only", read.error().message);
+        issue_counters_.reset();
+        sample_.cpu_issues.clear();
+    }
+}
+
 void Daemon::calibrate_if_missing() {
     if (!config_.daemon.calibrate_on_start ||
         std::filesystem::exists(config_.daemon.calibration_file))
@@ -329,6 +361,7 @@ bool Daemon::rescan() {
                      to_string(d.policy.mode), to_string(d.policy.backend), d.rule, queues);
     }
     open_io_events();
+    open_issue_counters();
     return true;
 }
 
@@ -452,6 +485,7 @@ void Daemon::tick(SteadyTime now) {
         rescan();
         return;
     }
+    read_issue_counters();
     if (governor_->observe(sample_, now)) {
         apply(governor_->holds(), now);
         last_change_ = now;

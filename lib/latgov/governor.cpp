@@ -93,6 +93,7 @@ Governor::Governor(const Topology& topology, const Config& config,
 
 bool Governor::observe(const IoSample& sample, TimePoint now) {
     waiters_.observe_iowait(sample.cpu_iowait, now);
+    waiters_.observe_issues(sample.cpu_issues, now);
     if (!previous_) {
         previous_ = sample; // the first sample only sets the baseline
         previous_time_ = now;
@@ -322,6 +323,18 @@ Holds Governor::holds() const {
         holds.global_for = all.begin()->second.held_for;
     }
     return holds;
+}
+
+CpuSet Governor::waiter_bound() const {
+    CpuSet cpus;
+    for (const auto& d : devices_)
+        if (d.policy.waiter_cpus)
+            for (const auto& q : d.queues)
+                if (q.activity.active)
+                    cpus.insert(cpus.end(), q.submit_cpus.begin(), q.submit_cpus.end());
+    std::sort(cpus.begin(), cpus.end());
+    cpus.erase(std::unique(cpus.begin(), cpus.end()), cpus.end());
+    return cpus;
 }
 
 bool Governor::any_active() const {

@@ -96,6 +96,9 @@ class Governor {
     std::vector<std::uint32_t> watched_devs() const;
     Holds holds() const;
     bool any_active() const;
+    // The submit CPUs of the active queues whose waiters are held (sorted):
+    // where waiter evidence is worth reading.
+    CpuSet waiter_bound() const;
 
     // What was learnt so far; true once after it gained a verdict (time to
     // persist it).

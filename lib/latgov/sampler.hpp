@@ -37,6 +37,9 @@ struct IoSample {
     // Per-CPU iowait (USER_HZ ticks) from the same read of /proc/stat,
     // indexed by CPU: where tasks sleep waiting for IO.
     std::vector<std::uint64_t> cpu_iowait;
+    // Per-CPU requests issued to the governed disks (IssueCounters), indexed
+    // by CPU; empty where perf events are not available.
+    std::vector<std::uint64_t> cpu_issues;
 };
 
 // A hardware queue whose debugfs tags file is read every tick.

@@ -73,13 +73,22 @@ void WaiterCpus::seen(int cpu, Clock::time_point now) {
     ever_seen_[i] = true;
 }
 
-void WaiterCpus::observe_iowait(std::span<const std::uint64_t> iowait, Clock::time_point now) {
-    if (has_previous_)
-        for (size_t cpu = 0; cpu < iowait.size() && cpu < previous_.size(); ++cpu)
-            if (iowait[cpu] > previous_[cpu])
+void WaiterCpus::observe_growth(Counters& counters, std::span<const std::uint64_t> values,
+                                Clock::time_point now) {
+    if (counters.has_previous)
+        for (size_t cpu = 0; cpu < values.size() && cpu < counters.previous.size(); ++cpu)
+            if (values[cpu] > counters.previous[cpu])
                 seen(static_cast<int>(cpu), now);
-    previous_.assign(iowait.begin(), iowait.end());
-    has_previous_ = true;
+    counters.previous.assign(values.begin(), values.end());
+    counters.has_previous = true;
+}
+
+void WaiterCpus::observe_iowait(std::span<const std::uint64_t> iowait, Clock::time_point now) {
+    observe_growth(iowait_, iowait, now);
+}
+
+void WaiterCpus::observe_issues(std::span<const std::uint64_t> issues, Clock::time_point now) {
+    observe_growth(issues_, issues, now);
 }
 
 void WaiterCpus::observe_submit(int cpu, Clock::time_point now) {

@@ -4,13 +4,19 @@
 // that CPU is held as well while the queue is active.
 //
 // Evidence that a CPU holds a waiter:
+//  - requests to the governed disks were issued from it (per-CPU
+//    block_rq_issue counters, read every tick; the request that woke an
+//    idle daemon at onset): synchronous IO sleeps where it was submitted.
+//    This is the main signal: exact per tick, and it sees the waits that
+//    iowait misses (fdatasync sleeps on the journal commit without iowait;
+//    the journal thread that issues the commit sleeps in iowait on its own
+//    CPU and is found by its requests);
 //  - its iowait counter in /proc/stat grew: the scheduler counts iowait on a
 //    CPU only while it is idle with a task asleep in io_schedule() that last
-//    ran there, i.e. exactly the CPU that will be woken for it;
-//  - a request was just issued from it (block_rq_issue at onset): the
-//    submitter usually waits where it submitted, before any iowait tick.
-// Bounded by the queue's submit CPUs: a waiter on a CPU that does not
-// submit to the queue waits for another queue's IO.
+//    ran there. Coarse (10 ms ticks) and only while the CPU is idle, but it
+//    needs no perf events.
+// Bounded by the queue's submit CPUs: a CPU that does not submit to the
+// queue waits for another queue's IO.
 #pragma once
 
 #include "latgov/parse.hpp"
@@ -36,6 +42,8 @@ class WaiterCpus {
     // A new sample of the per-CPU iowait counters: CPUs whose counter grew
     // are seen waiting at `now`. The first sample only sets the baseline.
     void observe_iowait(std::span<const std::uint64_t> iowait, Clock::time_point now);
+    // A new sample of the per-CPU request issue counters, likewise.
+    void observe_issues(std::span<const std::uint64_t> issues, Clock::time_point now);
     // A request was issued from `cpu` at `now`.
     void observe_submit(int cpu, Clock::time_point now);
     // The CPUs of `bound` (sorted) seen waiting or submitting within
@@ -46,9 +54,15 @@ class WaiterCpus {
     bool any(Clock::time_point now, std::chrono::milliseconds window) const;
 
   private:
+    struct Counters {
+        std::vector<std::uint64_t> previous;
+        bool has_previous = false;
+    };
+    void observe_growth(Counters& counters, std::span<const std::uint64_t> now_values,
+                        Clock::time_point now);
     void seen(int cpu, Clock::time_point now);
-    std::vector<std::uint64_t> previous_;
-    bool has_previous_ = false;
+    Counters iowait_;
+    Counters issues_;
     std::vector<Clock::time_point> last_seen_; // by CPU; epoch = never
     std::vector<bool> ever_seen_;
 };

@@ -166,3 +166,37 @@ TEST_CASE("idle queues hold no waiter, whatever iowait other disks cause") {
     CHECK(g.holds().percpu.empty());
     CHECK(g.devices()[0].queues[0].waiters.empty());
 }
+
+TEST_CASE("request issue counts name the submitting CPUs tick by tick; a cleared read is a "
+          "baseline") {
+    WaiterCpus w;
+    w.observe_issues(std::vector<std::uint64_t>{100, 50}, t0);
+    w.observe_issues(std::vector<std::uint64_t>{100, 57}, t0 + 20ms);
+    CHECK(w.select({0, 1}, t0 + 20ms, waiter_window) == CpuSet{1});
+    // Idle: the daemon reads nothing and passes an empty vector; the next
+    // read only sets the baseline, however much the counts moved meanwhile.
+    w.observe_issues(std::vector<std::uint64_t>{}, t0 + 1s);
+    w.observe_issues(std::vector<std::uint64_t>{900, 57}, t0 + 2s);
+    CHECK(w.select({0, 1}, t0 + 2s, waiter_window).empty());
+    w.observe_issues(std::vector<std::uint64_t>{901, 57}, t0 + 2s + 20ms);
+    CHECK(w.select({0, 1}, t0 + 2s + 20ms, waiter_window) == CpuSet{0});
+}
+
+TEST_CASE("the governor takes issue counts as waiter evidence, bounded by the active queues") {
+    Governor g(virtio_machine(), fixed_zero(), declared_costs(virtio_machine()));
+    CHECK(g.waiter_bound().empty());
+    IoSample s = vda_sample(0, 0, 0, {0, 0});
+    g.observe(s, t0);
+    s = vda_sample(50, 50, 5, {0, 0});
+    g.observe(s, t0 + 20ms); // active from here; counters start
+    CHECK(g.waiter_bound() == CpuSet{0, 1});
+    s = vda_sample(100, 100, 10, {0, 0});
+    s.cpu_issues = {10, 0};
+    g.observe(s, t0 + 40ms);
+    s = vda_sample(150, 150, 15, {0, 0});
+    s.cpu_issues = {60, 0};
+    g.observe(s, t0 + 60ms);
+    Holds h = g.holds();
+    REQUIRE(h.percpu.count(0) == 1);
+    CHECK(h.percpu.at(0).held_for == std::vector<QueueKey>{{"vda", 0, HoldRole::waits}});
+}
