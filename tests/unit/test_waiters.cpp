@@ -200,3 +200,29 @@ TEST_CASE("the governor takes issue counts as waiter evidence, bounded by the ac
     REQUIRE(h.percpu.count(0) == 1);
     CHECK(h.percpu.at(0).held_for == std::vector<QueueKey>{{"vda", 0, HoldRole::waits}});
 }
+
+TEST_CASE("waiter_cpus, linger_ms = \"auto\" and evidence_file in the configuration") {
+    auto config = parse_config("[daemon]\nevidence_file = \"/tmp/t/evidence\"\n"
+                               "[defaults]\nwaiter_cpus = false\nlinger_ms = 5\n"
+                               "[[device]]\nname = \"vd*\"\nlinger_ms = \"auto\"\n",
+                               "t.toml");
+    REQUIRE(config);
+    CHECK(config->daemon.evidence_file == "/tmp/t/evidence");
+    CHECK_FALSE(config->defaults.waiter_cpus);
+    CHECK_FALSE(config->defaults.linger_auto);
+    CHECK(config->defaults.linger == 5ms);
+    const Policy vda = resolve_policy(*config, {.name = "vda"});
+    CHECK(vda.linger_auto);
+    CHECK_FALSE(vda.waiter_cpus);
+    CHECK(default_config().defaults.linger_auto);
+    CHECK(default_config().defaults.waiter_cpus);
+
+    auto bad = parse_config("[defaults]\nlinger_ms = \"long\"\n", "t.toml");
+    REQUIRE_FALSE(bad);
+    CHECK(bad.error().message ==
+          "t.toml:2:13: [defaults] linger_ms: must be one of auto; got \"long\"");
+    auto bad_bool = parse_config("[defaults]\nwaiter_cpus = 1\n", "t.toml");
+    REQUIRE_FALSE(bad_bool);
+    CHECK(bad_bool.error().message ==
+          "t.toml:2:15: [defaults] waiter_cpus: must be a boolean, got integer");
+}
