@@ -365,7 +365,7 @@ bool experiment_arm(int window) {
 
 bool HoldEvidence::observe(std::uint64_t ios, double busy_ms, Clock::duration dt,
                            EvidenceBook& book, const std::string& device,
-                           const EvidenceRules& rules) {
+                           const EvidenceRules& rules, bool experiment) {
     // A counter that went backwards (a device reset) or wrapped says nothing.
     if (!(busy_ms >= 0) || busy_ms > 1e7) {
         idle();
@@ -381,12 +381,12 @@ bool HoldEvidence::observe(std::uint64_t ios, double busy_ms, Clock::duration dt
         window_.seconds * 1000 >= static_cast<double>(rules.min_window.count());
     if ((long_enough && window_.ios >= rules.min_ios) ||
         window_.seconds * 1000 >= static_cast<double>(rules.max_window.count()))
-        return finish_window(book, device, rules);
+        return finish_window(book, device, rules, experiment);
     return false;
 }
 
 bool HoldEvidence::finish_window(EvidenceBook& book, const std::string& device,
-                                 const EvidenceRules& rules) {
+                                 const EvidenceRules& rules, bool experiment) {
     const IoWindow done = window_;
     window_ = {};
     if (done.ios < rules.min_ios / 4) {
@@ -400,6 +400,8 @@ bool HoldEvidence::finish_window(EvidenceBook& book, const std::string& device,
         first_.reset(); // the workload changed: a pair across it compares two workloads
         pattern_ = 0;
     }
+    if (!experiment)
+        return false;
     GapEvidence& evidence = book.gaps[cls];
     if (evidence.verdict != Verdict::uncertain) {
         first_.reset();

@@ -144,15 +144,18 @@ class HoldEvidence {
     // One tick of an active device: completions and summed request time
     // since the previous tick, `dt` long. The hold was as decide() said at
     // the previous tick. True when `book` gained a verdict.
+    // `experiment` false: the gap is tracked (for linger), nothing is learnt.
     bool observe(std::uint64_t ios, double busy_ms, Clock::duration dt, EvidenceBook& book,
-                 const std::string& device, const EvidenceRules& rules = {});
+                 const std::string& device, const EvidenceRules& rules = {},
+                 bool experiment = true);
     // The device went idle: the window in progress would measure idle time.
     void idle();
     HoldDecision decide(const EvidenceBook& book) const;
     std::optional<double> gap_us() const { return gap_us_; }
 
   private:
-    bool finish_window(EvidenceBook& book, const std::string& device, const EvidenceRules& rules);
+    bool finish_window(EvidenceBook& book, const std::string& device, const EvidenceRules& rules,
+                       bool experiment);
 
     GapClassTracker tracker_;
     std::optional<double> gap_us_;

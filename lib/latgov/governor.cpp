@@ -136,9 +136,12 @@ bool Governor::observe(const IoSample& sample, TimePoint now) {
                                         [](const GovernedQueue& q) { return q.activity.active; });
         // Only ticks spent wholly active measure the workload; the first one
         // after an onset also spans the idle time before it.
-        if (active && device.was_active && evidence_decides(device)) {
+        // Every device tracks its gap (auto linger); only those whose idle
+        // costs are unknown experiment and learn.
+        if (active && device.was_active) {
             if (device.evidence.observe(ios, static_cast<double>(ticks(now_stat) - ticks(old_stat)),
-                                        now - previous_time_, book_, device.name))
+                                        now - previous_time_, book_, device.name, {},
+                                        evidence_decides(device)))
                 evidence_changed_ = true;
         } else if (!active) {
             device.evidence.idle();
