@@ -27,9 +27,15 @@ Result<IssueCounters> IssueCounters::open(const SysRoot& root, const std::vector
     auto tp = parse_tracepoint_format(*id, *format);
     if (!tp)
         return make_error("Failed to parse block_rq_issue format: " + tp.error().message);
-    std::string filter;
+    std::string dev_filter;
     for (auto dev : devs)
-        filter += (filter.empty() ? "" : " || ") + std::string("dev == ") + std::to_string(dev);
+        dev_filter +=
+            (dev_filter.empty() ? "" : " || ") + std::string("dev == ") + std::to_string(dev);
+    // Reads and synchronous writes only: asynchronous writeback (rwbs "W"
+    // without "S") has nobody waiting for it.
+    constexpr std::string_view waited = "(rwbs ~ \"R*\" || rwbs ~ \"*S*\")";
+    std::string filter =
+        dev_filter.empty() ? std::string(waited) : "(" + dev_filter + ") && " + std::string(waited);
 
     IssueCounters counters;
     for (int cpu : cpus) {
@@ -42,9 +48,14 @@ Result<IssueCounters> IssueCounters::open(const SysRoot& root, const std::vector
             return make_error("Failed to open a block_rq_issue counter on cpu " +
                               std::to_string(cpu) + ": " + errno_message(errno));
         CpuCounter counter{cpu, Fd(static_cast<int>(fd))};
-        if (!filter.empty() &&
-            ::ioctl(counter.fd.get(), PERF_EVENT_IOC_SET_FILTER, filter.c_str()) != 0)
-            return make_error("Failed to set filter \"" + filter + "\": " + errno_message(errno));
+        if (::ioctl(counter.fd.get(), PERF_EVENT_IOC_SET_FILTER, filter.c_str()) != 0) {
+            // A kernel whose filters cannot glob: count every request of the disks.
+            filter = dev_filter;
+            if (!filter.empty() &&
+                ::ioctl(counter.fd.get(), PERF_EVENT_IOC_SET_FILTER, filter.c_str()) != 0)
+                return make_error("Failed to set filter \"" + filter +
+                                  "\": " + errno_message(errno));
+        }
         counters.counters_.push_back(std::move(counter));
     }
     return counters;

@@ -1,6 +1,7 @@
 // Per-CPU counts of block requests issued to the governed disks: a perf
 // tracepoint event on block/block_rq_issue per CPU in counting mode (no
-// samples, no ring buffer, no wake-ups), filtered to the governed devices.
+// samples, no ring buffer, no wake-ups), filtered to the governed devices
+// and to reads and synchronous writes (someone waits for those).
 // Read every tick, a count that grew names a CPU where a task submitted IO
 // and, for synchronous IO, sleeps until it completes: a waiter CPU. The
 // kernel only increments a counter per request.
