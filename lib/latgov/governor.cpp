@@ -264,7 +264,11 @@ std::string Governor::limit_reason(const GovernedDevice& device) const {
                            device.latency.mean_us() ? "the observed" : "the assumed");
     const auto& d = device.decision;
     if (!d.gap_class)
-        return "live IO: measuring the gap between requests (held meanwhile)";
+        return fmt::format("live IO: no gap between requests measured yet (held while the first "
+                           "window measures it; {} gap classes known)",
+                           std::count_if(book_.gaps.begin(), book_.gaps.end(), [](const auto& g) {
+                               return g.second.verdict != Verdict::uncertain;
+                           }));
     const std::string gap = gap_class_label(*d.gap_class);
     auto it = book_.gaps.find(*d.gap_class);
     const Gains gains = it == book_.gaps.end() ? Gains{} : it->second.gains;
