@@ -389,6 +389,8 @@ bool HoldEvidence::finish_window(EvidenceBook& book, const std::string& device,
                                  const EvidenceRules& rules, bool experiment) {
     const IoWindow done = window_;
     window_ = {};
+    ++windows_;
+    last_window_ = done;
     if (done.ios < rules.min_ios / 4) {
         first_.reset(); // too few completions to say anything: start the pair again
         return false;

@@ -152,6 +152,9 @@ class HoldEvidence {
     void idle();
     HoldDecision decide(const EvidenceBook& book) const;
     std::optional<double> gap_us() const { return gap_us_; }
+    // The windows finished so far and the last one, for debug logs.
+    std::uint64_t windows() const { return windows_; }
+    const IoWindow& last_window() const { return last_window_; }
 
   private:
     bool finish_window(EvidenceBook& book, const std::string& device, const EvidenceRules& rules,
@@ -162,6 +165,8 @@ class HoldEvidence {
     IoWindow window_;               // in progress
     std::optional<IoWindow> first_; // the first window of the pair in progress
     int pattern_ = 0;               // windows of the experiment so far (ABBA order)
+    std::uint64_t windows_ = 0;
+    IoWindow last_window_{};
 };
 
 // How long a queue stays active after its last IO. `fixed` (linger_ms set):

@@ -147,6 +147,7 @@ class Daemon {
     EvidenceBook evidence();
     void save_evidence_if_changed();
     void open_issue_counters();
+    void log_finished_windows();
     void read_issue_counters();
     void calibrate_if_missing();
     void tick(SteadyTime now);
@@ -178,7 +179,8 @@ class Daemon {
     SteadyTime last_online_check_{};
     bool status_dirty_ = true;
     std::optional<IoIssueEvents> events_;
-    std::optional<IssueCounters> issue_counters_; // waiter CPUs, read while active
+    std::optional<IssueCounters> issue_counters_;   // waiter CPUs, read while active
+    std::vector<std::uint64_t> log_windows_before_; // per device, before the tick
     std::string events_state_ = "off";
     // Onset delays (request issued -> constraint written), newest last.
     std::vector<double> onset_us_;
@@ -257,6 +259,21 @@ void Daemon::save_evidence_if_changed() {
     if (auto saved = save_evidence(config_.daemon.evidence_file, governor_->evidence()); !saved)
         spdlog::warn("{}; what was learnt is kept for this run only", saved.error().message);
     status_dirty_ = true;
+}
+
+void Daemon::log_finished_windows() {
+    if (!spdlog::should_log(spdlog::level::debug))
+        return;
+    const auto& devices = governor_->devices();
+    for (size_t i = 0; i < devices.size() && i < log_windows_before_.size(); ++i) {
+        if (devices[i].evidence.windows() == log_windows_before_[i])
+            continue;
+        const IoWindow& w = devices[i].evidence.last_window();
+        spdlog::debug("{} window: held {}, {:.1f} ms, {} IOs, cycle {:.1f} us, service {:.1f} "
+                      "us, gap {:.1f} us",
+                      devices[i].name, w.held, w.seconds * 1000, w.ios, w.cycle_us(),
+                      w.service_us(), w.gap_us());
+    }
 }
 
 void Daemon::open_issue_counters() {
@@ -486,10 +503,14 @@ void Daemon::tick(SteadyTime now) {
         return;
     }
     read_issue_counters();
+    log_windows_before_.clear();
+    for (const auto& d : governor_->devices())
+        log_windows_before_.push_back(d.evidence.windows());
     if (governor_->observe(sample_, now)) {
         apply(governor_->holds(), now);
         last_change_ = now;
     }
+    log_finished_windows();
     save_evidence_if_changed();
     // At most one status write per status_interval: the file may live on a
     // disk latgov governs, and every write there is IO it would react to.
