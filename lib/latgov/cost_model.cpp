@@ -373,8 +373,18 @@ bool HoldEvidence::observe(std::uint64_t ios, double busy_ms, Clock::duration dt
     }
     // The tick ran under what decide() said at the previous one, and that
     // changes only when a window finishes.
-    window_.held = decide(book).hold;
-    window_.seconds += std::chrono::duration<double>(dt).count();
+    const bool held = decide(book).hold;
+    const double seconds = std::chrono::duration<double>(dt).count();
+    if (last_arm_ != held) {
+        last_arm_ = held;
+        settled_s_ = 0;
+        window_ = {};
+    }
+    settled_s_ += seconds;
+    if (settled_s_ * 1000 <= static_cast<double>(rules.settle.count()))
+        return false;
+    window_.held = held;
+    window_.seconds += seconds;
     window_.ios += ios;
     window_.busy_ms += busy_ms;
     const bool long_enough =
@@ -429,6 +439,7 @@ bool HoldEvidence::finish_window(EvidenceBook& book, const std::string& device,
 void HoldEvidence::idle() {
     window_ = {};
     first_.reset();
+    last_arm_.reset();
 }
 
 HoldDecision HoldEvidence::decide(const EvidenceBook& book) const {

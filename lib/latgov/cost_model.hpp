@@ -98,10 +98,16 @@ struct EvidenceRules {
     int max_pairs = 16;   // decide on the point estimate after this many
     double z = 2.5;       // standard errors that make a difference sure
     double margin = 0.03; // a gain below 3% is not worth holding for
+    // After the hold is switched, this long is not measured: in a guest the
+    // effect of a switch takes time to show (the host adapts its own
+    // polling and scheduling to how the vCPU sleeps); measured here, 80 ms
+    // windows right after each switch saw a sixth of the gain that a
+    // sustained hold gives.
+    std::chrono::milliseconds settle{200};
     // A window ends once it has both; one with too few completions after
     // max_window is dropped.
-    std::chrono::milliseconds min_window{80};
-    std::chrono::milliseconds max_window{1000};
+    std::chrono::milliseconds min_window{300};
+    std::chrono::milliseconds max_window{2000};
     std::uint64_t min_ios = 32;
 };
 
@@ -165,6 +171,8 @@ class HoldEvidence {
     IoWindow window_;               // in progress
     std::optional<IoWindow> first_; // the first window of the pair in progress
     int pattern_ = 0;               // windows of the experiment so far (ABBA order)
+    std::optional<bool> last_arm_;  // the hold during the previous tick
+    double settled_s_ = 0;          // time under the current arm so far
     std::uint64_t windows_ = 0;
     IoWindow last_window_{};
 };

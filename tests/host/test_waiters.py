@@ -188,7 +188,7 @@ class WaitersTest(HostTestCase):
         config = AUTO_NO_CALIBRATION.format(
             calibration=os.path.join(self.tmp, "no-calibration.toml"), evidence=self.evidence)
         d = self.start_daemon(config)
-        job = self.start_job(direct_reads, self.other, 4)
+        job = self.start_job(direct_reads, self.other, 8)
         timeline = []
         while job.running():
             timeline.append((time.monotonic(), read_cpu(self.comp), read_cpu(self.other)))

@@ -135,7 +135,7 @@ TEST_CASE("where holding buys latency, a few window pairs decide to hold, and it
     Simulation sim;
     Workload w; // 1 ms think: waking costs 50 us of an ~1.1 ms cycle, 17% of the request
     const int ticks = sim.run(w, 500);
-    CHECK(ticks < 60); // decided within 1.2 s of IO
+    CHECK(ticks < 200); // decided within 4 s of IO
     CHECK(verdict_at(sim.book, 1000) == Verdict::hold);
     CHECK(sim.book.gaps.at(gap_class(1000)).gains.pairs >= EvidenceRules{}.min_pairs);
     CHECK(sim.book.gaps.at(gap_class(1000)).device == "vda");
@@ -192,15 +192,15 @@ TEST_CASE("a workload whose gap changes is measured again, and a known gap is de
     sleepy.think_us = 5000;
     sleepy.completion_wake_us = 0;
     sleepy.waiter_wake_us = 0;
-    sim.run(sleepy, 10, false); // the first window shows the new gap
+    sim.run(sleepy, 20, false); // the first window shows the new gap
     CHECK(sim.evidence.decide(sim.book).experimenting);
-    sim.run(sleepy, 2000);
+    sim.run(sleepy, 4000);
     CHECK(verdict_at(sim.book, 5000) == Verdict::no_hold);
     CHECK_FALSE(sim.evidence.decide(sim.book).hold);
 
     // Back to 1 ms gaps: known, so decided within two windows (the first
     // one mixes both workloads) and held from then on, with no experiment.
-    sim.run(thinking, 10, false);
+    sim.run(thinking, 40, false);
     CHECK(sim.evidence.decide(sim.book).hold);
     CHECK_FALSE(sim.evidence.decide(sim.book).experimenting);
     const int held_before = sim.held_ticks;
