@@ -170,6 +170,22 @@ Verdict judge(const Gains& gains, const EvidenceRules& rules) {
     return Verdict::uncertain;
 }
 
+bool refresh_verdicts(EvidenceBook& book, std::int64_t now_s, std::chrono::seconds max_age) {
+    bool changed = false;
+    for (auto& [cls, e] : book.gaps) {
+        if (e.verdict == Verdict::uncertain)
+            continue;
+        if (e.learnt_at == 0) {
+            e.learnt_at = now_s;
+            changed = true;
+        } else if (e.verdict == Verdict::no_hold && now_s - e.learnt_at > max_age.count()) {
+            e = GapEvidence{};
+            changed = true;
+        }
+    }
+    return changed;
+}
+
 // --- The evidence file ------------------------------------------------------
 
 namespace {
@@ -220,10 +236,11 @@ std::string format_evidence(const EvidenceBook& book) {
             e.gains.pairs > 1 ? 100 * e.gains.cycle_se() : 0.0, 100 * e.gains.service_mean(),
             e.gains.service_pairs > 1 ? 100 * e.gains.service_se() : 0.0);
         out += fmt::format("gap class={} verdict={} pairs={} cycle_sum={:.9g} cycle_sq={:.9g} "
-                           "service_pairs={} service_sum={:.9g} service_sq={:.9g} device={}\n",
+                           "service_pairs={} service_sum={:.9g} service_sq={:.9g} device={} "
+                           "learnt_at={}\n",
                            cls, to_string(e.verdict), e.gains.pairs, e.gains.cycle_sum,
                            e.gains.cycle_sq, e.gains.service_pairs, e.gains.service_sum,
-                           e.gains.service_sq, e.device.empty() ? "-" : e.device);
+                           e.gains.service_sq, e.device.empty() ? "-" : e.device, e.learnt_at);
     }
     return out;
 }
@@ -302,14 +319,20 @@ Result<EvidenceBook> parse_evidence(std::string_view text, const std::string& so
                                   "\" (hold, no-hold or uncertain)");
             auto device = field("device");
             e.device = device && *device != "-" ? *device : std::string{};
+            if (auto at = fields.find("learnt_at");
+                at != fields.end() && (!parse_number(at->second, e.learnt_at) || e.learnt_at < 0))
+                return make_error(where() + ": bad learnt_at \"" + at->second + "\"");
             book.gaps[cls] = std::move(e);
             continue;
         }
-        const size_t eq = line.find(" = ");
+        const size_t eq = line.find(" =");
         if (eq == std::string_view::npos)
             return make_error(where() + ": expected \"key = value\" or a gap line");
         const std::string_view key = line.substr(0, eq);
-        const std::string value(line.substr(eq + 3));
+        std::string_view rest = line.substr(eq + 2);
+        if (rest.starts_with(' '))
+            rest.remove_prefix(1);
+        const std::string value(rest);
         if (key == "cpu_model")
             book.machine.cpu_model = value;
         else if (key == "kernel")

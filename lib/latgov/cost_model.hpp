@@ -116,7 +116,8 @@ Verdict judge(const Gains& gains, const EvidenceRules& rules);
 struct GapEvidence {
     Gains gains;
     Verdict verdict = Verdict::uncertain;
-    std::string device; // where it was learnt
+    std::string device;         // where it was learnt
+    std::int64_t learnt_at = 0; // wall clock, seconds since the epoch; 0 = not yet
 };
 
 // Everything learnt on one machine and kernel.
@@ -124,6 +125,14 @@ struct EvidenceBook {
     MachineIdentity machine;
     std::map<int, GapEvidence> gaps; // by gap class
 };
+
+// Stamps new verdicts with `now_s` and makes "no-hold" verdicts older than
+// `max_age` uncertain again: what holding buys depends on how idle the CPUs
+// are, and a verdict taken while other work kept them busy (measured here:
+// no gain at a load average of 7 on 2 CPUs, a third off the latency at 3)
+// must not keep a quiet machine unheld for good. "hold" verdicts stay:
+// holding costs poll time only while a CPU would idle. True when it changed.
+bool refresh_verdicts(EvidenceBook& book, std::int64_t now_s, std::chrono::seconds max_age);
 
 std::string format_evidence(const EvidenceBook& book);
 Result<EvidenceBook> parse_evidence(std::string_view text, const std::string& source_name);

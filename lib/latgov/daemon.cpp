@@ -247,7 +247,14 @@ EvidenceBook Daemon::evidence() {
     return std::move(*loaded);
 }
 
+// A "no-hold" verdict is measured again after this long (see refresh_verdicts).
+constexpr std::chrono::minutes no_hold_max_age{10};
+
 void Daemon::save_evidence_if_changed() {
+    governor_->refresh_evidence(std::chrono::duration_cast<std::chrono::seconds>(
+                                    std::chrono::system_clock::now().time_since_epoch())
+                                    .count(),
+                                no_hold_max_age);
     if (!governor_->take_evidence_changed())
         return;
     for (const auto& [cls, e] : governor_->evidence().gaps)

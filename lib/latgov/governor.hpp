@@ -104,6 +104,11 @@ class Governor {
     // persist it).
     const EvidenceBook& evidence() const { return book_; }
     bool take_evidence_changed() { return std::exchange(evidence_changed_, false); }
+    // refresh_verdicts() on what was learnt, at wall-clock time `now_s`.
+    void refresh_evidence(std::int64_t now_s, std::chrono::seconds max_age) {
+        if (refresh_verdicts(book_, now_s, max_age))
+            evidence_changed_ = true;
+    }
     // Whether the device's limit comes from live evidence (auto mode on a
     // cpuidle governor whose declared costs are not wake-up costs).
     bool evidence_decides(const GovernedDevice& device) const;

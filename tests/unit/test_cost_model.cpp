@@ -370,3 +370,29 @@ TEST_CASE("with no cpuidle driver auto mode holds nothing and says why") {
     CHECK(g.any_active());
     CHECK(g.limit_reason(g.devices()[0]).starts_with("no cpuidle driver"));
 }
+
+TEST_CASE("new verdicts are stamped; a no-hold verdict is measured again after max_age") {
+    EvidenceBook book;
+    book.gaps[0].verdict = Verdict::no_hold;
+    book.gaps[0].gains.pairs = 6;
+    book.gaps[3].verdict = Verdict::hold;
+    book.gaps[5].gains.pairs = 2; // uncertain: nothing to stamp
+    CHECK(refresh_verdicts(book, 1000, 600s));
+    CHECK(book.gaps.at(0).learnt_at == 1000);
+    CHECK(book.gaps.at(3).learnt_at == 1000);
+    CHECK(book.gaps.at(5).learnt_at == 0);
+    CHECK_FALSE(refresh_verdicts(book, 1600, 600s));
+    CHECK(refresh_verdicts(book, 1601, 600s));
+    CHECK(book.gaps.at(0).verdict == Verdict::uncertain);
+    CHECK(book.gaps.at(0).gains.pairs == 0);
+    CHECK(book.gaps.at(3).verdict == Verdict::hold); // holding is kept
+
+    auto parsed = parse_evidence(format_evidence(book), "e");
+    REQUIRE(parsed);
+    CHECK(parsed->gaps.at(3).learnt_at == 1000);
+    auto bad = parse_evidence("gap class=1 verdict=hold pairs=1 cycle_sum=0 cycle_sq=0 "
+                              "service_pairs=0 service_sum=0 service_sq=0 learnt_at=-5\n",
+                              "e");
+    REQUIRE_FALSE(bad);
+    CHECK(bad.error().message == "e:1: bad learnt_at \"-5\"");
+}
