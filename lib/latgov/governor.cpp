@@ -134,10 +134,9 @@ bool Governor::observe(const IoSample& sample, TimePoint now) {
         }
         const bool active = std::any_of(device.queues.begin(), device.queues.end(),
                                         [](const GovernedQueue& q) { return q.activity.active; });
-        // Only ticks spent wholly active measure the workload; the first one
-        // after an onset also spans the idle time before it.
         // Every device tracks its gap (auto linger); only those whose idle
-        // costs are unknown experiment and learn.
+        // costs are unknown experiment and learn. Only ticks spent wholly
+        // active count: the first one after an onset spans idle time too.
         if (active && device.was_active) {
             if (device.evidence.observe(ios, static_cast<double>(ticks(now_stat) - ticks(old_stat)),
                                         now - previous_time_, book_, device.name, {},
