@@ -146,6 +146,7 @@ class Daemon {
     std::map<int, std::vector<IdleCost>> costs();
     EvidenceBook evidence();
     void save_evidence_if_changed();
+    void save_unfinished_evidence();
     void open_issue_counters();
     void log_finished_windows();
     void read_issue_counters();
@@ -599,6 +600,23 @@ void Daemon::shutdown() {
     std::error_code ec;
     std::filesystem::remove(status_path(), ec);
     spdlog::info("stopped; every constraint released");
+    save_unfinished_evidence();
+}
+
+// Window pairs of an experiment still uncertain are kept too, so that
+// short runs add up to a verdict over restarts. Written at exit, not per
+// pair: the file may live on a governed disk, and a write per pair would be
+// IO in the middle of the measurement.
+void Daemon::save_unfinished_evidence() {
+    if (!governor_)
+        return;
+    const auto& gaps = governor_->evidence().gaps;
+    if (std::none_of(gaps.begin(), gaps.end(), [](const auto& g) {
+            return g.second.verdict == Verdict::uncertain && g.second.gains.pairs > 0;
+        }))
+        return;
+    if (auto saved = save_evidence(config_.daemon.evidence_file, governor_->evidence()); !saved)
+        spdlog::warn("{}", saved.error().message);
 }
 
 int Daemon::run() {
