@@ -13,29 +13,15 @@ namespace latgov {
 
 Result<IssueCounters> IssueCounters::open(const SysRoot& root, const std::vector<int>& cpus,
                                           const std::vector<std::uint32_t>& devs) {
-    Result<std::string> id = make_error("");
-    Result<std::string> format = make_error("");
-    for (const char* tracefs : {"/sys/kernel/tracing", "/sys/kernel/debug/tracing"}) {
-        const std::string dir = std::string(tracefs) + "/events/block/block_rq_issue";
-        id = root.read(dir + "/id");
-        format = root.read(dir + "/format");
-        if (id && format)
-            break;
-    }
-    if (!id || !format)
-        return make_error("tracefs is not mounted (no events/block/block_rq_issue)");
-    auto tp = parse_tracepoint_format(*id, *format);
+    auto tp = read_block_rq_issue_format(root);
     if (!tp)
-        return make_error("Failed to parse block_rq_issue format: " + tp.error().message);
-    std::string dev_filter;
-    for (auto dev : devs)
-        dev_filter +=
-            (dev_filter.empty() ? "" : " || ") + std::string("dev == ") + std::to_string(dev);
+        return tp.error();
+    const std::string devs_filter = dev_filter(devs);
     // Reads and synchronous writes only: asynchronous writeback (rwbs "W"
     // without "S") has nobody waiting for it.
     constexpr std::string_view waited = "(rwbs ~ \"R*\" || rwbs ~ \"*S*\")";
-    std::string filter =
-        dev_filter.empty() ? std::string(waited) : "(" + dev_filter + ") && " + std::string(waited);
+    std::string filter = devs_filter.empty() ? std::string(waited)
+                                             : "(" + devs_filter + ") && " + std::string(waited);
 
     IssueCounters counters;
     for (int cpu : cpus) {
@@ -50,7 +36,7 @@ Result<IssueCounters> IssueCounters::open(const SysRoot& root, const std::vector
         CpuCounter counter{cpu, Fd(static_cast<int>(fd))};
         if (::ioctl(counter.fd.get(), PERF_EVENT_IOC_SET_FILTER, filter.c_str()) != 0) {
             // A kernel whose filters cannot glob: count every request of the disks.
-            filter = dev_filter;
+            filter = devs_filter;
             if (!filter.empty() &&
                 ::ioctl(counter.fd.get(), PERF_EVENT_IOC_SET_FILTER, filter.c_str()) != 0)
                 return make_error("Failed to set filter \"" + filter +
