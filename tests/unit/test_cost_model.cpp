@@ -2,6 +2,7 @@
 // (think, device, completion wake-up, waiter wake-up) fed tick by tick.
 #include "latgov/cost_model.hpp"
 #include "latgov/governor.hpp"
+#include "machines.hpp"
 
 #include <cmath>
 #include <doctest/doctest.h>
@@ -272,30 +273,7 @@ TEST_CASE("linger: fixed when set, else through the gaps of a stream, 3 ms after
 namespace {
 
 Topology haltpoll_machine(std::string driver = "haltpoll") {
-    Topology t;
-    t.online_cpus = {0, 1};
-    t.cpuidle_driver = driver;
-    t.cpuidle_governor = driver == "none" ? "" : "haltpoll";
-    for (int id : {0, 1}) {
-        Cpu cpu;
-        cpu.id = id;
-        if (driver != "none")
-            cpu.idle_states = {{0, "POLL", 0, 0, false}, {1, "haltpoll idle", 1, 1, false}};
-        t.cpus.push_back(cpu);
-    }
-    BlockDevice vda;
-    vda.name = "vda";
-    vda.dev = "253:0";
-    vda.kind = DeviceKind::virtio_blk;
-    vda.transport = "virtio";
-    HardwareQueue q;
-    q.irq = 36;
-    q.completion_cpus = {1};
-    q.submit_cpus = {0, 1};
-    q.completion_source = CompletionSource::irq_effective_affinity;
-    vda.queues = {q};
-    t.devices.push_back(vda);
-    return t;
+    return virtio_machine(driver, driver == "none" ? "" : "haltpoll");
 }
 
 // A closed loop of 4k reads at `cycle_us` per request (hold or not), 20 ms ticks.

@@ -1,6 +1,7 @@
 // Waiter CPUs on plain structs: /proc/stat text, iowait samples and times.
 #include "latgov/governor.hpp"
 #include "latgov/waiters.hpp"
+#include "machines.hpp"
 
 #include <doctest/doctest.h>
 
@@ -21,36 +22,6 @@ std::string proc_stat(std::uint64_t iowait0, std::uint64_t iowait1) {
            std::to_string(iowait1) +
            " 0 2 0 0 0\n"
            "intr 1234 0 5\nctxt 99\n";
-}
-
-// A vda-like disk: one queue that every CPU submits to, its IRQ completing
-// on CPU 1, under haltpoll or any governor.
-Topology virtio_machine(std::string driver = "intel_idle", std::string governor = "menu") {
-    Topology t;
-    t.online_cpus = {0, 1};
-    t.cpuidle_driver = driver;
-    t.cpuidle_governor = governor;
-    for (int id : {0, 1}) {
-        Cpu cpu;
-        cpu.id = id;
-        cpu.idle_states = {{0, "POLL", 0, 0, false}, {1, "C1", 1, 1, false}};
-        t.cpus.push_back(cpu);
-    }
-    BlockDevice vda;
-    vda.name = "vda";
-    vda.dev = "253:0";
-    vda.kind = DeviceKind::virtio_blk;
-    vda.transport = "virtio";
-    HardwareQueue q;
-    q.index = 0;
-    q.irq = 36;
-    q.irq_name = "virtio1-req.0";
-    q.completion_cpus = {1};
-    q.submit_cpus = {0, 1};
-    q.completion_source = CompletionSource::irq_effective_affinity;
-    vda.queues = {q};
-    t.devices.push_back(vda);
-    return t;
 }
 
 IoSample vda_sample(std::uint64_t irqs, std::uint64_t ios, std::uint64_t ticks_ms,
