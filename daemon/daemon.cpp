@@ -1,5 +1,6 @@
 #include "daemon.hpp"
 
+#include "evidence.hpp"
 #include "idle_costs.hpp"
 #include "latgov/schedule.hpp"
 #include "latgov/status.hpp"
@@ -74,7 +75,7 @@ Daemon::Daemon(Options options, Config config)
       rescan_retry_(first_rescan_retry) {}
 
 bool Daemon::rescan(TimePoint now) {
-    auto state = build_governed_state(root_, config_);
+    auto state = build_governed_state(root_, config_, state_.get());
     if (!state) {
         // Nothing is observed while this fails, so nothing stays held.
         spdlog::error("{}; releasing every constraint, retrying in {} ms", state.error().message,
@@ -203,10 +204,18 @@ void Daemon::tick(TimePoint now) {
         }
         return;
     }
+    read_issue_counters(*state_, sample_);
+    const bool log_windows = spdlog::should_log(spdlog::level::debug);
+    const auto windows_before =
+        log_windows ? window_counts(state_->governor) : std::vector<std::uint64_t>{};
     if (state_->governor.observe(sample_, now)) {
         apply(state_->governor.holds(), now);
         last_change_ = now;
     }
+    if (log_windows)
+        log_finished_windows(state_->governor, windows_before);
+    if (save_evidence_if_changed(state_->governor, config_.daemon))
+        status_dirty_ = true;
     // At most one status write per status_interval: the file may live on a
     // disk latgov governs, and every write there is IO it would react to.
     if ((status_dirty_ || state_->governor.any_active()) &&
@@ -276,6 +285,8 @@ void Daemon::shutdown() {
         if (auto removed = runtime_->remove("status.json"); !removed)
             spdlog::warn("{}", removed.error().message);
     spdlog::info("stopped; every constraint released");
+    if (state_)
+        save_unfinished_evidence(state_->governor, config_.daemon);
 }
 
 // What the first requests after idle would hold: every queue activated on a

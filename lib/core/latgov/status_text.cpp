@@ -35,7 +35,8 @@ std::string format_status(const nlohmann::json& s) {
         std::string out;
         for (const auto& q : list)
             out += (out.empty() ? "" : ", ") + q.at("device").get<std::string>() + "/" +
-                   std::to_string(whole<int>(q.at("queue")));
+                   std::to_string(whole<int>(q.at("queue"))) +
+                   (q.contains("why") ? " (" + q.at("why").get<std::string>() + ")" : "");
         return out.empty() ? std::string("-") : out;
     };
     std::string out = fmt::format(
@@ -68,6 +69,23 @@ std::string format_status(const nlohmann::json& s) {
                                ? std::string("-")
                                : fmt::format("{:.1f}", d.at("observed_latency_us").get<double>()),
                            limit(d.at("limit_us")), active.empty() ? "-" : active);
+    }
+    out += "\n";
+    for (const auto& d : s.at("devices"))
+        if (d.contains("limit_from"))
+            out +=
+                fmt::format("{}: limit from {}; linger {} ms ({})\n",
+                            d.at("name").get<std::string>(), d.at("limit_from").get<std::string>(),
+                            whole<long>(d.at("linger_ms")), d.at("linger_from").get<std::string>());
+    if (s.contains("evidence") && !s.at("evidence").empty()) {
+        out += "\nLearnt from live IO (held vs not, relative gain of the hold):\n";
+        for (const auto& e : s.at("evidence"))
+            out += fmt::format("  gaps {:<14} {:<9} {:>3} pairs  cycle {:+.1f}%  service {:+.1f}%  "
+                               "on {}\n",
+                               e.at("gap").get<std::string>(), e.at("verdict").get<std::string>(),
+                               whole<int>(e.at("pairs")), 100 * e.at("cycle_gain").get<double>(),
+                               100 * e.at("service_gain").get<double>(),
+                               e.at("device").get<std::string>());
     }
     return out;
 }

@@ -16,6 +16,13 @@
 
 namespace latgov {
 
+// block_rq_issue's format read from tracefs (either mount point); shared by
+// the onset events and the per-CPU issue counters.
+Result<TracepointFormat> read_block_rq_issue_format(const SysRoot& root);
+// A perf filter matching the requests of `devs`: "dev == N || ..."; empty
+// (every disk) when `devs` is.
+std::string dev_filter(const std::vector<std::uint32_t>& devs);
+
 class IoIssueEvents {
   public:
     // Fails (the caller falls back to sampling) when tracefs is not mounted
