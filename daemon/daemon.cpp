@@ -214,7 +214,7 @@ void Daemon::tick(TimePoint now) {
     }
     if (log_windows)
         log_finished_windows(state_->governor, windows_before);
-    if (save_evidence_if_changed(state_->governor, config_.daemon))
+    if (save_evidence_if_changed(state_->governor, config_.daemon, !options_.dry_run))
         status_dirty_ = true;
     // At most one status write per status_interval: the file may live on a
     // disk latgov governs, and every write there is IO it would react to.
@@ -285,7 +285,7 @@ void Daemon::shutdown() {
         if (auto removed = runtime_->remove("status.json"); !removed)
             spdlog::warn("{}", removed.error().message);
     spdlog::info("stopped; every constraint released");
-    if (state_)
+    if (state_ && !options_.dry_run) // --dry-run writes no file
         save_unfinished_evidence(state_->governor, config_.daemon);
 }
 

@@ -39,7 +39,7 @@ EvidenceBook evidence_for(const SysRoot& root, const DaemonSettings& settings,
     return std::move(*loaded);
 }
 
-bool save_evidence_if_changed(Governor& governor, const DaemonSettings& settings) {
+bool save_evidence_if_changed(Governor& governor, const DaemonSettings& settings, bool write_file) {
     governor.refresh_evidence(std::chrono::duration_cast<std::chrono::seconds>(
                                   std::chrono::system_clock::now().time_since_epoch())
                                   .count(),
@@ -52,6 +52,8 @@ bool save_evidence_if_changed(Governor& governor, const DaemonSettings& settings
                          "service gain {:+.1f}%)",
                          gap_class_label(cls), e.device, to_string(e.verdict), e.gains.pairs,
                          100 * e.gains.cycle_mean(), 100 * e.gains.service_mean());
+    if (!write_file)
+        return true;
     if (auto saved = save_evidence(settings.evidence_file, governor.evidence()); !saved)
         spdlog::warn("{}; what was learnt is kept for this run only", saved.error().message);
     return true;

@@ -21,9 +21,10 @@ namespace latgov {
 EvidenceBook evidence_for(const SysRoot& root, const DaemonSettings& settings,
                           const Topology& topology, const Governor* current);
 
-// Ages the verdicts; when one changed, logs what was learnt and writes the
-// file. True when it changed (the status shows it).
-bool save_evidence_if_changed(Governor& governor, const DaemonSettings& settings);
+// Ages the verdicts; when one changed, logs what was learnt and, when
+// `write_file` (not under --dry-run), writes the file. True when it changed
+// (the status shows it).
+bool save_evidence_if_changed(Governor& governor, const DaemonSettings& settings, bool write_file);
 
 // At exit: the window pairs of experiments still uncertain, so that short
 // runs add up to a verdict over restarts.
