@@ -724,6 +724,56 @@ class HostTestCase(unittest.TestCase):
                              f"{what}: released {1000 * from_disk:.1f} ms after the disk's "
                              f"last IO (> linger {linger_ms} + {RELEASE_SLACK_MS} ms)")
 
+    def run_auto(self, config_text=None, config_path=None, prefix=(), costs=None):
+        """latgovd in auto mode under 2 s of fio: checks that the limit it
+        chose (status.json, and the completion CPU's file) is the one the
+        host's idle states call for at the device's observed latency
+        (expected_auto_limit; costs: measured costs by state name, declared
+        latencies otherwise). Returns (status under fio, the expected limit)."""
+        d = self.start_daemon(config_text or FIXED_CONFIG, config_path=config_path,
+                              prefix=prefix)
+        driver, governor = cpuidle_driver(), cpuidle_governor()
+        states = idle_states(self.comp)
+        fio = self.start_fio(2)
+        fio.wait_io_start()
+
+        def observed(st):
+            dev = {x["name"]: x for x in st["devices"]}.get(DISK, {})
+            return dev.get("observed_latency_us") is not None
+
+        st = self.wait_status(d, observed, f"{DISK} observed_latency_us", timeout=1.5)
+        self.assertTrue(fio.running(), "fio ended before the status showed a latency")
+        dev = {x["name"]: x for x in st["devices"]}[DISK]
+        fraction = float(re.search(r"latency_fraction = ([0-9.]+)", config_text or "")
+                         .group(1)) if config_text and "latency_fraction" in config_text \
+            else 0.1
+        allowed = fraction * dev["observed_latency_us"]
+        want, misfits = expected_auto_limit(states, allowed, driver, governor, costs)
+        log(f"  auto: driver {driver}/{governor}, states "
+            f"{[(x['name'], x['latency']) for x in states]}, observed "
+            f"{dev['observed_latency_us']:.1f} us x {fraction} = {allowed:.2f} us allowed -> "
+            f"expected limit {want} (misfits {[x['name'] for x in misfits]}); latgov chose "
+            f"{dev['limit_us']}")
+        self.assertEqual(dev["mode"], "auto", st)
+        self.assertEqual(dev["limit_us"], want, st)
+        sysfs = "0" if want is None else ("n/a" if want == 0 else str(want))
+        if want is not None:
+            self.wait_held(fio, want=sysfs)
+        watched = fio.watch_until_exit(lambda: read_cpu(self.comp), self.irq)
+        values = {v for _, v in watched.changes}
+        if want is None:
+            self.assertEqual(values, {"0"}, f"auto held something where {want} was expected")
+        else:
+            self.assert_held_throughout(watched, sysfs, f"cpu {self.comp}")
+            self.assert_released(lambda: read_cpu(self.comp), "0", fio, watched,
+                                 f"cpu {self.comp}")
+        if driver == "none":
+            self.assertEqual(st["cpuidle_driver"], "none", st)
+            self.assertRegex(d.log(), r"no cpuidle driver.*auto holds nothing")
+        self.assert_no_stray(read_all(), what="in auto mode")
+        self.assertEqual(d.stop(), 0)
+        return st, want
+
 
 def foreign_governors():
     """Other latgovd / latgov processes on the machine ("pid comm args"):

@@ -14,8 +14,7 @@ import time
 import tomllib
 
 from hostlib import (
-    CPU_SYS, FIO_FILE, HostTestCase, cpuidle_driver, log, read_all,
-    read_cpu, write_cpu,
+    CPU_SYS, FIO_FILE, HostTestCase, cpuidle_driver, log, read_all, read_cpu, write_cpu,
 )
 
 CALIBRATED_CONFIG = """\
@@ -214,6 +213,54 @@ class CalibrateTest(HostTestCase):
         log(f"  idle_costs with another kernel's calibration: {costs!r}")
         self.assertTrue(costs.startswith("declared ("), costs)
         self.assertIn("another machine", costs)
+        self.assertEqual(d.stop(), 0)
+        self.assertEqual(read_all(), self.baseline)
+
+
+    def test_05_auto_uses_measured_costs(self):
+        """auto mode with a calibration of this machine uses the measured
+        costs, not the declared latencies: with every state's measured cost
+        rewritten to 1000 us (far above 0.1 x a virtio request) the chosen
+        limit is the one those costs call for (haltpoll: 0, where the
+        declared 1 us fits and nothing would be held); rewritten to 0 us,
+        nothing is held."""
+        path = os.path.join(self.tmp, "calibration.toml")
+        rc, text = self.calibrate(path, rounds=1, ios=100)
+        self.assertEqual(rc, 0, text)
+        with open(path) as f:
+            cal = f.read()
+        names = [s["name"] for s in self.load(path).get("state", [])]
+        for cost in (1000.0, 0.0):
+            edited = re.sub(r"(?m)^measured_cost_us = .*$", f"measured_cost_us = {cost}", cal)
+            self.assertEqual(len(re.findall(r"(?m)^measured_cost_us = ", cal)), len(names), cal)
+            with open(self.calibration_file, "w") as f:
+                f.write(edited)
+            st, want = self.run_auto(
+                "[daemon]\nlog_level = \"debug\"\nstatus_interval_ms = 50\n\n"
+                "[defaults]\nmode = \"auto\"\nlatency_fraction = 0.1\n",
+                costs={name: cost for name in names})
+            log(f"  measured costs {cost} us: idle_costs {st['idle_costs']!r}, limit {want}")
+            self.assertTrue(st["idle_costs"].startswith("measured"), st["idle_costs"])
+            if cost > 0 and cpuidle_driver() != "none":
+                self.assertEqual(want, 0, "1000 us states must not fit a virtio request")
+        self.assertEqual(read_all(), self.baseline)
+
+    def test_06_calibrate_on_start(self):
+        """calibrate_on_start with no calibration file: latgovd measures the
+        idle states before it is ready, writes the file where the
+        configuration says (the test's directory) and uses it."""
+        d = self.start_daemon(
+            "[daemon]\nlog_level = \"debug\"\nstatus_interval_ms = 50\n"
+            "calibrate_on_start = true\n\n[defaults]\nmode = \"fixed\"\nlimit_us = 0\n",
+            wait=False)
+        d.wait_log(r"latgovd ready", timeout=60)
+        self.assert_wake_mode(d)
+        self.assertTrue(os.path.exists(self.calibration_file),
+                        f"no calibration written to {self.calibration_file}:\n{d.log()}")
+        cal = self.load(self.calibration_file)
+        self.assertEqual(cal["machine"].get("cpuidle_driver"), sysfs_cpuidle_driver(), cal)
+        costs = self.status(d.runtime_dir).get("idle_costs", "")
+        self.assertTrue(costs.startswith("measured"), costs)
         self.assertEqual(d.stop(), 0)
         self.assertEqual(read_all(), self.baseline)
 

@@ -28,6 +28,7 @@ layouts=(
   "vm-6cpu-3q-poll|--cpus 6 --ctrl 3 --poll-queues 1|1|"
   "vm-multipath|--cpus 4 --multipath 2|3|"
   "vm-2ctrl-nullblk|--cpus 2 --ctrl 1 --ctrl 2|2|nr_devices=2 submit_queues=2 poll_queues=1"
+  "vm-2cpu-cstates|--cpus 2 --ctrl 2 --cstates 1,20,200|1|"
 )
 
 usage() { sed -n '2,/^set -euo/p' "$0" | sed -e '$d' -e 's/^# \{0,1\}//'; }
