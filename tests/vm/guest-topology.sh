@@ -13,16 +13,21 @@
 #   --nullblk "PARAMS"    after phase "boot", reload null_blk with PARAMS and run
 #                         phase "nullblk"
 #   --snapshot FILE       run `latgov snapshot -o FILE` after the last phase
+#   --set "ITEM,..."      before the first phase: cpuN-stateK-disabled writes 1
+#                         to cpuN's cpuidle/stateK/disable; cpuN-resume-V writes
+#                         V to cpuN's pm_qos_resume_latency_us (captured
+#                         fixtures then hold a disabled state and a limit)
 set -euo pipefail
 export PATH=/usr/sbin:/usr/bin:/sbin:/bin
 
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
-nvme_disks=0 nullblk="" snapshot="" have_nullblk=0
+nvme_disks=0 nullblk="" snapshot="" have_nullblk=0 set=""
 while [[ $# -gt 0 ]]; do
   case "$1" in
     --nvme-disks) nvme_disks=$2; shift 2;;
     --nullblk) nullblk=$2; have_nullblk=1; shift 2;;
     --snapshot) snapshot=$2; shift 2;;
+    --set) set=$2; shift 2;;
     --) shift; break;;
     -*) echo "guest-topology: unknown option $1" >&2; exit 2;;
     *) break;;
@@ -72,6 +77,17 @@ run_phase() { # $1 = phase name
   echo "$1" >> "$out/phases"
   echo "guest-topology: phase $1 done (latgov rc $rc)"
 }
+
+IFS=, read -r -a items <<< "$set"
+for item in "${items[@]}"; do
+  if [[ $item =~ ^cpu([0-9]+)-state([0-9]+)-disabled$ ]]; then
+    echo 1 > "/sys/devices/system/cpu/cpu${BASH_REMATCH[1]}/cpuidle/state${BASH_REMATCH[2]}/disable"
+  elif [[ $item =~ ^cpu([0-9]+)-resume-([0-9]+|n/a)$ ]]; then
+    echo "${BASH_REMATCH[2]}" > "/sys/devices/system/cpu/cpu${BASH_REMATCH[1]}/power/pm_qos_resume_latency_us"
+  else
+    echo "guest-topology: unknown --set item $item" >&2; exit 2
+  fi
+done
 
 udevadm settle 2>/dev/null || true
 wait_for "$nvme_disks nvme block devices" enough_nvme
