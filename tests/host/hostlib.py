@@ -724,6 +724,23 @@ class HostTestCase(unittest.TestCase):
                              f"{what}: released {1000 * from_disk:.1f} ms after the disk's "
                              f"last IO (> linger {linger_ms} + {RELEASE_SLACK_MS} ms)")
 
+    def loop_device(self, size=64 << 20):
+        """A loop device over a file in the test's tmpfs directory (its IO
+        never reaches vda); detached at cleanup. Its name."""
+        backing = os.path.join(self.tmp, "loop.img")
+        with open(backing, "wb") as f:
+            f.truncate(size)
+        out = subprocess.run(["losetup", "--find", "--show", backing],
+                             capture_output=True, text=True, timeout=10)
+        self.assertEqual(out.returncode, 0, f"losetup failed: {out.stderr}")
+        dev = out.stdout.strip()
+        self.addCleanup(subprocess.run, ["losetup", "-d", dev], timeout=10)
+        with open(dev, "r+b") as f:  # written blocks, read back by fio
+            block = os.urandom(1 << 20)
+            for _ in range(size >> 20):
+                f.write(block)
+        return os.path.basename(dev)
+
     def run_auto(self, config_text=None, config_path=None, prefix=(), costs=None):
         """latgovd in auto mode under 2 s of fio: checks that the limit it
         chose (status.json, and the completion CPU's file) is the one the

@@ -500,23 +500,6 @@ class GovernorTest(HostTestCase):
         self.assertEqual(read_cpu(self.comp), "7", "SIGTERM did not leave the 7")
         self.assertFalse(os.path.exists(d.journal))
 
-    def loop_device(self, size=64 << 20):
-        """A loop device over a file in the test's tmpfs directory (its IO
-        never reaches vda); detached at cleanup. Its name."""
-        backing = os.path.join(self.tmp, "loop.img")
-        with open(backing, "wb") as f:
-            f.truncate(size)
-        out = subprocess.run(["losetup", "--find", "--show", backing],
-                             capture_output=True, text=True, timeout=10)
-        self.assertEqual(out.returncode, 0, f"losetup failed: {out.stderr}")
-        dev = out.stdout.strip()
-        self.addCleanup(subprocess.run, ["losetup", "-d", dev], timeout=10)
-        with open(dev, "r+b") as f:  # written blocks, read back by fio
-            block = os.urandom(1 << 20)
-            for _ in range(size >> 20):
-                f.write(block)
-        return os.path.basename(dev)
-
     def test_13_two_devices_share_a_cpu(self):
         """vda (fixed 0, completes on one CPU) and a loop device (fixed 20,
         completes on its submitters: every CPU) share the completion CPU.
