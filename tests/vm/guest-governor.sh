@@ -9,6 +9,8 @@
 #   --multipath   also check fio on the multipath head (needs a guest booted
 #                 with --multipath)
 #   --cpus LIST   submitting CPUs to test (default: the first and the last)
+#   --irq-move    also move a queue's IRQ by taking its CPU offline (needs a
+#                 controller whose queues span two CPUs each)
 # Prints PASS/FAIL lines; exits 1 if anything failed.
 set -euo pipefail
 export PATH=/usr/sbin:/usr/bin:/sbin:/bin
@@ -17,17 +19,18 @@ here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 # shellcheck source=governor-lib.sh source-path=SCRIPTDIR
 . "$here/governor-lib.sh"
 
-multipath=0 test_cpus=""
+multipath=0 test_cpus="" irqmove=0
 while [[ $# -gt 0 ]]; do
   case "$1" in
     --multipath) multipath=1; shift;;
     --cpus) test_cpus=$2; shift 2;;
+    --irq-move) irqmove=1; shift;;
     --) shift; break;;
     -*) echo "guest-governor: unknown option $1" >&2; exit 2;;
     *) break;;
   esac
 done
-[[ $# -eq 2 ]] || { echo "usage: guest-governor.sh [--multipath] [--cpus LIST] LATGOVD LATGOV" >&2; exit 2; }
+[[ $# -eq 2 ]] || { echo "usage: guest-governor.sh [--multipath] [--irq-move] [--cpus LIST] LATGOVD LATGOV" >&2; exit 2; }
 latgovd=$1 latgov=$2
 fio_seconds=16
 linger_ms=300
@@ -195,6 +198,48 @@ if [[ $multipath = 1 ]]; then
     else
       lg_fail "multipath: reads on $head went to '$used', not exactly one path"
     fi
+  fi
+fi
+
+# IRQ moved while latgovd runs: NVMe IRQs are kernel-managed, so what moves
+# them is CPU hotplug. On a controller whose queue spans two CPUs, take the
+# IRQ's effective CPU offline: the kernel moves the IRQ to the other CPU of
+# its mask, and the next IO on that queue must hold the new CPU, not the old.
+if [[ $irqmove = 1 ]]; then
+  moved=""
+  for d in $(lg_nvme_disks plain); do
+    for qd in /sys/block/"$d"/mq/*; do
+      q=${qd##*/}
+      mask=$(lg_expand_cpus "$(cat "$qd/cpu_list")")
+      [[ $mask =~ ^[0-9]+\ [0-9]+$ ]] || continue
+      irq=$(lg_queue_irq "$d" "$q") || continue
+      old=$(lg_completion_cpus "$irq")
+      [[ $old != 0 && -w $LG_CPU_SYS/cpu$old/online ]] || continue
+      moved="$d $q $irq $old $mask"; break 2
+    done
+  done
+  if [[ -z $moved ]]; then
+    lg_fail "irq move: no queue spanning two CPUs with a hot-pluggable completion CPU"
+  else
+    read -r d q irq old m1 m2 <<< "$moved"
+    new=$m1; [[ $new == "$old" ]] && new=$m2
+    echo "irq move: $d queue $q, IRQ $irq on CPU $old (mask $m1 $m2): taking CPU $old offline"
+    echo 0 > "$LG_CPU_SYS/cpu$old/online"
+    now=$(lg_completion_cpus "$irq")
+    if [[ $now != "$new" ]]; then
+      lg_fail "irq move: IRQ $irq completes on '$now' after CPU $old went offline, not $new"
+    else
+      # latgovd notices the online set change at its next housekeeping (<= 10 s idle)
+      for ((i = 0; i < 300; i++)); do
+        grep -q "online CPUs changed" "$rt/latgovd.log" && break; lg_sleep 0.05
+      done
+      lg_check "irq move: latgovd rescanned after the hotplug" grep -q "online CPUs changed" "$rt/latgovd.log"
+      online=(); for c in "${LG_CPUS[@]}"; do [[ $c == "$old" ]] || online+=("$c"); done
+      LG_CPUS=("${online[@]}")   # the offline CPU has no say now
+      fio_run "$new" "$d" "$d" "$new" "$d/$q" "irq move: cpu $new -> $d q$q -> IRQ $irq now on cpu $new"
+    fi
+    echo 1 > "$LG_CPU_SYS/cpu$old/online"
+    lg_init_cpus
   fi
 fi
 
