@@ -116,7 +116,7 @@ class GovernorTest(HostTestCase):
             if values[self.comp] != "0":
                 constrained += 1
                 irq_before = samples[max(0, i - window)][1]
-                if values and samples[i][1] == irq_before:
+                if samples[i][1] == irq_before:
                     unexplained += 1
         log(f"  idle: cpu {self.comp} constrained in {constrained}/{len(samples)} samples, "
             f"{unexplained} without vda IO just before")
