@@ -26,8 +26,12 @@ lg_ms() { # milliseconds since boot into LG_MS (monotonic, 10 ms steps), no fork
   LG_MS=$((10#${up/./} * 10))
 }
 # lg_sleep SECONDS: a pause without forking sleep (a read with a timeout on a
-# pipe nobody writes to)
-exec {LG_SLEEP_FD}<> <(:)
+# FIFO nobody writes to; opened read-write so the open does not block; the
+# guest's /dev has no /dev/fd for a process substitution)
+lg_fifo=$(mktemp -u /run/latgov-sleep.XXXXXX)
+mkfifo "$lg_fifo"
+exec {LG_SLEEP_FD}<>"$lg_fifo"
+rm -f "$lg_fifo"
 lg_sleep() { read -r -t "$1" -u "$LG_SLEEP_FD" _ || true; }
 
 # --- CPUs and their per-CPU PM QoS values -----------------------------------
