@@ -1,7 +1,7 @@
 """Shared helpers of the host tests (tests/host/test_*.py): the machine's
 state read independently of latgov, fio and latgovd processes, and
 HostTestCase, the base class that checks the prerequisites of the virtio test
-bed (PLATFORM.md), starts latgovd instances and puts back every per-CPU value
+bed (vda with one queue, two or more CPUs, root), starts latgovd instances and puts back every per-CPU value
 after each test.
 
 Environment: LATGOVD and LATGOV, the paths of the two binaries (set by ctest).

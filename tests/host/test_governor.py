@@ -1,6 +1,6 @@
 """Host tests of latgovd holding per-CPU / global PM QoS limits for real IO.
 
-Runs on the virtio test bed (PLATFORM.md): vda with one queue whose IRQ is
+Runs on the virtio test bed: vda with one queue whose IRQ is
 virtio<N>-req.0, 2 CPUs, as root. Everything the tests need must be there:
 a missing prerequisite FAILS, it never skips.
 

@@ -4,7 +4,7 @@ event on the first request, constrains the queue's completion CPU at once
 and samples until idle again; without the capabilities for perf events it
 falls back to sampling every idle_interval.
 
-Runs on the virtio test bed (PLATFORM.md), as root; a missing prerequisite
+Runs on the virtio test bed (vda with one queue, 2+ CPUs), as root; a missing prerequisite
 FAILS, it never skips. Helpers and the per-test setup/teardown: hostlib.py.
 """
 
