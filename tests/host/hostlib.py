@@ -365,12 +365,15 @@ class Watched:
     def last_io(self):
         return self.progress[-1]
 
-    def gaps(self, held, linger_s):
+    def gaps(self, held, linger_s, lookback_s=0.05):
         """Releases seen while fio ran that no stall of fio explains: a value
         other than `held` after the first `held` and before fio's last IO,
-        with fio's reads seen progressing less than linger_s before it.
-        (A stall of this poller only hides progress: it can excuse a gap,
-        never invent one.) Returns (unexplained, explained) lists of times."""
+        with no gap of linger_s or more in fio's progress during the
+        lookback_s before it (the daemon releases at a tick whose whole
+        window had no completion: the stall may have ended just before the
+        release was written and seen). A stall of this poller only hides
+        progress: it can excuse a release, never invent one. Returns
+        (unexplained, explained) lists of times."""
         first = next((t for t, v in self.changes if v == held), None)
         unexplained, explained = [], []
         if first is None:
@@ -378,11 +381,10 @@ class Watched:
         for t, v in self.changes:
             if t <= first or v == held or t >= self.last_io:
                 continue
-            before = [p for p in self.progress if p <= t]
-            if before and t - before[-1] < linger_s:
-                unexplained.append(t)
-            else:
-                explained.append(t)
+            points = [t - lookback_s] + [p for p in self.progress
+                                         if t - lookback_s < p <= t] + [t]
+            widest = max(b - a for a, b in zip(points, points[1:]))
+            (explained if widest >= linger_s else unexplained).append(t)
         return unexplained, explained
 
     def held_fraction(self, held):
