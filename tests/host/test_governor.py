@@ -205,9 +205,8 @@ class GovernorTest(HostTestCase):
         self.assertTrue(fio.running(), "fio ended before status showed the hold")
         self.assertIn(self.comp, cpus, st)
         self.assertEqual(cpus[self.comp]["limit_us"], 0, st)
-        self.assertEqual([{"device": h.get("device"), "queue": h.get("queue")}
-                          for h in cpus[self.comp]["held_for"]],
-                         [{"device": DISK, "queue": 0}], st)
+        self.assertEqual(cpus[self.comp]["held_for"],
+                         [{"device": DISK, "queue": 0, "why": "completes"}], st)
         for other in self.others:
             self.assertIn(other, cpus, st)
             self.assertIsNone(cpus[other]["limit_us"], st)
@@ -415,8 +414,12 @@ class GovernorTest(HostTestCase):
         missing = os.path.join(self.tmp, "does-not-exist", "latgov.toml")
         evidence = os.path.join(varlib, "latgov", "evidence")
         st, want = self.run_auto(config_path=missing, prefix=mask, evidence_file=evidence)
-        self.assertEqual(st["idle_costs"],
-                         "declared (no calibration at /var/lib/latgov/calibration.toml)", st)
+        declared = "declared (no calibration at /var/lib/latgov/calibration.toml)"
+        if want == LIVE_EVIDENCE:  # and status says the costs are not used
+            self.assertEqual(st["idle_costs"], declared + "; under haltpoll auto mode uses no "
+                             "cost: live IO decides (limit_from)", st)
+        else:
+            self.assertEqual(st["idle_costs"], declared, st)
         written = sorted(os.path.relpath(os.path.join(root, f), varlib)
                          for root, _, files in os.walk(varlib) for f in files)
         allowed = ["latgov/evidence"] if want == LIVE_EVIDENCE else []
@@ -600,10 +603,10 @@ limit_us = 20
         st = self.wait_status(d, lambda s: {c["cpu"]: c for c in s["cpus"]}[self.comp]
                               ["limit_us"] == 0, "the shared CPU at 0")
         cpus = {c["cpu"]: c for c in st["cpus"]}
-        self.assertEqual(cpus[self.comp]["held_for"], [{"device": DISK, "queue": 0}], st)
+        self.assertEqual(cpus[self.comp]["held_for"], [{"device": DISK, "queue": 0, "why": "completes"}], st)
         for other in self.others:
             self.assertEqual(cpus[other]["limit_us"], 20, st)
-            self.assertEqual(cpus[other]["held_for"], [{"device": loop, "queue": 0}], st)
+            self.assertEqual(cpus[other]["held_for"], [{"device": loop, "queue": 0, "why": "completes"}], st)
         watched = vda_fio.watch_until_exit(read_all, self.irq)
         self.assertTrue(loop_fio.running(), "loop fio ended before vda's")
         lost = [v for _, v in watched.changes if any(v[o] != "20" for o in self.others)]
@@ -646,7 +649,7 @@ limit_us = 20
         self.assertEqual(read_global(), 20)
         st = self.status(d.runtime_dir)
         self.assertEqual(st["global_limit_us"], 20, st)
-        self.assertEqual(st["global_held_for"], [{"device": loop, "queue": 0}], st)
+        self.assertEqual(st["global_held_for"], [{"device": loop, "queue": 0, "why": "completes"}], st)
         vda_fio.wait()
         time.sleep(0.3)  # vda's linger (200 ms) and two ticks: vda's hold is gone
         self.assertTrue(loop_fio.running(), "loop fio ended before vda's")
