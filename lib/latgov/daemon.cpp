@@ -40,7 +40,7 @@ Holds CPU wake-up latency limits on the CPUs that complete block IO, only
 while IO is outstanding. Runs in the foreground (systemd Type=notify).
 
 Options:
-  --config FILE      configuration (default /etc/latgov/latgov.toml; missing = embedded default)
+  --config FILE      configuration (default )" LATGOV_CONFIG_FILE R"(; missing = embedded default)
   --check-config     validate the configuration and exit 0 (valid) or 1
   --restore          put back the per-CPU values a previous run left, and exit
   --sysroot DIR      read and write sysfs/procfs/dev under DIR (tests)
@@ -50,7 +50,7 @@ Options:
 )";
 
 struct Options {
-    std::filesystem::path config = "/etc/latgov/latgov.toml";
+    std::filesystem::path config = LATGOV_CONFIG_FILE;
     std::string sysroot = "/";
     std::optional<std::filesystem::path> runtime_dir;
     bool check_config = false;
