@@ -33,3 +33,6 @@ install(CODE "
 
 install(FILES completion/latgov.bash DESTINATION ${CMAKE_INSTALL_DATADIR}/bash-completion/completions
         RENAME latgov)
+
+# Alerting rules for the metrics latgovd writes (prometheus/latgov-alerts.yml).
+install(FILES prometheus/latgov-alerts.yml DESTINATION ${CMAKE_INSTALL_DATADIR}/latgov/prometheus)

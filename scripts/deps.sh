@@ -3,8 +3,9 @@
 # missing. Sets:
 #   build  what building latgov and running latgovd need
 #   test   the test beds of scripts/test: fio, the QEMU guest harness, the
-#          Debian package tools, Prometheus' promtool and node_exporter, and
-#          python3-matplotlib for the bench plots
+#          Debian package tools, bash-completion, python3-matplotlib for the
+#          bench plots; promtool and node_exporter are unpacked from their
+#          Debian packages, not installed (scripts/prometheus-tools)
 # No set installs a kernel: the VM harness takes its guest kernel out of the
 # Debian package without installing it into the host's boot chain.
 set -euo pipefail
@@ -41,3 +42,7 @@ if [[ ${#missing[@]} -gt 0 ]]; then
     DEBIAN_FRONTEND=noninteractive "${sudo[@]}" apt-get install -y -qq --no-install-recommends \
         "${missing[@]}" >&2
 fi
+for set in "$@"; do
+    [[ $set == test ]] && "$(dirname "$0")/prometheus-tools" > /dev/null
+done
+exit 0

@@ -83,6 +83,11 @@ struct DaemonSettings {
     bool queue_inflight = false;
     // Run `latgov calibrate` at start when no calibration file exists.
     bool calibrate_on_start = false;
+    // Prometheus textfile (node_exporter's textfile collector). Empty: none.
+    // The default is written only where its directory exists; a path the
+    // configuration sets is always written.
+    std::filesystem::path metrics_file = "/var/lib/prometheus/node-exporter/latgov.prom";
+    bool metrics_file_configured = false;
 };
 
 struct Config {

@@ -5,6 +5,7 @@
 #include "latgov/config.hpp"
 #include "latgov/governor.hpp"
 #include "latgov/io_events.hpp"
+#include "latgov/metrics.hpp"
 #include "latgov/qos.hpp"
 #include "latgov/sampler.hpp"
 #include "latgov/status.hpp"
@@ -146,6 +147,7 @@ class Daemon {
     void tick(SteadyTime now);
     void apply(const Holds& holds, SteadyTime now);
     void write_status(SteadyTime now);
+    void write_metrics(SteadyTime now);
     void reload();
     void shutdown();
     void arm_timer(SteadyTime now);
@@ -177,6 +179,9 @@ class Daemon {
     std::vector<double> onset_us_;
     std::string cost_source_ = "declared";
     SteadyTime last_change_{};
+    MetricsRecorder metrics_;
+    SteadyTime last_metrics_{};
+    bool metrics_failed_ = false;
 };
 
 // After this long with the same active queues, sampling slows to
@@ -242,6 +247,7 @@ bool Daemon::rescan() {
         return false;
     }
     topology_ = std::move(*topology);
+    metrics_.count_rescan();
     for (const auto& w : topology_.warnings)
         spdlog::warn("{}", w);
     governor_ = std::make_unique<Governor>(topology_, config_, costs());
@@ -340,6 +346,7 @@ void Daemon::on_io_events(SteadyTime now) {
             if (onset_us_.size() >= 1000)
                 onset_us_.erase(onset_us_.begin());
             onset_us_.push_back(static_cast<double>(done_ns - first_ns) / 1000.0);
+            metrics_.observe_onset(static_cast<double>(done_ns - first_ns) / 1e9);
         }
     }
     // Only once the constraint is written: disarming costs a call per CPU.
@@ -365,6 +372,7 @@ void Daemon::apply(const Holds& holds, SteadyTime now) {
         !diff_holds(holds_.dry_run, holds.dry_run).empty())
         status_dirty_ = true;
     percpu_.apply(wanted, now);
+    metrics_.observe_percpu(percpu_.held(), now);
     global_.apply(holds.global, now);
     holds_ = holds;
 }
@@ -389,6 +397,29 @@ void Daemon::write_status(SteadyTime now) {
         spdlog::warn("{}", written.error().message);
     last_status_ = now;
     status_dirty_ = false;
+    write_metrics(now);
+}
+
+// The metrics follow the status writes, and are refreshed every
+// metrics_refresh while idle so a scrape can tell a live daemon from a
+// stale file.
+constexpr std::chrono::seconds metrics_refresh{30};
+
+void Daemon::write_metrics(SteadyTime now) {
+    const auto& path = config_.daemon.metrics_file;
+    if (path.empty() || (!config_.daemon.metrics_file_configured &&
+                         !std::filesystem::is_directory(path.parent_path())))
+        return;
+    last_metrics_ = now;
+    MetricsRecorder::Inputs in{*governor_,          holds_, percpu_, global_, topology_,
+                               events_.has_value(), now};
+    if (auto written = write_metrics_file(path, format_metrics(metrics_.snapshot(in))); !written) {
+        if (!metrics_failed_)
+            spdlog::warn("{}", written.error().message);
+        metrics_failed_ = true;
+    } else {
+        metrics_failed_ = false;
+    }
 }
 
 void Daemon::tick(SteadyTime now) {
@@ -417,6 +448,8 @@ void Daemon::tick(SteadyTime now) {
     if ((status_dirty_ || governor_->any_active()) &&
         now - last_status_ >= config_.daemon.status_interval)
         write_status(now);
+    if (now - last_metrics_ >= metrics_refresh)
+        write_metrics(now);
     if (watchdog_interval_.count() > 0 && now - last_watchdog_ >= watchdog_interval_ / 2) {
         sd_notify(0, "WATCHDOG=1");
         last_watchdog_ = now;
@@ -491,10 +524,14 @@ void Daemon::shutdown() {
     global_.apply(std::nullopt, std::chrono::steady_clock::now());
     std::error_code ec;
     std::filesystem::remove(status_path(), ec);
+    // node_exporter would go on serving a stopped daemon's last values.
+    if (!config_.daemon.metrics_file.empty())
+        std::filesystem::remove(config_.daemon.metrics_file, ec);
     spdlog::info("stopped; every constraint released");
 }
 
 int Daemon::run() {
+    spdlog::default_logger()->sinks().push_back(metrics_.log_counter());
     std::error_code ec;
     std::filesystem::create_directories(config_.daemon.runtime_dir, ec);
     if (ec) {

@@ -27,7 +27,8 @@ done
 contents=$(dpkg-deb -c "$deb")
 for f in ./usr/sbin/latgovd ./usr/bin/latgov ./lib/systemd/system/latgov.service \
     ./etc/latgov/latgov.toml ./usr/share/man/man8/latgovd.8.gz ./usr/share/man/man8/latgov.8.gz \
-    ./usr/share/man/man5/latgov.toml.5.gz ./usr/share/bash-completion/completions/latgov; do
+    ./usr/share/man/man5/latgov.toml.5.gz ./usr/share/bash-completion/completions/latgov \
+    ./usr/share/latgov/prometheus/latgov-alerts.yml; do
   if grep -q " $f\$" <<< "$contents"; then pass "ships $f"; else fail "does not ship $f"; fi
 done
 tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT

@@ -59,6 +59,8 @@ for page in man8/latgovd.8 man8/latgov.8 man5/latgov.toml.5; do
     else fail "no man page $page"; fi
 done
 
+check "alerting rules in $prefix/share/latgov/prometheus" test -s "$root/share/latgov/prometheus/latgov-alerts.yml"
+
 comp=$root/share/bash-completion/completions/latgov
 if [[ -f $comp ]]; then
     lib=/usr/share/bash-completion/bash_completion
