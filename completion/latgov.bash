@@ -19,7 +19,7 @@ _latgov() {
             _filedir -d
             return
             ;;
-        -o | --output | --file)
+        -o | --output | --file | --config)
             _filedir
             return
             ;;
@@ -50,7 +50,7 @@ _latgov() {
         doctor) COMPREPLY=($(compgen -W "--runtime-dir" -- "$cur")) ;;
         explain)
             if [[ $cur == -* ]]; then
-                COMPREPLY=($(compgen -W "--runtime-dir" -- "$cur"))
+                COMPREPLY=($(compgen -W "--config --runtime-dir" -- "$cur"))
             else
                 COMPREPLY=($(compgen -W "$(command ls /sys/block 2>/dev/null)" -- "$cur"))
             fi

@@ -1,6 +1,7 @@
 #include "latgov/cli.hpp"
 
 #include "latgov/calibrate.hpp"
+#include "latgov/cli_host.hpp"
 #include "latgov/snapshot.hpp"
 #include "latgov/status.hpp"
 #include "latgov/topology_json.hpp"
@@ -26,6 +27,12 @@ Commands:
   snapshot -o FILE.tar.gz  capture the files topology discovery reads
   status [--json]          what latgovd holds now (from RUNTIME_DIR/status.json)
       [--runtime-dir DIR]  default /run/latgov
+      [--watch]            redraw in place every --interval seconds (default 1)
+  doctor                   check this host for what keeps latgov from working;
+      [--runtime-dir DIR]  exit 1 when something needs attention
+  explain DEVICE           why the device's limit is what it is
+      [--config FILE]      default the one latgovd reads
+      [--runtime-dir DIR]
   calibrate                measure each idle state's wake-up cost with QD1 reads
       [--device NAME]      disk to read (read-only); default the first governed one
       [--file PATH]        read this file on the disk instead of the raw device
@@ -101,16 +108,27 @@ int cmd_snapshot(const Args& args) {
 
 int cmd_status(const Args& args) {
     bool as_json = false;
+    bool watch = false;
+    std::chrono::milliseconds interval{1000};
     std::string runtime_dir = "/run/latgov";
     for (size_t i = 0; i < args.rest.size(); ++i) {
         if (args.rest[i] == "--json")
             as_json = true;
-        else if (args.rest[i] == "--runtime-dir" && i + 1 < args.rest.size())
+        else if (args.rest[i] == "--watch")
+            watch = true;
+        else if (args.rest[i] == "--interval" && i + 1 < args.rest.size()) {
+            auto seconds = parse_u64(args.rest[++i]);
+            if (!seconds || *seconds == 0 || *seconds > 3600)
+                return usage_error("status: --interval takes whole seconds (1..3600)");
+            interval = std::chrono::seconds(*seconds);
+        } else if (args.rest[i] == "--runtime-dir" && i + 1 < args.rest.size())
             runtime_dir = args.rest[++i];
         else
             return usage_error("status: unknown option " + args.rest[i]);
     }
     const std::string path = runtime_dir + "/status.json";
+    if (watch && !as_json)
+        return watch_status(path, interval);
     std::ifstream in(path);
     if (!in)
         return fail("no status at " + path + ": is latgovd running?");
@@ -226,6 +244,10 @@ int cli_main(int argc, char** argv) {
         return cmd_status(args);
     if (args.command == "calibrate")
         return cmd_calibrate(args);
+    if (args.command == "doctor")
+        return doctor_command(args.sysroot, args.rest);
+    if (args.command == "explain")
+        return explain_command(args.sysroot, args.rest);
     return usage_error("unknown command " + args.command);
 }
 

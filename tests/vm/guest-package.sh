@@ -81,8 +81,10 @@ lg_check "after purge: no latgovd process" bash -c "! pgrep -x latgovd > /dev/nu
 lg_check "after purge: every CPU reads \"0\" ($(lg_qos_all))" lg_none_held
 lg_check "after purge: the unit is gone ($(systemctl is-active $unit 2>&1), $(show LoadState))" \
   test "$(show LoadState)" = not-found
-lg_check "after purge: /usr/sbin/latgovd, /etc/latgov/latgov.toml, /run/latgov, /var/lib/latgov gone" \
-  test ! -e /usr/sbin/latgovd -a ! -e /etc/latgov/latgov.toml -a ! -e /run/latgov -a ! -e /var/lib/latgov
+for f in /usr/sbin/latgovd /etc/latgov/latgov.toml /run/latgov /var/lib/latgov; do
+  if [[ -e $f ]]; then lg_fail "after purge: $f is left: $(ls -la "$f" 2>&1 | head -n 5 | tr '\n' ';')"
+  else lg_pass "after purge: $f is gone"; fi
+done
 kill "$LG_FIO_PID" 2>/dev/null || true
 wait "$LG_FIO_PID" 2>/dev/null || true
 [[ $LG_FAILED -eq 0 ]]
