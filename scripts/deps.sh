@@ -43,6 +43,6 @@ if [[ ${#missing[@]} -gt 0 ]]; then
         "${missing[@]}" >&2
 fi
 for set in "$@"; do
-    [[ $set == test ]] && "$(dirname "$0")/prometheus-tools" > /dev/null
+    [[ $set == test ]] && "$(dirname "$0")/prometheus-tools" > /dev/null && "$(dirname "$0")/tuned-debs" > /dev/null
 done
 exit 0
