@@ -18,7 +18,7 @@ build=(
 test=(
     python3 fio clang-format
     qemu-system-x86 busybox-static cpio   # the NVMe VM test bed (tests/vm/nvme-vm)
-    debhelper dpkg-dev fakeroot lintian bash-completion   # the Debian package (debian/, tests/package)
+    debhelper dpkg-dev fakeroot lintian bash-completion man-db git   # the Debian package (debian/, tests/package)
     python3-matplotlib                    # bench/ab plots (bench.ab_smoke)
 )
 [[ $# -gt 0 ]] || { echo "usage: deps.sh build|test..." >&2; exit 2; }
