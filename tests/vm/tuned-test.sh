@@ -9,7 +9,7 @@
 # Usage: tuned-test.sh [--timeout S] LATGOV_DEB TUNED_DEBS_DIR
 set -euo pipefail
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
-timeout=600
+timeout=900
 [[ ${1:-} == --timeout ]] && { timeout=$2; shift 2; }
 [[ $# -eq 2 ]] || { echo "usage: tuned-test.sh [--timeout S] LATGOV_DEB TUNED_DEBS_DIR" >&2; exit 2; }
 deb=$(realpath -e -- "$1" 2>/dev/null) || { echo "FAIL tuned-test: no package $1"; exit 1; }
