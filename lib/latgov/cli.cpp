@@ -128,7 +128,7 @@ int cmd_status(const Args& args) {
     }
     const std::string path = runtime_dir + "/status.json";
     if (watch && !as_json)
-        return watch_status(path, interval);
+        return watch_status(args.sysroot, path, interval);
     std::ifstream in(path);
     if (!in)
         return fail("no status at " + path + ": is latgovd running?");
@@ -138,7 +138,7 @@ int cmd_status(const Args& args) {
     if (as_json)
         fmt::print("{}\n", status.dump(2));
     else
-        fmt::print("{}", format_status(status));
+        fmt::print("{}{}", format_status(status), format_other_holders(args.sysroot, status));
     return 0;
 }
 

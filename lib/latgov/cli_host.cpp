@@ -8,6 +8,7 @@
 
 #include <ctime>
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <thread>
@@ -109,14 +110,41 @@ int explain_command(const std::string& sysroot, const std::vector<std::string>& 
     return 0;
 }
 
-int watch_status(const std::filesystem::path& status_file, std::chrono::milliseconds interval) {
+std::string format_other_holders(const std::string& sysroot, const nlohmann::json& status) {
+    SysRoot root(sysroot);
+    std::vector<std::string> others;
+    if (auto bytes = root.read("/dev/cpu_dma_latency"))
+        if (auto global = parse_cpu_dma_latency(*bytes); global && *global) {
+            const auto& own = status.value("global_limit_us", nlohmann::json());
+            if (!own.is_number() || own.get<std::uint32_t>() != **global)
+                others.push_back(fmt::format("/dev/cpu_dma_latency {} us", **global));
+        }
+    for (const auto& c : status.value("cpus", nlohmann::json::array())) {
+        if (!c.value("limit_us", nlohmann::json()).is_null())
+            continue; // latgov's own
+        const int cpu = c.value("cpu", -1);
+        auto text = root.read(fmt::format("/sys/devices/system/cpu/cpu{}/power/"
+                                          "pm_qos_resume_latency_us",
+                                          cpu));
+        if (!text)
+            continue;
+        if (auto value = parse_resume_latency(trim(*text)); value && *value)
+            others.push_back(fmt::format("cpu{} {}", cpu, format_resume_latency(*value)));
+    }
+    return others.empty() ? "other holders: none\n"
+                          : fmt::format("other holders (kept, not governed by latgov): {}\n",
+                                        fmt::join(others, ", "));
+}
+
+int watch_status(const std::string& sysroot, const std::filesystem::path& status_file,
+                 std::chrono::milliseconds interval) {
     for (;;) {
         const auto status = read_status(status_file);
         const std::time_t now = std::time(nullptr);
         char stamp[32];
         std::strftime(stamp, sizeof stamp, "%H:%M:%S", std::localtime(&now));
         std::string body = status.is_object()
-                               ? format_status(status)
+                               ? format_status(status) + format_other_holders(sysroot, status)
                                : "no status at " + status_file.string() + ": is latgovd running?\n";
         // Home, draw, clear what the previous frame left right of and below
         // each line.

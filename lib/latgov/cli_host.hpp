@@ -3,6 +3,7 @@
 
 #include <chrono>
 #include <filesystem>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 
@@ -12,6 +13,10 @@ namespace latgov {
 int doctor_command(const std::string& sysroot, const std::vector<std::string>& args);
 int explain_command(const std::string& sysroot, const std::vector<std::string>& args);
 // Redraws `latgov status` in place every `interval` until interrupted.
-int watch_status(const std::filesystem::path& status_file, std::chrono::milliseconds interval);
+int watch_status(const std::string& sysroot, const std::filesystem::path& status_file,
+                 std::chrono::milliseconds interval);
+// For `latgov status`: the limits others hold (/dev/cpu_dma_latency beyond
+// latgov's own request, per-CPU values latgov does not hold), one line.
+std::string format_other_holders(const std::string& sysroot, const nlohmann::json& status);
 
 } // namespace latgov

@@ -1,4 +1,5 @@
 // `latgov doctor`: the checks over plain facts, and the facts read from a tree.
+#include "latgov/cli_host.hpp"
 #include "latgov/doctor.hpp"
 #include "latgov/explain.hpp"
 
@@ -119,4 +120,26 @@ TEST_CASE("explain names an unknown device as an error") {
     auto text = explain_device({topology, config, costs, "declared", status}, "nvme9n9");
     REQUIRE_FALSE(text);
     CHECK(text.error().message.find("nvme9n9") != std::string::npos);
+}
+
+TEST_CASE("latgov status names the limits others hold, not latgov's own") {
+    char pattern[] = "/tmp/latgov-holders.XXXXXX";
+    const fs::path root = ::mkdtemp(pattern);
+    auto put = [&](const std::string& path, const std::string& text) {
+        fs::create_directories((root / path.substr(1)).parent_path());
+        std::ofstream(root / path.substr(1), std::ios::binary) << text;
+    };
+    const std::int32_t twenty = 20;
+    put("/dev/cpu_dma_latency", std::string(reinterpret_cast<const char*>(&twenty), 4));
+    put("/sys/devices/system/cpu/cpu0/power/pm_qos_resume_latency_us", "100\n");
+    put("/sys/devices/system/cpu/cpu1/power/pm_qos_resume_latency_us", "n/a\n");
+    put("/sys/devices/system/cpu/cpu2/power/pm_qos_resume_latency_us", "0\n");
+    auto status = nlohmann::json::parse(R"({"global_limit_us": null, "cpus": [
+        {"cpu": 0, "limit_us": null}, {"cpu": 1, "limit_us": 0}, {"cpu": 2, "limit_us": null}]})");
+    CHECK(format_other_holders(root.string(), status) ==
+          "other holders (kept, not governed by latgov): /dev/cpu_dma_latency 20 us, cpu0 100\n");
+    status["global_limit_us"] = 20; // latgov's own request
+    status["cpus"][0]["limit_us"] = 100;
+    CHECK(format_other_holders(root.string(), status) == "other holders: none\n");
+    fs::remove_all(root);
 }

@@ -73,6 +73,9 @@ lg_check "latgov doctor exits 1 (rc $drc)" test "$drc" = 1
 lg_check "latgov doctor names the other /dev/cpu_dma_latency holder" \
   grep -q 'FIX.*/dev/cpu_dma_latency: held at 20 us by another process' <<< "$doctor"
 lg_check "latgov doctor names tuned's per-CPU values" grep -q "FIX.*per-CPU pm_qos_resume_latency_us: set by someone else: cpu0=100" <<< "$doctor"
+status=$(latgov status 2>&1 | tail -n 1)
+lg_check "latgov status shows tuned's holds: $status" \
+  grep -q "other holders (kept, not governed by latgov): /dev/cpu_dma_latency 20 us, cpu0 100" <<< "$status"
 base=$(lg_disk_reads "$disk")
 lg_fio_start "$k" "$disk" 6
 if lg_wait_reads "$disk" "$base"; then
