@@ -14,7 +14,7 @@ deb=$("$src/scripts/build-deb" "$out") || { fail "dpkg-buildpackage -b -us -uc";
 pass "dpkg-buildpackage -b -us -uc: $(basename "$deb")"
 
 command -v lintian > /dev/null || { fail "lintian is not installed"; exit 1; }
-lintian --no-tag-display-limit "$deb" > "$out/lintian.txt" 2>&1 || true
+lintian --tag-display-limit 0 "$deb" > "$out/lintian.txt" 2>&1 || true
 sed 's/^/    /' "$out/lintian.txt"
 errors=$(grep -c '^E: ' "$out/lintian.txt" || true)
 if [[ $errors -eq 0 ]]; then pass "lintian: no errors ($(grep -c '^W: ' "$out/lintian.txt" || true) warnings)"
@@ -35,7 +35,9 @@ tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
 dpkg-deb -e "$deb" "$tmp"
 if grep -qx /etc/latgov/latgov.toml "$tmp/conffiles"; then pass "/etc/latgov/latgov.toml is a conffile"
 else fail "/etc/latgov/latgov.toml is not a conffile"; fi
-if grep -q 'deb-systemd-helper.*enable' "$tmp/postinst" && grep -q 'deb-systemd-invoke.*start' "$tmp/postinst"; then
+if grep -q "deb-systemd-helper enable 'latgov.service'" "$tmp/postinst" &&
+    grep -q "deb-systemd-invoke .*'latgov.service'" "$tmp/postinst" &&
+    grep -qE "_dh_action=(re)?start" "$tmp/postinst"; then
   pass "postinst enables and starts latgov.service (dh_installsystemd)"
 else fail "postinst does not enable and start latgov.service"; fi
 exit $failed
