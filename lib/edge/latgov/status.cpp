@@ -1,12 +1,9 @@
 #include "latgov/status.hpp"
 
-#include "latgov/fd.hpp"
 #include "latgov/json.hpp"
+#include "latgov/replace_file.hpp"
 
-#include <cerrno>
-#include <fcntl.h>
 #include <fmt/format.h>
-#include <unistd.h>
 
 namespace latgov {
 
@@ -84,15 +81,7 @@ json build_status(const StatusInput& in) {
 }
 
 Result<void> write_status(const std::filesystem::path& path, const json& status) {
-    const std::string text = status.dump(2) + "\n";
-    const std::string tmp = path.string() + ".tmp";
-    Fd fd(::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644));
-    if (!fd || ::write(fd.get(), text.data(), text.size()) != static_cast<ssize_t>(text.size()))
-        return make_error("Failed to write " + tmp + ": " + errno_message(errno));
-    fd.reset();
-    if (::rename(tmp.c_str(), path.c_str()) != 0)
-        return make_error("Failed to rename " + tmp + ": " + errno_message(errno));
-    return {};
+    return replace_file(path, status.dump(2) + "\n");
 }
 
 std::string format_status(const nlohmann::json& s) {

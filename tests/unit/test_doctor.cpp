@@ -1,0 +1,95 @@
+// `latgov doctor`'s checks over plain facts, and `latgov explain`'s text.
+#include "latgov/doctor.hpp"
+#include "latgov/explain.hpp"
+
+#include <doctest/doctest.h>
+
+using namespace latgov;
+
+namespace {
+
+HostFacts healthy() {
+    HostFacts f;
+    f.cpuidle_driver = "intel_idle";
+    f.cpuidle_governor = "menu";
+    f.cpu_dma_latency_known = true;
+    f.latgov_running = true;
+    f.cpu_values = {{0, std::nullopt}, {1, std::uint32_t{0}}};
+    f.latgov_held_cpus = {1};
+    f.tracefs_events = true;
+    f.debugfs_block = true;
+    f.run_fstype = "tmpfs";
+    return f;
+}
+
+const Finding* find(const std::vector<Finding>& findings, std::string_view check) {
+    for (const auto& f : findings)
+        if (f.check == check)
+            return &f;
+    return nullptr;
+}
+
+} // namespace
+
+TEST_CASE("a healthy host needs no attention; latgov's own holds are not someone else's") {
+    const auto findings = diagnose(healthy());
+    CHECK_FALSE(needs_attention(findings));
+    CHECK(find(findings, "per-CPU pm_qos_resume_latency_us")->level == Finding::Level::ok);
+    CHECK(format_findings(findings).find("FIX") == std::string::npos);
+}
+
+TEST_CASE("each problem is flagged with advice") {
+    struct Case {
+        const char* check;
+        void (*spoil)(HostFacts&);
+    };
+    const Case cases[] = {
+        {"cpuidle driver", [](HostFacts& f) { f.cpuidle_driver = "none"; }},
+        {"/dev/cpu_dma_latency", [](HostFacts& f) { f.cpu_dma_latency = 0; }},
+        {"per-CPU pm_qos_resume_latency_us", [](HostFacts& f) { f.cpu_values[0] = 20; }},
+        {"tracefs", [](HostFacts& f) { f.tracefs_events = false; }},
+        {"/run", [](HostFacts& f) { f.run_fstype = "ext4"; }},
+        {"queue IRQs on isolated CPUs",
+         [](HostFacts& f) {
+             f.isolated_cpus = {3};
+             f.irqs_by_cpu[3] = {"nvme0q4"};
+         }},
+    };
+    for (const auto& c : cases) {
+        CAPTURE(c.check);
+        auto facts = healthy();
+        c.spoil(facts);
+        const auto findings = diagnose(facts);
+        REQUIRE(find(findings, c.check));
+        CHECK(find(findings, c.check)->level == Finding::Level::attention);
+        CHECK_FALSE(find(findings, c.check)->advice.empty());
+        CHECK(needs_attention(findings));
+    }
+}
+
+TEST_CASE("latgov's own global hold is not another holder") {
+    auto facts = healthy();
+    facts.cpu_dma_latency = 0;
+    facts.latgov_global_limit = 0;
+    CHECK(find(diagnose(facts), "/dev/cpu_dma_latency")->level == Finding::Level::ok);
+}
+
+TEST_CASE("the mount that holds a path: the longest prefix, the last of stacked ones") {
+    const std::string mounts = "/dev/vda1 / ext4 rw 0 0\ntmpfs /run tmpfs rw 0 0\n"
+                               "tmpfs /run/lock tmpfs rw 0 0\n/dev/vdb /runner xfs rw 0 0\n"
+                               "overlay /run overlay rw 0 0\n";
+    CHECK(mount_fstype(mounts, "/run") == "overlay");
+    CHECK(mount_fstype(mounts, "/run/latgov") == "overlay");
+    CHECK(mount_fstype(mounts, "/var") == "ext4");
+    CHECK(mount_fstype("", "/run").empty());
+}
+
+TEST_CASE("explain names an unknown device as an error") {
+    Topology topology;
+    Config config;
+    std::map<int, std::vector<IdleCost>> costs;
+    nlohmann::json status;
+    auto text = explain_device({topology, config, costs, "declared", status}, "nvme9n9");
+    REQUIRE_FALSE(text);
+    CHECK(text.error().message.find("nvme9n9") != std::string::npos);
+}
