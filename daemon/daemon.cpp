@@ -1,5 +1,6 @@
 #include "daemon.hpp"
 
+#include "evidence.hpp"
 #include "idle_costs.hpp"
 #include "latgov/replace_file.hpp"
 #include "latgov/schedule.hpp"
@@ -68,7 +69,7 @@ Daemon::Daemon(Options options, Config config)
       rescan_retry_(first_rescan_retry), metrics_(unix_time_now()) {}
 
 bool Daemon::rescan(TimePoint now) {
-    auto state = build_governed_state(root_, config_);
+    auto state = build_governed_state(root_, config_, state_.get());
     if (!state) {
         spdlog::error("{}; keeping the current devices, retrying in {} ms", state.error().message,
                       rescan_retry_.count());
@@ -209,10 +210,18 @@ void Daemon::tick(TimePoint now) {
         }
         return;
     }
+    read_issue_counters(*state_, sample_);
+    const bool log_windows = spdlog::should_log(spdlog::level::debug);
+    const auto windows_before =
+        log_windows ? window_counts(state_->governor) : std::vector<std::uint64_t>{};
     if (state_->governor.observe(sample_, now)) {
         apply(state_->governor.holds(), now);
         last_change_ = now;
     }
+    if (log_windows)
+        log_finished_windows(state_->governor, windows_before);
+    if (save_evidence_if_changed(state_->governor, config_.daemon))
+        status_dirty_ = true;
     // At most one status write per status_interval: the file may live on a
     // disk latgov governs, and every write there is IO it would react to.
     if ((status_dirty_ || state_->governor.any_active()) &&
@@ -287,6 +296,8 @@ void Daemon::shutdown() {
     if (!config_.daemon.metrics_file.empty())
         std::filesystem::remove(config_.daemon.metrics_file, ec);
     spdlog::info("stopped; every constraint released");
+    if (state_)
+        save_unfinished_evidence(state_->governor, config_.daemon);
 }
 
 int Daemon::run() {

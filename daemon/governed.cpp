@@ -1,5 +1,6 @@
 #include "governed.hpp"
 
+#include "evidence.hpp"
 #include "latgov/discovery.hpp"
 #include "latgov/idle_costs.hpp"
 #include "logging.hpp"
@@ -45,22 +46,53 @@ std::pair<std::optional<IoIssueEvents>, std::string> open_io_events(const SysRoo
     return {std::move(*events), "sleeping until the first request (block_rq_issue events)"};
 }
 
+std::optional<IssueCounters> open_issue_counters(const SysRoot& root, const Topology& topology,
+                                                 const Governor& governor) {
+    if (governor.devices().empty())
+        return std::nullopt;
+    auto counters = IssueCounters::open(root, topology.online_cpus, governor.watched_devs());
+    if (!counters) {
+        spdlog::warn("Failed to open per-CPU request counters ({}); waiter CPUs from iowait only",
+                     counters.error().message);
+        return std::nullopt;
+    }
+    return std::move(*counters);
+}
+
 } // namespace
 
-Result<GovernedState> build_governed_state(const SysRoot& root, const Config& config) {
+Result<GovernedState> build_governed_state(const SysRoot& root, const Config& config,
+                                           const GovernedState* current) {
     auto topology = discover_topology(root);
     if (!topology)
         return make_error("Failed to discover topology: " + topology.error().message);
     for (const auto& w : topology->warnings)
         spdlog::warn("{}", w);
     auto costs = load_idle_costs(root, config.daemon, *topology, log_warning);
-    Governor governor(*topology, config, std::move(costs.per_cpu));
+    Governor governor(
+        *topology, config, std::move(costs.per_cpu),
+        evidence_for(root, config.daemon, *topology, current ? &current->governor : nullptr));
     auto sampler = open_sampler(root, config, governor);
     if (!sampler)
         return sampler.error();
+    auto issue_counters = open_issue_counters(root, *topology, governor);
     auto [events, events_state] = open_io_events(root, config, *topology, governor);
-    return GovernedState{std::move(*topology), std::move(governor),     std::move(*sampler),
-                         std::move(events),    std::move(events_state), std::move(costs.source)};
+    return GovernedState{std::move(*topology),      std::move(governor), std::move(*sampler),
+                         std::move(issue_counters), std::move(events),   std::move(events_state),
+                         std::move(costs.source)};
+}
+
+void read_issue_counters(GovernedState& state, IoSample& sample) {
+    const CpuSet bound = state.governor.waiter_bound();
+    if (!state.issue_counters || bound.empty()) {
+        sample.cpu_issues.clear();
+        return;
+    }
+    if (auto read = state.issue_counters->read(bound, sample.cpu_issues); !read) {
+        spdlog::warn("{}; waiter CPUs from iowait only", read.error().message);
+        state.issue_counters.reset();
+        sample.cpu_issues.clear();
+    }
 }
 
 void log_governed_state(const GovernedState& state) {

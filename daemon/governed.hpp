@@ -1,12 +1,13 @@
 // Everything latgovd governs with, built from one discovery of the machine:
-// the topology, the governor, the sampler that feeds it and the IO events
-// that wake it. Built whole; the daemon swaps it in only when the build
-// succeeded, so a new governor never pairs with an old sampler.
+// the topology, the governor, the sampler that feeds it, the per-CPU issue
+// counters that find its waiter CPUs and the IO events that wake it. Built whole; the daemon swaps
+// it in only when the build succeeded, so a new governor never pairs with an old sampler.
 #pragma once
 
 #include "latgov/config.hpp"
 #include "latgov/governor.hpp"
 #include "latgov/io_events.hpp"
+#include "latgov/issue_counts.hpp"
 #include "latgov/sampler.hpp"
 #include "latgov/sysroot.hpp"
 #include "latgov/topology.hpp"
@@ -20,15 +21,24 @@ struct GovernedState {
     Topology topology;
     Governor governor;
     IoSampler sampler;
-    std::optional<IoIssueEvents> events; // none: sample every idle_interval while idle
-    std::string events_state;            // for `latgov status`: how an idle daemon wakes
-    std::string cost_source;             // for `latgov status`: where the idle costs came from
+    std::optional<IssueCounters> issue_counters; // none: waiter CPUs from iowait only
+    std::optional<IoIssueEvents> events;         // none: sample every idle_interval while idle
+    std::string events_state;                    // for `latgov status`: how an idle daemon wakes
+    std::string cost_source; // for `latgov status`: where the idle costs came from
 };
 
-// Discovers the machine and builds the state for it. Fails when the machine
-// cannot be read or the IO statistics cannot be opened; IO events that
-// cannot be opened are not a failure (the daemon samples while idle).
-Result<GovernedState> build_governed_state(const SysRoot& root, const Config& config);
+// Discovers the machine and builds the state for it, with what `current`
+// (the state it replaces, if any) learnt from live IO. Fails when the
+// machine cannot be read or the IO statistics cannot be opened; IO events
+// or issue counters that cannot be opened are not a failure (the daemon
+// samples while idle, and finds waiters from iowait).
+Result<GovernedState> build_governed_state(const SysRoot& root, const Config& config,
+                                           const GovernedState* current = nullptr);
+
+// The per-CPU issue counts into `sample`: only while IO runs, and only for
+// the CPUs that may hold waiters, so an idle daemon reads nothing and the
+// first active tick is a baseline. Counters that fail are dropped.
+void read_issue_counters(GovernedState& state, IoSample& sample);
 
 // Logs what the state governs and how (one line per device).
 void log_governed_state(const GovernedState& state);

@@ -96,9 +96,9 @@ class GovernorTest(HostTestCase):
             fio.kill()
             value = read_cpu(self.comp)
             cpus = journal_cpus(d.journal)
-            if value == "n/a":
-                self.assertEqual(cpus, [self.comp],
-                                 f"cpu {self.comp} left \"n/a\" but the journal lists {cpus}")
+            if value == "n/a":  # fio's own CPU may be journaled too, as the waiter
+                self.assertIn(cpus, ([self.comp], sorted([self.comp, self.other])),
+                              f"cpu {self.comp} left \"n/a\" but the journal lists {cpus}")
                 return d
             # Released just before the kill (an IO stall): consistent, retry.
             self.assertIsNone(cpus, f"value \"{value}\" but journal lists {cpus}")
@@ -145,29 +145,31 @@ class GovernorTest(HostTestCase):
         fio = self.start_fio(3)
         io_start = fio.wait_io_start()
         held = self.wait_held(fio)
-        other = read_cpu(self.other)
         log(f"  hold appeared {1000 * (held - io_start):.1f} ms after fio's IO start "
             f"({1000 * (held - fio.started):.1f} ms after fio was launched)")
-        self.assertEqual(other, "0", f"non-completion cpu {self.other} is {other!r}")
 
-        # status.json is rewritten on changes; an IO stall may release for a
-        # moment: poll until it shows the hold (fio runs for 3 s).
+        # fio waits for every read on cpu self.other: that CPU is held too, as
+        # the queue's waiter. status.json is rewritten on changes; an IO stall
+        # may release for a moment: poll until it shows both holds (fio runs
+        # for 3 s).
         deadline = time.monotonic() + 2.0
         while True:
             st = self.status(d.runtime_dir)
             cpus = {c["cpu"]: c for c in st["cpus"]}
-            if cpus.get(self.comp, {}).get("limit_us") == 0 or time.monotonic() > deadline:
+            if (all(cpus.get(c, {}).get("limit_us") == 0 for c in (self.comp, self.other))
+                    or time.monotonic() > deadline):
                 break
             time.sleep(0.02)
-        self.assertTrue(fio.running(), "fio ended before status showed the hold")
-        self.assertIn(self.comp, cpus, st)
-        self.assertEqual(cpus[self.comp]["limit_us"], 0, st)
-        self.assertEqual([{"device": h.get("device"), "queue": h.get("queue")}
-                          for h in cpus[self.comp]["held_for"]],
-                         [{"device": DISK, "queue": 0}], st)
-        self.assertIn(self.other, cpus, st)
-        self.assertIsNone(cpus[self.other]["limit_us"], st)
-        self.assertEqual(cpus[self.other]["held_for"], [], st)
+        self.assertTrue(fio.running(), "fio ended before status showed the holds")
+        for cpu, why in ((self.comp, "completes"), (self.other, "waits")):
+            self.assertIn(cpu, cpus, st)
+            self.assertEqual(cpus[cpu]["limit_us"], 0, st)
+            self.assertEqual(cpus[cpu]["held_for"],
+                             [{"device": DISK, "queue": 0, "why": why}], st)
+        for cpu, c in cpus.items():
+            if cpu not in (self.comp, self.other):
+                self.assertIsNone(c["limit_us"], st)
+                self.assertEqual(c["held_for"], [], st)
         self.assertIn(DISK, [dev["name"] for dev in st["devices"]], st)
         fio.wait()
 
@@ -182,8 +184,9 @@ class GovernorTest(HostTestCase):
     def test_04_sigterm_while_holding(self):
         d = self.start_daemon()
         fio = self.start_fio_held(3)
-        self.assertIsNotNone(self.wait_value(lambda: journal_cpus(d.journal), [self.comp], 1.0),
-                             "no journal listing the held CPU while holding")
+        both = sorted([self.comp, self.other])  # completion CPU and fio's, the waiter
+        self.assertIsNotNone(self.wait_value(lambda: journal_cpus(d.journal), both, 1.0),
+                             "no journal listing the held CPUs while holding")
         rc = d.stop(signal.SIGTERM)
         self.assertEqual(rc, 0, d.log())
         after = read_all()
@@ -249,13 +252,14 @@ class GovernorTest(HostTestCase):
         write_cpu(self.comp, "500")
         d = self.start_daemon()
         fio = self.start_fio_held(2)
-        self.assertEqual(read_cpu(self.other), "20")
         others = set()
         while fio.running():
             others.add(read_cpu(self.other))
             time.sleep(0.005)
         fio.wait()
-        self.assertEqual(others, {"20"})
+        # fio's CPU is held as the waiter (stricter), else keeps its own value.
+        self.assertIn("n/a", others)
+        self.assertLessEqual(others, {"20", "n/a"})
         self.assertEqual(d.stop(), 0)
         self.assertEqual(read_cpu(self.comp), "500")
         self.assertEqual(read_cpu(self.other), "20")

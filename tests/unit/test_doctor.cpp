@@ -1,6 +1,7 @@
 // `latgov doctor`'s checks over plain facts, and `latgov explain`'s text.
 #include "latgov/doctor.hpp"
 #include "latgov/explain.hpp"
+#include "machines.hpp"
 
 #include <doctest/doctest.h>
 
@@ -92,4 +93,27 @@ TEST_CASE("explain names an unknown device as an error") {
     auto text = explain_device({topology, config, costs, "declared", status}, "nvme9n9");
     REQUIRE_FALSE(text);
     CHECK(text.error().message.find("nvme9n9") != std::string::npos);
+}
+
+TEST_CASE("explain reads the live limit, its source, linger and who is held from the status") {
+    const Topology topology = virtio_machine("haltpoll", "haltpoll");
+    const Config config;
+    std::map<int, std::vector<IdleCost>> costs;
+    for (int cpu : {0, 1})
+        costs[cpu] = {{"POLL", 0, 0, false}, {"C1", 1, 1, false}};
+    const auto status = nlohmann::json::parse(R"({
+        "devices": [{"name": "vda", "limit_us": 0, "limit_from": "evidence: holding helps",
+                     "linger_ms": 7, "observed_latency_us": 120.0, "active_queues": [0]}],
+        "cpus": [{"cpu": 0, "limit_us": 0, "held_for": [{"device": "vda", "queue": 0,
+                  "why": "waits"}]},
+                 {"cpu": 1, "limit_us": null, "held_for": []}]})");
+    auto text = explain_device({topology, config, costs, "declared", status}, "vda");
+    REQUIRE(text);
+    CHECK(text->find("Limit chosen now: 0 us (poll only: no idle state at all) (evidence: "
+                     "holding helps).") != std::string::npos);
+    CHECK(text->find("stays active 7 ms after its last IO now (linger_ms auto") !=
+          std::string::npos);
+    CHECK(text->find("waiter_cpus") != std::string::npos);
+    CHECK(text->find("held now at 0 us (poll only: no idle state at all) for vda/0 (waits)") !=
+          std::string::npos);
 }

@@ -30,16 +30,17 @@ constexpr Choice<Mode> mode_names[] = {
     {"auto", Mode::automatic}, {"fixed", Mode::fixed}, {"off", Mode::off}};
 constexpr Choice<Backend> backend_names[] = {
     {"percpu", Backend::percpu}, {"global", Backend::global}, {"dry-run", Backend::dry_run}};
+constexpr Choice<bool> linger_names[] = {{"auto", true}};
 constexpr Choice<std::string_view> log_levels[] = {
     {"trace", "trace"}, {"debug", "debug"}, {"info", "info"}, {"warn", "warn"}, {"error", "error"}};
 
 constexpr std::string_view daemon_keys[] = {
     "sample_interval_ms", "steady_interval_ms", "idle_interval_ms", "status_interval_ms",
     "runtime_dir",        "calibration_file",   "log_level",        "io_events",
-    "calibrate_on_start", "queue_inflight",     "metrics_file"};
+    "calibrate_on_start", "queue_inflight",     "evidence_file",    "metrics_file"};
 constexpr std::string_view policy_keys[] = {
-    "mode",         "backend",      "limit_us",  "latency_fraction",
-    "min_limit_us", "max_limit_us", "linger_ms", "min_samples"};
+    "mode",         "backend",   "limit_us",    "latency_fraction", "min_limit_us",
+    "max_limit_us", "linger_ms", "min_samples", "waiter_cpus"};
 constexpr std::string_view matcher_keys[] = {"name", "model", "serial", "wwid", "transport"};
 
 // The largest value /dev/cpu_dma_latency accepts: "no limit".
@@ -126,6 +127,11 @@ class Section {
     }
 
     bool contains(std::string_view key) const { return table_.contains(std::string(key)); }
+
+    bool is_string(std::string_view key) const {
+        const auto* value = find(key);
+        return value && value->is_string();
+    }
 
     // An error about the table as a whole, located at its header.
     void fail_table(std::string_view what) { diagnostics_.report(table_, name_, what); }
@@ -258,7 +264,13 @@ PolicyOverrides read_policy(Section& section) {
     rule.latency_fraction = section.fraction("latency_fraction");
     rule.min_limit_us = section.integer("min_limit_us", 0, max_limit_us);
     rule.max_limit_us = section.integer("max_limit_us", 0, max_limit_us);
-    rule.linger = section.millis("linger_ms", 0, 60'000);
+    if (section.is_string("linger_ms")) {
+        if (section.choice("linger_ms", linger_names))
+            rule.linger_auto = true;
+    } else if ((rule.linger = section.millis("linger_ms", 0, 60'000))) {
+        rule.linger_auto = false;
+    }
+    rule.waiter_cpus = section.boolean("waiter_cpus");
     rule.min_samples = section.integer("min_samples", 1, 1'000'000);
     return rule;
 }
@@ -272,6 +284,8 @@ void overlay(Policy& policy, const PolicyOverrides& rule) {
     if (rule.max_limit_us)
         policy.max_limit_us = rule.max_limit_us;
     policy.linger = rule.linger.value_or(policy.linger);
+    policy.linger_auto = rule.linger_auto.value_or(policy.linger_auto);
+    policy.waiter_cpus = rule.waiter_cpus.value_or(policy.waiter_cpus);
     policy.min_samples = rule.min_samples.value_or(policy.min_samples);
 }
 
@@ -303,6 +317,7 @@ void read_daemon(Section& section, DaemonSettings& daemon) {
     daemon.runtime_dir = section.absolute_path("runtime_dir").value_or(daemon.runtime_dir);
     daemon.calibration_file =
         section.absolute_path("calibration_file").value_or(daemon.calibration_file);
+    daemon.evidence_file = section.absolute_path("evidence_file").value_or(daemon.evidence_file);
     if (auto level = section.choice("log_level", log_levels))
         daemon.log_level = std::string(*level);
     daemon.io_events = section.boolean("io_events").value_or(daemon.io_events);

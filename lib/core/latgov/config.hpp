@@ -29,8 +29,13 @@ struct Policy {
     // auto: clamps of the chosen limit.
     std::uint32_t min_limit_us = 0;
     std::optional<std::uint32_t> max_limit_us;
-    // A queue stays active this long after its last IO.
+    // A queue stays active this long after its last IO: `linger` when set
+    // (linger_ms = N), else chosen from the gaps between requests (the
+    // default, linger_ms = "auto"), never below `linger`'s 3 ms.
     std::chrono::milliseconds linger{3};
+    bool linger_auto = true;
+    // Also hold the CPUs where tasks wait for the active queues' IO.
+    bool waiter_cpus = true;
     // auto: completions needed in a window before the mean is trusted.
     std::uint32_t min_samples = 16;
 };
@@ -55,6 +60,8 @@ struct PolicyOverrides {
     std::optional<std::uint32_t> min_limit_us;
     std::optional<std::uint32_t> max_limit_us;
     std::optional<std::chrono::milliseconds> linger;
+    std::optional<bool> linger_auto;
+    std::optional<bool> waiter_cpus;
     std::optional<std::uint32_t> min_samples;
 };
 
@@ -73,6 +80,7 @@ struct DeviceRule : PolicyOverrides {
 inline constexpr std::string_view default_config_file = LATGOV_CONFIG_FILE;
 inline constexpr std::string_view default_runtime_dir = "/run/latgov";
 inline constexpr std::string_view default_calibration_file = "/var/lib/latgov/calibration.toml";
+inline constexpr std::string_view default_evidence_file = "/var/lib/latgov/evidence";
 // node_exporter's textfile collector directory on Debian.
 inline constexpr std::string_view default_metrics_file =
     "/var/lib/prometheus/node-exporter/latgov.prom";
@@ -90,6 +98,9 @@ struct DaemonSettings {
     std::chrono::milliseconds status_interval{1000};
     std::filesystem::path runtime_dir{default_runtime_dir};
     std::filesystem::path calibration_file{default_calibration_file};
+    // What holding bought at each idle gap, learnt from live IO and reused
+    // at the next start on the same machine and kernel.
+    std::filesystem::path evidence_file{default_evidence_file};
     std::string log_level = "info";
     // Sleep with no timer while idle and wake on the first request (a perf
     // tracepoint event); off, or where perf events are refused, idle

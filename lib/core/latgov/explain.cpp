@@ -9,16 +9,18 @@ namespace latgov {
 
 namespace {
 
+// The string at `key` of an object, or null.
+const std::string* string_at(const nlohmann::json& object, const char* key) {
+    return object.is_object() && object.contains(key) ? object[key].get_ptr<const std::string*>()
+                                                      : nullptr;
+}
+
 const nlohmann::json* find_named(const nlohmann::json& list, std::string_view name) {
     if (!list.is_array())
         return nullptr;
-    for (const auto& entry : list) {
-        const auto* entry_name = entry.is_object() && entry.contains("name")
-                                     ? entry["name"].get_ptr<const std::string*>()
-                                     : nullptr;
-        if (entry_name && *entry_name == name)
+    for (const auto& entry : list)
+        if (const auto* entry_name = string_at(entry, "name"); entry_name && *entry_name == name)
             return &entry;
-    }
     return nullptr;
 }
 
@@ -59,8 +61,10 @@ Result<std::string> explain_device(const ExplainInput& in, std::string_view name
     out += fmt::format("Governed by {} (mode {}, backend {}).\n", governed->rule, to_string(p.mode),
                        to_string(p.backend));
 
-    const auto* live =
-        find_named(in.status.is_object() ? in.status["devices"] : nlohmann::json(), name);
+    // A pointer into the status itself: never into a temporary.
+    const auto* live = in.status.is_object() && in.status.contains("devices")
+                           ? find_named(in.status["devices"], name)
+                           : nullptr;
     if (p.mode == Mode::fixed) {
         out += fmt::format("Mode fixed: while a queue is active its completion CPUs hold {}.\n",
                            p.limit_us == 0 ? std::string("0 us (poll only)")
@@ -83,11 +87,28 @@ Result<std::string> explain_device(const ExplainInput& in, std::string_view name
             out += "No latency observed yet (idle, or latgovd is not running).\n";
         }
     }
-    if (live)
-        out += fmt::format("Limit chosen now: {}.\n", limit_words((*live)["limit_us"]));
-    else
+    if (live) {
+        out += fmt::format("Limit chosen now: {}", limit_words((*live)["limit_us"]));
+        if (const auto* from = (*live)["limit_from"].get_ptr<const std::string*>())
+            out += fmt::format(" ({})", *from);
+        out += ".\n";
+    } else {
         out += "latgovd is not running: no live limit (start it, then ask again).\n";
-    out += fmt::format("A queue stays active {} ms after its last IO.\n\n", p.linger.count());
+    }
+    if (!p.linger_auto)
+        out += fmt::format("A queue stays active {} ms after its last IO (linger_ms).\n",
+                           p.linger.count());
+    else if (live && (*live)["linger_ms"].is_number())
+        out += fmt::format("A queue stays active {} ms after its last IO now (linger_ms auto: "
+                           "twice the mean gap between requests under 10 ms, else {} ms).\n",
+                           (*live)["linger_ms"].get<long>(), p.linger.count());
+    else
+        out += fmt::format("A queue stays active after its last IO for twice the mean gap "
+                           "between requests when that is under 10 ms, else {} ms (linger_ms "
+                           "auto).\n",
+                           p.linger.count());
+    out += p.waiter_cpus ? "The CPUs where tasks wait for its IO are held too (waiter_cpus).\n\n"
+                         : "Only the completion CPUs are held (waiter_cpus = false).\n\n";
 
     out += fmt::format("cpuidle driver {}, governor {}. ", in.topology.cpuidle_driver,
                        in.topology.cpuidle_governor);
@@ -126,6 +147,15 @@ Result<std::string> explain_device(const ExplainInput& in, std::string_view name
             if (std::find(cpus.begin(), cpus.end(), c) == cpus.end())
                 cpus.push_back(c);
     }
+    // The waiter CPUs latgovd holds for the device besides its completion CPUs.
+    if (in.status.is_object() && in.status.contains("cpus"))
+        for (const auto& c : in.status["cpus"])
+            if (c.contains("held_for") && c["held_for"].is_array())
+                for (const auto& q : c["held_for"])
+                    if (const auto* device_name = string_at(q, "device");
+                        device_name && *device_name == name &&
+                        std::find(cpus.begin(), cpus.end(), c.value("cpu", -1)) == cpus.end())
+                        cpus.push_back(c.value("cpu", -1));
     std::sort(cpus.begin(), cpus.end());
     for (int cpu : cpus) {
         auto costs = in.costs.find(cpu);
@@ -147,9 +177,13 @@ Result<std::string> explain_device(const ExplainInput& in, std::string_view name
             : nullptr;
             c && (*c)["limit_us"].is_number()) {
             std::vector<std::string> why;
-            for (const auto& q : (*c)["held_for"])
-                why.push_back(
-                    fmt::format("{}/{}", q["device"].get<std::string>(), q["queue"].get<int>()));
+            for (const auto& q : (*c)["held_for"]) {
+                const auto* role =
+                    q.contains("why") ? q["why"].get_ptr<const std::string*>() : nullptr;
+                why.push_back(fmt::format("{}/{}{}", q["device"].get<std::string>(),
+                                          q["queue"].get<int>(),
+                                          role ? " (" + *role + ")" : std::string()));
+            }
             out += fmt::format("  held now at {} for {}\n", limit_words((*c)["limit_us"]),
                                fmt::join(why, ", "));
         } else {

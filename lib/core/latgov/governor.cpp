@@ -3,6 +3,8 @@
 #include "latgov/parse.hpp"
 
 #include <algorithm>
+#include <fmt/format.h>
+#include <limits>
 
 namespace latgov {
 
@@ -46,9 +48,10 @@ std::uint64_t ticks(const BlockStat& s) {
 } // namespace
 
 Governor::Governor(const Topology& topology, const Config& config,
-                   std::map<int, std::vector<IdleCost>> costs)
+                   std::map<int, std::vector<IdleCost>> costs, EvidenceBook evidence)
     : costs_(std::move(costs)),
-      kind_(idle_governor_kind(topology.cpuidle_driver, topology.cpuidle_governor)) {
+      kind_(idle_governor_kind(topology.cpuidle_driver, topology.cpuidle_governor)),
+      book_(std::move(evidence)) {
     for (const auto& disk : topology.devices)
         if (auto dev = parse_kernel_dev(disk.dev))
             known_devs_.push_back(*dev);
@@ -89,8 +92,11 @@ Governor::Governor(const Topology& topology, const Config& config,
 }
 
 bool Governor::observe(const IoSample& sample, TimePoint now) {
+    waiters_.observe_iowait(sample.cpu_iowait, now);
+    waiters_.observe_issues(sample.cpu_issues, now);
     if (!previous_) {
         previous_ = sample; // the first sample only sets the baseline
+        previous_time_ = now;
         return true;
     }
     bool changed = false;
@@ -122,10 +128,27 @@ bool Governor::observe(const IoSample& sample, TimePoint now) {
             if (tag_index < sample.queue_busy.size() && sample.queue_busy[tag_index] > 0)
                 io_seen = true; // requests in flight on this very queue
             ++tag_index;
-            if (update_activity(queue.activity, io_seen, now, device.policy.linger) !=
+            if (update_activity(queue.activity, io_seen, now, linger_of(device)) !=
                 Transition::none)
                 changed = true;
         }
+        const bool active = std::any_of(device.queues.begin(), device.queues.end(),
+                                        [](const GovernedQueue& q) { return q.activity.active; });
+        // Every device tracks its gap (auto linger); only those whose idle
+        // costs are unknown experiment and learn. Only ticks spent wholly
+        // active count: the first one after an onset spans idle time too.
+        if (active && device.was_active) {
+            if (device.evidence.observe(ios, static_cast<double>(ticks(now_stat) - ticks(old_stat)),
+                                        now - previous_time_, book_, device.name, {},
+                                        evidence_decides(device)))
+                evidence_changed_ = true;
+        } else if (!active) {
+            device.evidence.idle();
+        }
+        device.was_active = active;
+        device.decision = device.evidence.decide(book_);
+        if (update_waiters(device, now))
+            changed = true;
         const LatencyLimit limit = limit_for(
             device, device.queues.front().cpus.empty() ? -1 : device.queues.front().cpus.front());
         if (!device.has_limit || limit != device.limit)
@@ -134,6 +157,21 @@ bool Governor::observe(const IoSample& sample, TimePoint now) {
         device.has_limit = true;
     }
     previous_ = sample;
+    previous_time_ = now;
+    return changed;
+}
+
+bool Governor::update_waiters(GovernedDevice& device, TimePoint now) {
+    bool changed = false;
+    for (auto& queue : device.queues) {
+        CpuSet waiters;
+        if (queue.activity.active && device.policy.waiter_cpus)
+            waiters = waiters_.select(queue.submit_cpus, now, waiter_window);
+        if (waiters != queue.waiters) {
+            queue.waiters = std::move(waiters);
+            changed = true;
+        }
+    }
     return changed;
 }
 
@@ -145,13 +183,15 @@ bool Governor::on_request_issued(std::uint32_t dev, int cpu, TimePoint now) {
         // A hidden path disk (kernel_dev 0) takes requests of unknown disks.
         if (device.kernel_dev != dev && !(device.kernel_dev == 0 && unknown_dev))
             continue;
+        waiters_.observe_submit(cpu, now); // the submitter most likely waits where it is
         for (auto& queue : device.queues) {
             if (!std::binary_search(queue.submit_cpus.begin(), queue.submit_cpus.end(), cpu))
                 continue;
-            if (update_activity(queue.activity, true, now, device.policy.linger) ==
+            if (update_activity(queue.activity, true, now, linger_of(device)) ==
                 Transition::activated)
                 activated = true;
         }
+        update_waiters(device, now);
     }
     return activated;
 }
@@ -175,11 +215,74 @@ std::vector<std::uint32_t> Governor::watched_devs() const {
     return devs;
 }
 
+bool Governor::evidence_decides(const GovernedDevice& device) const {
+    // haltpoll declares 1 us for a halt that costs from ~10 us back to back
+    // to 50 us and more after a longer sleep: its only cost is unknown.
+    return device.policy.mode == Mode::automatic && kind_ == IdleGovernorKind::zero_only;
+}
+
+std::chrono::milliseconds Governor::linger_of(const GovernedDevice& device) const {
+    return choose_linger(device.policy.linger_auto
+                             ? std::nullopt
+                             : std::optional<std::chrono::milliseconds>(device.policy.linger),
+                         device.evidence.gap_us());
+}
+
 LatencyLimit Governor::limit_for(const GovernedDevice& device, int cpu) const {
     static const std::vector<IdleCost> no_states;
     auto it = costs_.find(cpu);
     const auto& states = it == costs_.end() ? no_states : it->second;
-    return choose_limit(device.policy, device.latency.mean_us(), device.transport, states, kind_);
+    if (!evidence_decides(device))
+        return choose_limit(device.policy, device.latency.mean_us(), device.transport, states,
+                            kind_);
+    if (!device.decision.hold)
+        return std::nullopt;
+    // The candidate: every state but POLL costs too much (an unknown cost is
+    // assumed to matter), clamped as configured; the evidence said to hold.
+    std::vector<IdleCost> unknown(states.begin(), states.end());
+    for (auto& state : unknown)
+        if (state.exit_latency_us != 0)
+            state.cost_us = std::numeric_limits<double>::infinity();
+    return choose_limit(device.policy, device.latency.mean_us(), device.transport, unknown, kind_);
+}
+
+std::string Governor::limit_reason(const GovernedDevice& device) const {
+    switch (device.policy.mode) {
+    case Mode::off:
+        return "mode off";
+    case Mode::fixed:
+        return "mode fixed: limit_us";
+    case Mode::automatic:
+        break;
+    }
+    if (kind_ == IdleGovernorKind::none)
+        return "no cpuidle driver: PM QoS cannot change how the CPUs idle, so nothing is held";
+    if (!evidence_decides(device))
+        return fmt::format("idle-state costs against latency_fraction {} x {} request latency",
+                           device.policy.latency_fraction,
+                           device.latency.mean_us() ? "the observed" : "the assumed");
+    const auto& d = device.decision;
+    if (!d.gap_class)
+        return fmt::format("live IO: no gap between requests measured yet (held while the first "
+                           "window measures it; {} gap classes known)",
+                           std::count_if(book_.gaps.begin(), book_.gaps.end(), [](const auto& g) {
+                               return g.second.verdict != Verdict::uncertain;
+                           }));
+    const std::string gap = gap_class_label(*d.gap_class);
+    auto it = book_.gaps.find(*d.gap_class);
+    const Gains gains = it == book_.gaps.end() ? Gains{} : it->second.gains;
+    const std::string figures =
+        fmt::format("{} window pairs, cycle {:+.1f}%, service {:+.1f}% with the hold", gains.pairs,
+                    -100 * gains.cycle_mean(), -100 * gains.service_mean());
+    if (d.experimenting)
+        return fmt::format("live IO at gaps {}: uncertain, alternating windows with and without "
+                           "the hold ({} so far)",
+                           gap, figures);
+    return fmt::format("live IO at gaps {}: {} ({}{})", gap,
+                       d.hold ? "holding buys latency" : "holding buys nothing measurable", figures,
+                       it != book_.gaps.end() && !it->second.device.empty()
+                           ? ", learnt on " + it->second.device
+                           : std::string());
 }
 
 Holds Governor::holds() const {
@@ -193,8 +296,15 @@ Holds Governor::holds() const {
         for (const auto& queue : device.queues) {
             if (!queue.activity.active)
                 continue;
-            QueueKey key{device.name, queue.index};
-            for (int cpu : queue.cpus) {
+            std::vector<std::pair<int, HoldRole>> cpus;
+            for (int cpu : queue.cpus)
+                cpus.emplace_back(cpu, HoldRole::completes);
+            for (int cpu : queue.waiters)
+                cpus.emplace_back(cpu, HoldRole::waits);
+            for (const auto& [cpu, role] : cpus) {
+                if (role == HoldRole::waits && device.policy.backend == Backend::global)
+                    continue; // the global request holds every CPU already
+                QueueKey key{device.name, queue.index, role};
                 LatencyLimit limit = limit_for(device, cpu);
                 if (!limit)
                     continue;
@@ -219,6 +329,18 @@ Holds Governor::holds() const {
         holds.global_for = all.begin()->second.held_for;
     }
     return holds;
+}
+
+CpuSet Governor::waiter_bound() const {
+    CpuSet cpus;
+    for (const auto& d : devices_)
+        if (d.policy.waiter_cpus)
+            for (const auto& q : d.queues)
+                if (q.activity.active)
+                    cpus.insert(cpus.end(), q.submit_cpus.begin(), q.submit_cpus.end());
+    std::sort(cpus.begin(), cpus.end());
+    cpus.erase(std::unique(cpus.begin(), cpus.end()), cpus.end());
+    return cpus;
 }
 
 bool Governor::any_active() const {

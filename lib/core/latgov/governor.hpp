@@ -4,13 +4,16 @@
 #pragma once
 
 #include "latgov/config.hpp"
+#include "latgov/cost_model.hpp"
 #include "latgov/policy.hpp"
 #include "latgov/sample.hpp"
 #include "latgov/topology.hpp"
+#include "latgov/waiters.hpp"
 
 #include <map>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace latgov {
@@ -35,6 +38,7 @@ struct GovernedQueue {
     CpuSet cpus;        // completion CPUs
     CpuSet submit_cpus; // who submits to it: maps a request's CPU to the queue
     QueueActivity activity;
+    CpuSet waiters{}; // submit CPUs where its IO's waiters sleep, while active
 };
 
 struct GovernedDevice {
@@ -48,6 +52,11 @@ struct GovernedDevice {
     LatencyEstimator latency{};
     LatencyLimit limit{}; // the last limit chosen (for the first completion CPU)
     bool has_limit = false;
+    // Live evidence of what holding buys at this device's gap (auto mode
+    // where idle-state costs are unknown), and what it says now.
+    HoldEvidence evidence{};
+    HoldDecision decision{};
+    bool was_active = false; // at the previous sample
 };
 
 // What the CPUs should hold, split by backend.
@@ -64,8 +73,9 @@ class Governor {
     // disk whose queues have IRQs of their own, unless its policy is off;
     // IRQ-less disks (loop, null_blk) only when a [[device]] entry matches.
     // `costs` gives per CPU the wake-up cost of each idle state.
+    // `evidence`: what earlier runs on this machine and kernel learnt.
     Governor(const Topology& topology, const Config& config,
-             std::map<int, std::vector<IdleCost>> costs);
+             std::map<int, std::vector<IdleCost>> costs, EvidenceBook evidence = {});
 
     const std::vector<GovernedDevice>& devices() const { return devices_; }
     // The disks whose stat files the sampler must read, in sample order.
@@ -86,9 +96,29 @@ class Governor {
     std::vector<std::uint32_t> watched_devs() const;
     Holds holds() const;
     bool any_active() const;
+    // The submit CPUs of the active queues whose waiters are held (sorted):
+    // where waiter evidence is worth reading.
+    CpuSet waiter_bound() const;
+
+    // What was learnt so far; true once after it gained a verdict (time to
+    // persist it).
+    const EvidenceBook& evidence() const { return book_; }
+    bool take_evidence_changed() { return std::exchange(evidence_changed_, false); }
+    // refresh_verdicts() on what was learnt, at wall-clock time `now_s`.
+    void refresh_evidence(std::int64_t now_s, std::chrono::seconds max_age) {
+        if (refresh_verdicts(book_, now_s, max_age))
+            evidence_changed_ = true;
+    }
+    // Whether the device's limit comes from live evidence (auto mode on a
+    // cpuidle governor whose declared costs are not wake-up costs).
+    bool evidence_decides(const GovernedDevice& device) const;
+    // Which evidence chose the device's limit, in words, for `latgov status`.
+    std::string limit_reason(const GovernedDevice& device) const;
+    std::chrono::milliseconds linger_of(const GovernedDevice& device) const;
 
   private:
     LatencyLimit limit_for(const GovernedDevice& device, int cpu) const;
+    bool update_waiters(GovernedDevice& device, TimePoint now);
 
     std::vector<GovernedDevice> devices_;
     std::vector<std::string> stat_sources_;
@@ -96,6 +126,10 @@ class Governor {
     std::map<int, std::vector<IdleCost>> costs_;
     IdleGovernorKind kind_;
     std::optional<IoSample> previous_;
+    TimePoint previous_time_{};
+    EvidenceBook book_;
+    bool evidence_changed_ = false;
+    WaiterCpus waiters_;
 };
 
 // The idle-state costs the kernel declares, per online CPU.

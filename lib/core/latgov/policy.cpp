@@ -132,6 +132,10 @@ LatencyLimit choose_limit(const Policy& policy, std::optional<double> observed_m
     return clamp_limit(limit_us, policy);
 }
 
+std::string_view to_string(HoldRole role) {
+    return role == HoldRole::completes ? "completes" : "waits";
+}
+
 LatencyLimit strictest(LatencyLimit a, LatencyLimit b) {
     if (!a) {
         return b;

@@ -95,9 +95,15 @@ LatencyLimit choose_limit(const Policy& policy, std::optional<double> observed_m
 
 // --- Per-CPU aggregation ----------------------------------------------------
 
+// Why a queue holds a CPU: it runs the queue's completions, or a task that
+// waits for the queue's IO sleeps there.
+enum class HoldRole { completes, waits };
+std::string_view to_string(HoldRole role);
+
 struct QueueKey {
     std::string device; // nvme0n1
     int queue = 0;      // hardware queue index
+    HoldRole role = HoldRole::completes;
     auto operator<=>(const QueueKey&) const = default;
 };
 

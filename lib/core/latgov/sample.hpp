@@ -16,6 +16,12 @@ struct IoSample {
     // Requests in flight per hardware queue (debugfs hctxN/tags busy=),
     // parallel to the sampler's queue list; empty when not read.
     std::vector<std::uint64_t> queue_busy;
+    // Per-CPU iowait (USER_HZ ticks) from the same read of /proc/stat,
+    // indexed by CPU: where tasks sleep waiting for IO.
+    std::vector<std::uint64_t> cpu_iowait;
+    // Per-CPU requests issued to the governed disks (IssueCounters), indexed
+    // by CPU; empty where perf events are not available.
+    std::vector<std::uint64_t> cpu_issues;
 };
 
 // A hardware queue whose debugfs tags file is read every tick.

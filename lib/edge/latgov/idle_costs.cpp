@@ -28,6 +28,9 @@ IdleCosts load_idle_costs(const SysRoot& root, const DaemonSettings& settings,
     costs.per_cpu = idle_costs(topology, calibration ? &*calibration : nullptr, costs.source);
     if (!calibration)
         costs.source = "declared (" + why + ")";
+    if (idle_governor_kind(topology.cpuidle_driver, topology.cpuidle_governor) ==
+        IdleGovernorKind::zero_only)
+        costs.source += "; under haltpoll auto mode uses no cost: live IO decides (limit_from)";
     return costs;
 }
 

@@ -44,8 +44,7 @@ Result<TracepointFormat> parse_tracepoint_format(std::string_view id_text,
     return TracepointFormat{*id, static_cast<std::uint32_t>(*offset)};
 }
 
-Result<IoIssueEvents> IoIssueEvents::open(const SysRoot& root, const std::vector<int>& cpus,
-                                          const std::vector<std::uint32_t>& devs) {
+Result<TracepointFormat> read_block_rq_issue_format(const SysRoot& root) {
     Result<std::string> id = make_error("");
     Result<std::string> format = make_error("");
     for (const char* tracefs : {"/sys/kernel/tracing", "/sys/kernel/debug/tracing"}) {
@@ -61,10 +60,22 @@ Result<IoIssueEvents> IoIssueEvents::open(const SysRoot& root, const std::vector
     auto tp = parse_tracepoint_format(*id, *format);
     if (!tp)
         return make_error("Failed to parse block_rq_issue format: " + tp.error().message);
+    return tp;
+}
 
+std::string dev_filter(const std::vector<std::uint32_t>& devs) {
     std::string filter;
     for (auto dev : devs)
         filter += (filter.empty() ? "" : " || ") + std::string("dev == ") + std::to_string(dev);
+    return filter;
+}
+
+Result<IoIssueEvents> IoIssueEvents::open(const SysRoot& root, const std::vector<int>& cpus,
+                                          const std::vector<std::uint32_t>& devs) {
+    auto tp = read_block_rq_issue_format(root);
+    if (!tp)
+        return tp.error();
+    const std::string filter = dev_filter(devs);
 
     IoIssueEvents events;
     events.dev_offset_ = tp->dev_offset;

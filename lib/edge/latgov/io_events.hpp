@@ -23,6 +23,12 @@ struct TracepointFormat {
 };
 Result<TracepointFormat> parse_tracepoint_format(std::string_view id_text,
                                                  std::string_view format_text);
+// block_rq_issue's format read from tracefs (either mount point); shared by
+// the onset events and the per-CPU issue counters.
+Result<TracepointFormat> read_block_rq_issue_format(const SysRoot& root);
+// A perf filter matching the requests of `devs`: "dev == N || ..."; empty
+// (every disk) when `devs` is.
+std::string dev_filter(const std::vector<std::uint32_t>& devs);
 
 struct IssuedRequest {
     int cpu = 0;

@@ -1,5 +1,7 @@
 #include "latgov/qos.hpp"
 
+#include "latgov/replace_file.hpp"
+
 #include <algorithm>
 #include <cerrno>
 #include <fcntl.h>
@@ -110,20 +112,8 @@ Result<void> write_journal(const std::filesystem::path& path,
         std::filesystem::remove(path, ec);
         return {};
     }
-    // Write a new file and rename it over the old one: a crash leaves either.
-    const auto tmp = path.string() + ".tmp";
-    const std::string text = format_journal(entries);
-    Fd fd(::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644));
-    // No fsync: the journal guards against the daemon's death, not the
-    // machine's (PM QoS values do not survive a reboot either), and a flush
-    // would be IO on the very disks latgov watches.
-    if (!fd || ::write(fd.get(), text.data(), text.size()) != static_cast<ssize_t>(text.size()))
-        return make_error("Failed to write " + tmp + ": " + errno_message(errno));
-    fd.reset();
-    if (::rename(tmp.c_str(), path.c_str()) != 0)
-        return make_error("Failed to rename " + tmp + " to " + path.string() + ": " +
-                          errno_message(errno));
-    return {};
+    // PM QoS values do not survive a reboot either: no fsync (replace_file).
+    return replace_file(path, format_journal(entries));
 }
 
 Result<void> restore_journal(const SysRoot& root, const std::filesystem::path& journal,

@@ -1,16 +1,17 @@
-// Files other programs read while latgovd rewrites them (the status file,
-// the metrics file): written beside and renamed over, so a reader never
-// sees half a file.
+// Files latgov rewrites whole (the journal, the status, evidence and metrics
+// files): written to "<path>.tmp" and renamed over `path`, so a crash leaves
+// the old text or the new one, never half of either.
 #pragma once
 
-#include "latgov/sysroot.hpp"
+#include "latgov/result.hpp"
 
 #include <filesystem>
-#include <string>
+#include <string_view>
 
 namespace latgov {
 
-// Writes `text` to `<path>.tmp` (mode 0644) and renames it to `path`.
-Result<void> replace_file(const std::filesystem::path& path, const std::string& text);
+// No fsync: these files guard against the daemon's death, not the
+// machine's, and a flush would be IO on the disks latgov watches.
+Result<void> replace_file(const std::filesystem::path& path, std::string_view text);
 
 } // namespace latgov

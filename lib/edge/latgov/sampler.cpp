@@ -1,5 +1,7 @@
 #include "latgov/sampler.hpp"
 
+#include "latgov/waiters.hpp"
+
 #include <cerrno>
 #include <fcntl.h>
 #include <unistd.h>
@@ -62,6 +64,8 @@ Result<void> IoSampler::sample(IoSample& out) {
     if (!text)
         return text.error();
     if (auto parsed = parse_stat_intr(*text, out.irq_counts); !parsed)
+        return make_error("Failed to parse " + proc_stat_.path() + ": " + parsed.error().message);
+    if (auto parsed = parse_stat_cpu_iowait(*text, out.cpu_iowait); !parsed)
         return make_error("Failed to parse " + proc_stat_.path() + ": " + parsed.error().message);
     out.devices.resize(device_stats_.size());
     for (size_t i = 0; i < device_stats_.size(); ++i) {

@@ -14,7 +14,7 @@ using json = nlohmann::ordered_json;
 json queues_json(const std::vector<QueueKey>& keys) {
     json out = json::array();
     for (const auto& k : keys)
-        out.push_back({{"device", k.device}, {"queue", k.queue}});
+        out.push_back({{"device", k.device}, {"queue", k.queue}, {"why", to_string(k.role)}});
     return out;
 }
 
@@ -48,14 +48,38 @@ json build_status(const StatusInput& in) {
         for (const auto& q : d.queues)
             if (q.activity.active)
                 active.push_back(q.index);
+        json waiters = json::array();
+        for (const auto& q : d.queues)
+            for (int cpu : q.waiters)
+                waiters.push_back({{"queue", q.index}, {"cpu", cpu}});
         auto mean = d.latency.mean_us();
-        devices.push_back({{"name", d.name},
-                           {"mode", to_string(d.policy.mode)},
-                           {"backend", to_string(d.policy.backend)},
-                           {"rule", d.rule},
-                           {"observed_latency_us", mean ? json(*mean) : json(nullptr)},
-                           {"limit_us", limit_json(d.limit)},
-                           {"active_queues", std::move(active)}});
+        auto gap = d.evidence.gap_us();
+        devices.push_back(
+            {{"name", d.name},
+             {"mode", to_string(d.policy.mode)},
+             {"backend", to_string(d.policy.backend)},
+             {"rule", d.rule},
+             {"observed_latency_us", mean ? json(*mean) : json(nullptr)},
+             {"limit_us", limit_json(d.limit)},
+             {"limit_from", in.governor.limit_reason(d)},
+             {"gap_us", gap ? json(*gap) : json(nullptr)},
+             {"experimenting", in.governor.evidence_decides(d) && d.decision.experimenting},
+             {"linger_ms", in.governor.linger_of(d).count()},
+             {"linger_from", d.policy.linger_auto ? "auto" : "linger_ms"},
+             {"waiter_cpus", d.policy.waiter_cpus},
+             {"waiters", std::move(waiters)},
+             {"active_queues", std::move(active)}});
+    }
+    json evidence = json::array();
+    for (const auto& [cls, e] : in.governor.evidence().gaps) {
+        if (e.gains.pairs == 0 && e.verdict == Verdict::uncertain)
+            continue;
+        evidence.push_back({{"gap", gap_class_label(cls)},
+                            {"verdict", to_string(e.verdict)},
+                            {"pairs", e.gains.pairs},
+                            {"cycle_gain", e.gains.cycle_mean()},
+                            {"service_gain", e.gains.service_mean()},
+                            {"device", e.device}});
     }
     json status = {
         {"schema", "latgov.status/1"},
@@ -65,6 +89,7 @@ json build_status(const StatusInput& in) {
         {"idle_costs", in.cost_source},
         {"cpus", std::move(cpus)},
         {"devices", std::move(devices)},
+        {"evidence", std::move(evidence)},
         {"global_limit_us", in.global.holding() ? limit_json(in.global.held()) : json(nullptr)},
         {"global_held_for", queues_json(in.holds.global_for)}};
     if (in.global.holding())
@@ -94,7 +119,8 @@ std::string format_status(const nlohmann::json& s) {
         std::string out;
         for (const auto& q : list)
             out += (out.empty() ? "" : ", ") + q["device"].get<std::string>() + "/" +
-                   std::to_string(q["queue"].get<int>());
+                   std::to_string(q["queue"].get<int>()) +
+                   (q.contains("why") ? " (" + q["why"].get<std::string>() + ")" : "");
         return out.empty() ? std::string("-") : out;
     };
     std::string out =
@@ -127,6 +153,22 @@ std::string format_status(const nlohmann::json& s) {
                                ? std::string("-")
                                : fmt::format("{:.1f}", d["observed_latency_us"].get<double>()),
                            limit(d["limit_us"]), active.empty() ? "-" : active);
+    }
+    out += "\n";
+    for (const auto& d : s["devices"])
+        if (d.contains("limit_from"))
+            out += fmt::format("{}: limit from {}; linger {} ms ({})\n",
+                               d["name"].get<std::string>(), d["limit_from"].get<std::string>(),
+                               d["linger_ms"].get<long>(), d["linger_from"].get<std::string>());
+    if (s.contains("evidence") && !s["evidence"].empty()) {
+        out += "\nLearnt from live IO (held vs not, relative gain of the hold):\n";
+        for (const auto& e : s["evidence"])
+            out +=
+                fmt::format("  gaps {:<14} {:<9} {:>3} pairs  cycle {:+.1f}%  service {:+.1f}%  "
+                            "on {}\n",
+                            e["gap"].get<std::string>(), e["verdict"].get<std::string>(),
+                            e["pairs"].get<int>(), 100 * e["cycle_gain"].get<double>(),
+                            100 * e["service_gain"].get<double>(), e["device"].get<std::string>());
     }
     return out;
 }

@@ -1,0 +1,476 @@
+#include "latgov/cost_model.hpp"
+
+#include <algorithm>
+#include <charconv>
+#include <cmath>
+#include <fmt/format.h>
+#include <limits>
+#include <sstream>
+#include <vector>
+
+namespace latgov {
+
+// --- Gaps -------------------------------------------------------------------
+
+namespace {
+constexpr double first_gap_bound_us = 128.0;
+} // namespace
+
+int gap_class(double gap_us) {
+    if (!(gap_us >= first_gap_bound_us)) // also NaN
+        return 0;
+    const int cls = 1 + static_cast<int>(std::floor(std::log2(gap_us / first_gap_bound_us)));
+    return std::min(cls, gap_classes - 1);
+}
+
+double gap_class_low_us(int cls) {
+    return cls <= 0 ? 0.0 : first_gap_bound_us * std::exp2(cls - 1);
+}
+
+double gap_class_high_us(int cls) {
+    return cls >= gap_classes - 1 ? std::numeric_limits<double>::infinity()
+                                  : first_gap_bound_us * std::exp2(cls);
+}
+
+std::string gap_class_label(int cls) {
+    if (cls <= 0)
+        return fmt::format("< {:.0f} us", gap_class_high_us(0));
+    if (cls >= gap_classes - 1)
+        return fmt::format(">= {:.0f} us", gap_class_low_us(cls));
+    return fmt::format("{:.0f}-{:.0f} us", gap_class_low_us(cls), gap_class_high_us(cls));
+}
+
+int GapClassTracker::update(double gap_us) {
+    const int cls = gap_class(gap_us);
+    if (!current_ || cls == *current_)
+        return *(current_ = cls);
+    constexpr double slack = 1.25;
+    const bool far_below = gap_us * slack < gap_class_low_us(*current_);
+    const bool far_above = gap_us > gap_class_high_us(*current_) * slack;
+    if (far_below || far_above)
+        current_ = cls;
+    return *current_;
+}
+
+// --- Windows and evidence ---------------------------------------------------
+
+double IoWindow::cycle_us() const {
+    return ios == 0 ? 0.0 : seconds * 1e6 / static_cast<double>(ios);
+}
+
+double IoWindow::service_us() const {
+    return ios == 0 ? 0.0 : busy_ms * 1e3 / static_cast<double>(ios);
+}
+
+double IoWindow::gap_us() const {
+    return std::max(0.0, cycle_us() - service_us());
+}
+
+namespace {
+
+// The stat ticks are whole milliseconds: a window's summed time is trusted
+// to compare only when the rounding (< 1 ms at each end) is small next to it.
+constexpr double min_busy_ms = 20.0;
+
+double mean(double sum, int n) {
+    return n == 0 ? 0.0 : sum / n;
+}
+
+double standard_error(double sum, double sq, int n) {
+    if (n < 2)
+        return std::numeric_limits<double>::infinity();
+    const double m = sum / n;
+    const double var = std::max(0.0, (sq - n * m * m) / (n - 1));
+    return std::sqrt(var / n);
+}
+
+} // namespace
+
+bool Gains::add(const IoWindow& on, const IoWindow& off) {
+    if (on.ios == 0 || off.ios == 0 || !(off.cycle_us() > 0))
+        return false;
+    const double c = (off.cycle_us() - on.cycle_us()) / off.cycle_us();
+    ++pairs;
+    cycle_sum += c;
+    cycle_sq += c * c;
+    if (on.busy_ms >= min_busy_ms && off.busy_ms >= min_busy_ms) {
+        const double s = (off.service_us() - on.service_us()) / off.service_us();
+        ++service_pairs;
+        service_sum += s;
+        service_sq += s * s;
+    }
+    return true;
+}
+
+double Gains::cycle_mean() const {
+    return mean(cycle_sum, pairs);
+}
+double Gains::cycle_se() const {
+    return standard_error(cycle_sum, cycle_sq, pairs);
+}
+double Gains::service_mean() const {
+    return mean(service_sum, service_pairs);
+}
+double Gains::service_se() const {
+    return standard_error(service_sum, service_sq, service_pairs);
+}
+
+std::string_view to_string(Verdict verdict) {
+    switch (verdict) {
+    case Verdict::uncertain:
+        return "uncertain";
+    case Verdict::hold:
+        return "hold";
+    case Verdict::no_hold:
+        return "no-hold";
+    }
+    return "uncertain";
+}
+
+Verdict judge(const Gains& gains, const EvidenceRules& rules) {
+    if (gains.pairs < rules.min_pairs)
+        return Verdict::uncertain;
+    struct Measure {
+        double mean;
+        double se;
+        bool usable;
+    };
+    const Measure measures[] = {
+        {gains.cycle_mean(), gains.cycle_se(), true},
+        {gains.service_mean(), gains.service_se(), gains.service_pairs >= rules.min_pairs},
+    };
+    bool surely_better = false;
+    bool surely_worse = false;
+    bool surely_small = true;
+    bool better_point = false;
+    bool worse_point = false;
+    for (const Measure& m : measures) {
+        if (!m.usable)
+            continue;
+        surely_better |= m.mean > rules.margin && m.mean - rules.z * m.se > 0;
+        surely_worse |= m.mean < 0 && m.mean + rules.z * m.se < 0;
+        surely_small &= m.mean + rules.z * m.se < rules.margin;
+        better_point |= m.mean > rules.margin;
+        worse_point |= m.mean < 0;
+    }
+    if (surely_worse)
+        return Verdict::no_hold;
+    if (surely_better)
+        return Verdict::hold;
+    if (surely_small)
+        return Verdict::no_hold;
+    if (gains.pairs >= rules.max_pairs)
+        return better_point && !worse_point ? Verdict::hold : Verdict::no_hold;
+    return Verdict::uncertain;
+}
+
+bool refresh_verdicts(EvidenceBook& book, std::int64_t now_s, std::chrono::seconds max_age) {
+    bool changed = false;
+    for (auto& [cls, e] : book.gaps) {
+        if (e.verdict == Verdict::uncertain)
+            continue;
+        if (e.learnt_at == 0) {
+            e.learnt_at = now_s;
+            changed = true;
+        } else if (e.verdict == Verdict::no_hold && now_s - e.learnt_at > max_age.count()) {
+            e = GapEvidence{};
+            changed = true;
+        }
+    }
+    return changed;
+}
+
+// --- The evidence file ------------------------------------------------------
+
+namespace {
+
+constexpr std::string_view evidence_header =
+    "# latgov: what holding CPUs awake bought at each idle gap on this machine and kernel,\n"
+    "# learnt by latgovd from live IO (windows with and without the hold). Delete the file\n"
+    "# to learn again.\n";
+
+// Values may hold spaces (a CPU model): "key = rest of line".
+std::string escape(std::string_view text) {
+    std::string out;
+    for (char c : text)
+        out += (c == '\n' || c == '\r') ? ' ' : c;
+    return out;
+}
+
+template <typename T>
+bool parse_number(std::string_view text, T& out) {
+    if constexpr (std::is_floating_point_v<T>) {
+        try {
+            size_t used = 0;
+            out = static_cast<T>(std::stod(std::string(text), &used));
+            return used == text.size() && std::isfinite(static_cast<double>(out));
+        } catch (const std::exception&) {
+            return false;
+        }
+    } else {
+        const char* end = text.data() + text.size();
+        auto [ptr, ec] = std::from_chars(text.data(), end, out);
+        return ec == std::errc{} && ptr == end && !text.empty();
+    }
+}
+
+} // namespace
+
+std::string format_evidence(const EvidenceBook& book) {
+    std::string out(evidence_header);
+    out += "cpu_model = " + escape(book.machine.cpu_model) + "\n";
+    out += "kernel = " + escape(book.machine.kernel) + "\n";
+    out += "cpuidle_driver = " + escape(book.machine.cpuidle_driver) + "\n";
+    out += "cpuidle_governor = " + escape(book.machine.cpuidle_governor) + "\n";
+    for (const auto& [cls, e] : book.gaps) {
+        out += fmt::format(
+            "# gap {}: {}, {} pairs, cycle gain {:+.1f}% +- {:.1f}, service gain "
+            "{:+.1f}% +- {:.1f}\n",
+            gap_class_label(cls), to_string(e.verdict), e.gains.pairs, 100 * e.gains.cycle_mean(),
+            e.gains.pairs > 1 ? 100 * e.gains.cycle_se() : 0.0, 100 * e.gains.service_mean(),
+            e.gains.service_pairs > 1 ? 100 * e.gains.service_se() : 0.0);
+        out += fmt::format("gap class={} verdict={} pairs={} cycle_sum={:.9g} cycle_sq={:.9g} "
+                           "service_pairs={} service_sum={:.9g} service_sq={:.9g} device={} "
+                           "learnt_at={}\n",
+                           cls, to_string(e.verdict), e.gains.pairs, e.gains.cycle_sum,
+                           e.gains.cycle_sq, e.gains.service_pairs, e.gains.service_sum,
+                           e.gains.service_sq, e.device.empty() ? "-" : e.device, e.learnt_at);
+    }
+    return out;
+}
+
+Result<EvidenceBook> parse_evidence(std::string_view text, const std::string& source_name) {
+    EvidenceBook book;
+    int line_no = 0;
+    size_t pos = 0;
+    while (pos <= text.size()) {
+        size_t end = text.find('\n', pos);
+        if (end == std::string_view::npos)
+            end = text.size();
+        std::string_view line = text.substr(pos, end - pos);
+        pos = end + 1;
+        ++line_no;
+        const auto where = [&] { return source_name + ":" + std::to_string(line_no); };
+        while (!line.empty() && (line.back() == ' ' || line.back() == '\r'))
+            line.remove_suffix(1);
+        if (line.empty() || line.front() == '#')
+            continue;
+        if (line.starts_with("gap ")) {
+            std::map<std::string, std::string, std::less<>> fields;
+            std::istringstream words{std::string(line.substr(4))};
+            std::string word;
+            while (words >> word) {
+                auto eq = word.find('=');
+                if (eq == std::string::npos)
+                    return make_error(where() + ": expected key=value, got \"" + word + "\"");
+                fields[word.substr(0, eq)] = word.substr(eq + 1);
+            }
+            const auto field = [&](std::string_view key) -> Result<std::string> {
+                auto it = fields.find(key);
+                if (it == fields.end())
+                    return make_error(where() + ": gap line without " + std::string(key));
+                return it->second;
+            };
+            GapEvidence e;
+            int cls = 0;
+            const std::pair<std::string_view, double*> doubles[] = {
+                {"cycle_sum", &e.gains.cycle_sum},
+                {"cycle_sq", &e.gains.cycle_sq},
+                {"service_sum", &e.gains.service_sum},
+                {"service_sq", &e.gains.service_sq}};
+            const std::pair<std::string_view, int*> ints[] = {
+                {"class", &cls},
+                {"pairs", &e.gains.pairs},
+                {"service_pairs", &e.gains.service_pairs}};
+            for (const auto& [key, target] : ints) {
+                auto v = field(key);
+                if (!v)
+                    return v.error();
+                if (!parse_number(*v, *target) || *target < 0)
+                    return make_error(where() + ": bad " + std::string(key) + " \"" + *v + "\"");
+            }
+            for (const auto& [key, target] : doubles) {
+                auto v = field(key);
+                if (!v)
+                    return v.error();
+                if (!parse_number(*v, *target))
+                    return make_error(where() + ": bad " + std::string(key) + " \"" + *v + "\"");
+            }
+            if (cls >= gap_classes)
+                return make_error(where() + ": gap class " + std::to_string(cls) +
+                                  " out of range (0.." + std::to_string(gap_classes - 1) + ")");
+            auto verdict = field("verdict");
+            if (!verdict)
+                return verdict.error();
+            if (*verdict == "hold")
+                e.verdict = Verdict::hold;
+            else if (*verdict == "no-hold")
+                e.verdict = Verdict::no_hold;
+            else if (*verdict == "uncertain")
+                e.verdict = Verdict::uncertain;
+            else
+                return make_error(where() + ": bad verdict \"" + *verdict +
+                                  "\" (hold, no-hold or uncertain)");
+            auto device = field("device");
+            e.device = device && *device != "-" ? *device : std::string{};
+            if (auto at = fields.find("learnt_at");
+                at != fields.end() && (!parse_number(at->second, e.learnt_at) || e.learnt_at < 0))
+                return make_error(where() + ": bad learnt_at \"" + at->second + "\"");
+            book.gaps[cls] = std::move(e);
+            continue;
+        }
+        const size_t eq = line.find(" =");
+        if (eq == std::string_view::npos)
+            return make_error(where() + ": expected \"key = value\" or a gap line");
+        const std::string_view key = line.substr(0, eq);
+        std::string_view rest = line.substr(eq + 2);
+        if (rest.starts_with(' '))
+            rest.remove_prefix(1);
+        const std::string value(rest);
+        if (key == "cpu_model")
+            book.machine.cpu_model = value;
+        else if (key == "kernel")
+            book.machine.kernel = value;
+        else if (key == "cpuidle_driver")
+            book.machine.cpuidle_driver = value;
+        else if (key == "cpuidle_governor")
+            book.machine.cpuidle_governor = value;
+        else
+            return make_error(where() + ": unknown key \"" + std::string(key) + "\"");
+    }
+    return book;
+}
+
+// --- One device's decision --------------------------------------------------
+
+namespace {
+
+// ABBA: on, off, off, on, on, off, ...; pairs are windows (0,1), (2,3), ...
+bool experiment_arm(int window) {
+    const int phase = window % 4;
+    return phase == 0 || phase == 3;
+}
+
+} // namespace
+
+bool HoldEvidence::observe(std::uint64_t ios, double busy_ms, Clock::duration dt,
+                           EvidenceBook& book, const std::string& device,
+                           const EvidenceRules& rules, bool experiment) {
+    // A counter that went backwards (a device reset) or wrapped says nothing.
+    if (!(busy_ms >= 0) || busy_ms > 1e7) {
+        idle();
+        return false;
+    }
+    // The tick ran under what decide() said at the previous one, and that
+    // changes only when a window finishes.
+    const bool held = decide(book).hold;
+    const double seconds = std::chrono::duration<double>(dt).count();
+    if (last_arm_ != held) {
+        last_arm_ = held;
+        settled_s_ = 0;
+        window_ = {};
+    }
+    settled_s_ += seconds;
+    if (settled_s_ * 1000 <= static_cast<double>(rules.settle.count()))
+        return false;
+    window_.held = held;
+    window_.seconds += seconds;
+    window_.ios += ios;
+    window_.busy_ms += busy_ms;
+    const bool long_enough =
+        window_.seconds * 1000 >= static_cast<double>(rules.min_window.count());
+    if ((long_enough && window_.ios >= rules.min_ios) ||
+        window_.seconds * 1000 >= static_cast<double>(rules.max_window.count()))
+        return finish_window(book, device, rules, experiment);
+    return false;
+}
+
+bool HoldEvidence::finish_window(EvidenceBook& book, const std::string& device,
+                                 const EvidenceRules& rules, bool experiment) {
+    const IoWindow done = window_;
+    window_ = {};
+    ++windows_;
+    last_window_ = done;
+    if (done.ios < rules.min_ios / 4) {
+        first_.reset(); // too few completions to say anything: start the pair again
+        return false;
+    }
+    gap_us_ = done.gap_us();
+    const std::optional<int> before = tracker_.current();
+    const int cls = tracker_.update(*gap_us_);
+    if (before && *before != cls) {
+        first_.reset(); // the workload changed: a pair across it compares two workloads
+        pattern_ = 0;
+    }
+    if (!experiment)
+        return false;
+    GapEvidence& evidence = book.gaps[cls];
+    if (evidence.verdict != Verdict::uncertain) {
+        first_.reset();
+        return false;
+    }
+    // The window's arm was the experiment's: pair it with the previous one.
+    if (!first_ || first_->held == done.held) {
+        first_ = done;
+        ++pattern_;
+        return false;
+    }
+    const IoWindow& on = done.held ? done : *first_;
+    const IoWindow& off = done.held ? *first_ : done;
+    first_.reset();
+    ++pattern_;
+    if (!evidence.gains.add(on, off))
+        return false;
+    evidence.device = device;
+    evidence.verdict = judge(evidence.gains, rules);
+    return evidence.verdict != Verdict::uncertain;
+}
+
+void HoldEvidence::idle() {
+    window_ = {};
+    first_.reset();
+    last_arm_.reset();
+}
+
+HoldDecision HoldEvidence::decide(const EvidenceBook& book) const {
+    HoldDecision d;
+    d.gap_class = tracker_.current();
+    if (d.gap_class) {
+        const auto known = [&](int cls) -> const GapEvidence* {
+            auto it = book.gaps.find(cls);
+            return it != book.gaps.end() && it->second.verdict != Verdict::uncertain ? &it->second
+                                                                                     : nullptr;
+        };
+        const GapEvidence* e = known(*d.gap_class);
+        // A gap within 25% of a class boundary (1 ms of think time lands
+        // there) also takes the verdict of the class across it.
+        constexpr double slack = 1.25;
+        if (!e && gap_us_ && *gap_us_ < gap_class_low_us(*d.gap_class) * slack)
+            e = known(*d.gap_class - 1);
+        if (!e && gap_us_ && *gap_us_ * slack > gap_class_high_us(*d.gap_class))
+            e = known(*d.gap_class + 1);
+        if (e) {
+            d.hold = e->verdict == Verdict::hold;
+            return d;
+        }
+    }
+    d.experimenting = true;
+    // A pair in progress finishes with the other arm; otherwise ABBA.
+    d.hold = first_ ? !first_->held : experiment_arm(pattern_);
+    return d;
+}
+
+std::chrono::milliseconds choose_linger(std::optional<std::chrono::milliseconds> fixed,
+                                        std::optional<double> gap_us) {
+    using std::chrono::milliseconds;
+    constexpr milliseconds floor{3};
+    constexpr double stream_gap_us = 10'000.0;
+    if (fixed)
+        return *fixed;
+    if (!gap_us || !(*gap_us < stream_gap_us))
+        return floor;
+    const auto twice = milliseconds(static_cast<long>(std::ceil(2.0 * *gap_us / 1000.0)));
+    return std::max(floor, twice);
+}
+
+} // namespace latgov

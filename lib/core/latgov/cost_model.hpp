@@ -1,0 +1,194 @@
+// What holding a device's CPUs awake buys, learnt from the device's own live
+// IO at the idle gaps its workload really has.
+//
+// A declared exit latency is not always the wake-up cost (haltpoll declares
+// 1 us; a halt in a guest can cost 10 us back to back and 50 us or more after
+// a millisecond asleep, when the host has descheduled the vCPU), and the cost
+// grows with the gap the CPU sleeps through. So where the cost is unknown,
+// latgovd measures the effect itself: while a queue is active and the effect
+// at its current gap is uncertain, it alternates short windows with the hold
+// on and off (in ABBA order, so a drift in the workload cancels), compares
+// each pair, and stops as soon as the difference is clear either way. What
+// it learns is kept per gap class, persisted per machine and kernel, and
+// reused: a workload with a known gap is decided at once.
+//
+// Two measures per window, from /sys/block/<d>/stat deltas:
+//   service = summed request time / completions: what the device path costs,
+//             including the completion CPU's wake-up for the interrupt;
+//   cycle   = window length / completions: for a workload that waits for each
+//             request before the next one (the common latency-bound case), it
+//             also includes the waiting task's wake-up and resubmission.
+// Holding is kept when it lowers either measure by a clear margin and worsens
+// neither; it is dropped when both gains are surely below the margin, or
+// either is surely negative (holding must never make latency worse).
+#pragma once
+
+#include "latgov/calibration.hpp"
+#include "latgov/result.hpp"
+
+#include <chrono>
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <string_view>
+
+namespace latgov {
+
+// --- Gaps -------------------------------------------------------------------
+
+// Gap classes: [0, 128 us), then doubling: [128, 256), [256, 512), ...,
+// [16384 us, inf) as class 8. Back-to-back IO (a gap of a few tens of us,
+// which holding itself shortens) stays in class 0.
+constexpr int gap_classes = 9;
+int gap_class(double gap_us);
+double gap_class_low_us(int cls);
+double gap_class_high_us(int cls);    // infinity for the last class
+std::string gap_class_label(int cls); // "128-256 us", "< 128 us", ">= 16384 us"
+
+// The current class of a drifting gap estimate, with hysteresis: it moves
+// only when the gap leaves the class's bounds by more than 25%, so windows
+// with and without the hold (whose gaps differ by the wake-up saved) do not
+// fall into two classes.
+class GapClassTracker {
+  public:
+    int update(double gap_us);
+    std::optional<int> current() const { return current_; }
+
+  private:
+    std::optional<int> current_;
+};
+
+// --- Windows and evidence ---------------------------------------------------
+
+// One window of live IO on a device.
+struct IoWindow {
+    bool held = false;     // whether the hold was on during the window
+    double seconds = 0;    // its length
+    std::uint64_t ios = 0; // completions
+    double busy_ms = 0;    // summed request time (stat read+write ticks)
+    double cycle_us() const;
+    double service_us() const;
+    double gap_us() const; // cycle - service, never negative
+};
+
+// Relative gains of the hold over pairs of windows: (off - on) / off.
+struct Gains {
+    int pairs = 0;
+    double cycle_sum = 0;
+    double cycle_sq = 0;
+    int service_pairs = 0; // pairs whose summed request time was enough to compare
+    double service_sum = 0;
+    double service_sq = 0;
+
+    // Adds the pair; false (nothing added) when either window is unusable.
+    bool add(const IoWindow& on, const IoWindow& off);
+    double cycle_mean() const;
+    double cycle_se() const; // standard error of the mean
+    double service_mean() const;
+    double service_se() const;
+};
+
+enum class Verdict { uncertain, hold, no_hold };
+std::string_view to_string(Verdict verdict);
+
+struct EvidenceRules {
+    int min_pairs = 4;    // never decide on fewer
+    int max_pairs = 16;   // decide on the point estimate after this many
+    double z = 2.5;       // standard errors that make a difference sure
+    double margin = 0.03; // a gain below 3% is not worth holding for
+    // After the hold is switched, this long is not measured: in a guest the
+    // effect of a switch takes time to show (the host adapts its own
+    // polling and scheduling to how the vCPU sleeps); measured here, 80 ms
+    // windows right after each switch saw a sixth of the gain that a
+    // sustained hold gives.
+    std::chrono::milliseconds settle{200};
+    // A window ends once it has both; one with too few completions after
+    // max_window is dropped.
+    std::chrono::milliseconds min_window{300};
+    std::chrono::milliseconds max_window{2000};
+    std::uint64_t min_ios = 32;
+};
+
+Verdict judge(const Gains& gains, const EvidenceRules& rules);
+
+struct GapEvidence {
+    Gains gains;
+    Verdict verdict = Verdict::uncertain;
+    std::string device;         // where it was learnt
+    std::int64_t learnt_at = 0; // wall clock, seconds since the epoch; 0 = not yet
+};
+
+// Everything learnt on one machine and kernel.
+struct EvidenceBook {
+    MachineIdentity machine;
+    std::map<int, GapEvidence> gaps; // by gap class
+};
+
+// Stamps new verdicts with `now_s` and makes "no-hold" verdicts older than
+// `max_age` uncertain again: what holding buys depends on how idle the CPUs
+// are, and a verdict taken while other work kept them busy (measured here:
+// no gain at a load average of 7 on 2 CPUs, a third off the latency at 3)
+// must not keep a quiet machine unheld for good. "hold" verdicts stay:
+// holding costs poll time only while a CPU would idle. True when it changed.
+bool refresh_verdicts(EvidenceBook& book, std::int64_t now_s, std::chrono::seconds max_age);
+
+std::string format_evidence(const EvidenceBook& book);
+Result<EvidenceBook> parse_evidence(std::string_view text, const std::string& source_name);
+// load_evidence and save_evidence (the file) are at the edge: evidence_file.hpp.
+
+// --- One device's decision --------------------------------------------------
+
+// What HoldEvidence tells the governor for one device.
+struct HoldDecision {
+    bool hold = true;
+    bool experimenting = false;
+    std::optional<int> gap_class;
+};
+
+// A device's live windows, its gap and, while the effect at that gap is
+// uncertain, its A/B experiment. Pure: fed tick deltas and times.
+class HoldEvidence {
+  public:
+    using Clock = std::chrono::steady_clock;
+
+    // One tick of an active device: completions and summed request time
+    // since the previous tick, `dt` long. The hold was as decide() said at
+    // the previous tick. True when `book` gained a verdict.
+    // `experiment` false: the gap is tracked (for linger), nothing is learnt.
+    bool observe(std::uint64_t ios, double busy_ms, Clock::duration dt, EvidenceBook& book,
+                 const std::string& device, const EvidenceRules& rules = {},
+                 bool experiment = true);
+    // The device went idle: the window in progress would measure idle time.
+    void idle();
+    HoldDecision decide(const EvidenceBook& book) const;
+    std::optional<double> gap_us() const { return gap_us_; }
+    // The windows finished so far and the last one, for debug logs.
+    std::uint64_t windows() const { return windows_; }
+    const IoWindow& last_window() const { return last_window_; }
+
+  private:
+    bool finish_window(EvidenceBook& book, const std::string& device, const EvidenceRules& rules,
+                       bool experiment);
+
+    GapClassTracker tracker_;
+    std::optional<double> gap_us_;
+    IoWindow window_;               // in progress
+    std::optional<IoWindow> first_; // the first window of the pair in progress
+    int pattern_ = 0;               // windows of the experiment so far (ABBA order)
+    std::optional<bool> last_arm_;  // the hold during the previous tick
+    double settled_s_ = 0;          // time under the current arm so far
+    std::uint64_t windows_ = 0;
+    IoWindow last_window_{};
+};
+
+// How long a queue stays active after its last IO. `fixed` (linger_ms set):
+// that. Automatic: a stream whose requests come less than 10 ms apart keeps
+// its CPUs held through its gaps (twice the mean gap, at least 3 ms), since
+// polling through a gap costs at most that gap once per request while each
+// wake-up it saves grows with the gap; a longer gap is idle, released after
+// 3 ms.
+std::chrono::milliseconds choose_linger(std::optional<std::chrono::milliseconds> fixed,
+                                        std::optional<double> gap_us);
+
+} // namespace latgov

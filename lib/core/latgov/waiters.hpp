@@ -1,0 +1,76 @@
+// The CPUs where tasks wait for a queue's IO. A completion interrupt wakes
+// the task that waits for the request; when that task sleeps on another CPU
+// than the one completing the queue, its wake-up pays an idle exit too, so
+// that CPU is held as well while the queue is active.
+//
+// Evidence that a CPU holds a waiter:
+//  - requests to the governed disks were issued from it (per-CPU
+//    block_rq_issue counters, read every tick; the request that woke an
+//    idle daemon at onset): synchronous IO sleeps where it was submitted.
+//    This is the main signal: exact per tick, and it sees the waits that
+//    iowait misses (fdatasync sleeps on the journal commit without iowait;
+//    the journal thread that issues the commit sleeps in iowait on its own
+//    CPU and is found by its requests);
+//  - its iowait counter in /proc/stat grew: the scheduler counts iowait on a
+//    CPU only while it is idle with a task asleep in io_schedule() that last
+//    ran there. Coarse (10 ms ticks) and only while the CPU is idle, but it
+//    needs no perf events.
+// Bounded by the queue's submit CPUs: a CPU that does not submit to the
+// queue waits for another queue's IO.
+#pragma once
+
+#include "latgov/parse.hpp"
+#include "latgov/result.hpp"
+
+#include <chrono>
+#include <cstdint>
+#include <span>
+#include <string_view>
+#include <vector>
+
+namespace latgov {
+
+// The iowait field of every "cpuN" line of /proc/stat (USER_HZ ticks),
+// indexed by CPU number; CPUs without a line (offline) read 0. Pure, and
+// allocation-free once `iowait` has grown.
+Result<void> parse_stat_cpu_iowait(std::string_view proc_stat, std::vector<std::uint64_t>& iowait);
+
+class WaiterCpus {
+  public:
+    using Clock = std::chrono::steady_clock;
+
+    // A new sample of the per-CPU iowait counters: CPUs whose counter grew
+    // are seen waiting at `now`. The first sample only sets the baseline.
+    void observe_iowait(std::span<const std::uint64_t> iowait, Clock::time_point now);
+    // A new sample of the per-CPU request issue counters, likewise.
+    void observe_issues(std::span<const std::uint64_t> issues, Clock::time_point now);
+    // A request was issued from `cpu` at `now`.
+    void observe_submit(int cpu, Clock::time_point now);
+    // The CPUs of `bound` (sorted) seen waiting or submitting within
+    // `window` before `now`, sorted.
+    CpuSet select(const CpuSet& bound, Clock::time_point now,
+                  std::chrono::milliseconds window) const;
+    // Whether any CPU was seen waiting within `window` before `now`.
+    bool any(Clock::time_point now, std::chrono::milliseconds window) const;
+
+  private:
+    struct Counters {
+        std::vector<std::uint64_t> previous;
+        bool has_previous = false;
+    };
+    void observe_growth(Counters& counters, std::span<const std::uint64_t> now_values,
+                        Clock::time_point now);
+    void seen(int cpu, Clock::time_point now);
+    Counters iowait_;
+    Counters issues_;
+    std::vector<Clock::time_point> last_seen_; // by CPU; epoch = never
+    std::vector<bool> ever_seen_;
+};
+
+// How long a CPU stays a waiter after its last sign of one. /proc/stat
+// counts iowait in 10 ms ticks, so a waiter asleep a fraction f of the time
+// shows a tick every 10 ms / f: 300 ms keeps a waiter that sleeps 4% of the
+// time (a 4k read every 1 ms with 40 us to wait) held between ticks.
+constexpr std::chrono::milliseconds waiter_window{300};
+
+} // namespace latgov

@@ -1,0 +1,376 @@
+// The live-IO cost model on plain structs: a simulated closed-loop workload
+// (think, device, completion wake-up, waiter wake-up) fed tick by tick.
+#include "latgov/cost_model.hpp"
+#include "latgov/governor.hpp"
+#include "machines.hpp"
+
+#include <cmath>
+#include <doctest/doctest.h>
+#include <random>
+
+using namespace latgov;
+using namespace std::chrono_literals;
+
+namespace {
+
+const TimePoint t0{};
+
+// One request at a time: the task thinks, submits, the device serves, the
+// completion CPU wakes for the interrupt, the waiting task's CPU wakes.
+// The wake-ups cost only when not held.
+struct Workload {
+    double think_us = 1000;
+    double device_us = 40;
+    double completion_wake_us = 10; // counted in the kernel's request time
+    double waiter_wake_us = 40;     // after the request ends: in the cycle only
+    double noise = 0.0;             // relative, per tick, on the request rate
+
+    double service_us(bool held) const { return device_us + (held ? 0 : completion_wake_us); }
+    double cycle_us(bool held) const {
+        return think_us + service_us(held) + (held ? 0 : waiter_wake_us);
+    }
+};
+
+// Drives one HoldEvidence through ticks of `tick`, as the governor would.
+struct Simulation {
+    HoldEvidence evidence;
+    EvidenceBook book;
+    std::mt19937 rng{42};
+    double carry_ios = 0;
+    double carry_busy_ms = 0;
+    int ticks = 0;
+    int held_ticks = 0;
+
+    // Runs `limit` ticks, or until the decision settles when `settle`;
+    // returns the ticks run.
+    int run(const Workload& w, int limit, bool settle = true,
+            std::chrono::milliseconds tick = 20ms) {
+        std::normal_distribution<double> normal(0.0, 1.0);
+        for (int i = 0; i < limit; ++i) {
+            const bool held = evidence.decide(book).hold;
+            held_ticks += held;
+            const double factor = std::max(0.1, 1.0 + w.noise * normal(rng));
+            const double ios_f =
+                static_cast<double>(tick.count()) * 1000.0 / w.cycle_us(held) * factor + carry_ios;
+            const auto ios = static_cast<std::uint64_t>(ios_f);
+            carry_ios = ios_f - static_cast<double>(ios);
+            const double busy_f =
+                static_cast<double>(ios) * w.service_us(held) / 1000.0 + carry_busy_ms;
+            const double busy = std::floor(busy_f); // whole ms, like the stat file
+            carry_busy_ms = busy_f - busy;
+            evidence.observe(ios, busy, tick, book, "vda");
+            ++ticks;
+            if (settle && !evidence.decide(book).experimenting && i > 0)
+                return i + 1;
+        }
+        return limit;
+    }
+};
+
+Verdict verdict_at(const EvidenceBook& book, double gap_us) {
+    auto it = book.gaps.find(gap_class(gap_us));
+    return it == book.gaps.end() ? Verdict::uncertain : it->second.verdict;
+}
+
+} // namespace
+
+TEST_CASE("gap classes: back to back, then doubling from 128 us") {
+    CHECK(gap_class(0) == 0);
+    CHECK(gap_class(60) == 0);
+    CHECK(gap_class(127.9) == 0);
+    CHECK(gap_class(128) == 1);
+    CHECK(gap_class(1000) == 3);
+    CHECK(gap_class(1100) == 4);
+    CHECK(gap_class(5000) == 6);
+    CHECK(gap_class(1e9) == gap_classes - 1);
+    CHECK(gap_class(std::nan("")) == 0);
+    CHECK(gap_class_label(0) == "< 128 us");
+    CHECK(gap_class_label(4) == "1024-2048 us");
+    CHECK(gap_class_label(gap_classes - 1) == ">= 16384 us");
+}
+
+TEST_CASE("the gap class moves only when the gap leaves it by more than 25%") {
+    GapClassTracker t;
+    CHECK(t.update(1100) == 4);
+    CHECK(t.update(1000) == 4); // just below 1024, as holding shortens the gap
+    CHECK(t.update(2400) == 4); // within 25% above 2048
+    CHECK(t.update(2600) == 5); // a new workload
+    CHECK(t.update(900) == 3);
+}
+
+TEST_CASE("judge: a clear gain holds, no gain or a loss holds nothing, noise waits") {
+    EvidenceRules rules;
+    const auto window = [](bool held, double cycle_us, double service_us) {
+        IoWindow w{held, 0.1, 100, 0};
+        w.seconds = cycle_us * 100 / 1e6;
+        w.busy_ms = service_us * 100 / 1e3;
+        return w;
+    };
+    Gains gain;
+    for (int i = 0; i < 3; ++i)
+        gain.add(window(true, 1000, 40), window(false, 1100 + i, 50));
+    CHECK(judge(gain, rules) == Verdict::uncertain); // too few pairs, however clear
+    gain.add(window(true, 1000, 40), window(false, 1102, 50));
+    CHECK(judge(gain, rules) == Verdict::hold);
+
+    Gains none;
+    for (int i = 0; i < 4; ++i)
+        none.add(window(true, 1000 + (i % 2 ? 3 : -3), 40), window(false, 1000, 40));
+    CHECK(judge(none, rules) == Verdict::no_hold);
+
+    Gains worse;
+    for (int i = 0; i < 4; ++i)
+        worse.add(window(true, 1100 + i, 50), window(false, 1000, 40));
+    CHECK(judge(worse, rules) == Verdict::no_hold);
+
+    // Noisy and small: undecided until max_pairs, then the point estimate.
+    Gains noisy;
+    for (int i = 0; i < rules.max_pairs - 1; ++i)
+        noisy.add(window(true, i % 2 ? 1200 : 880, 40), window(false, 1000, 40));
+    CHECK(judge(noisy, rules) == Verdict::uncertain);
+    noisy.add(window(true, 880, 40), window(false, 1000, 40));
+    CHECK(judge(noisy, rules) != Verdict::uncertain);
+}
+
+TEST_CASE("where holding buys latency, a few window pairs decide to hold, and it stays held") {
+    Simulation sim;
+    Workload w; // 1 ms think: waking costs 50 us of an ~1.1 ms cycle, 17% of the request
+    const int ticks = sim.run(w, 500);
+    CHECK(ticks < 200); // decided within 4 s of IO
+    CHECK(verdict_at(sim.book, 1000) == Verdict::hold);
+    CHECK(sim.book.gaps.at(gap_class(1000)).gains.pairs >= EvidenceRules{}.min_pairs);
+    CHECK(sim.book.gaps.at(gap_class(1000)).device == "vda");
+    // Half of the experiment ran held; from now on every tick is.
+    const int held_before = sim.held_ticks;
+    sim.run(w, 50, false);
+    CHECK(sim.held_ticks - held_before == 50);
+    CHECK_FALSE(sim.evidence.decide(sim.book).experimenting);
+}
+
+TEST_CASE("where holding buys nothing measurable, nothing is held") {
+    Simulation sim;
+    Workload w;
+    w.completion_wake_us = 0;
+    w.waiter_wake_us = 0;
+    w.noise = 0.01;
+    sim.run(w, 500);
+    CHECK(verdict_at(sim.book, 1000) == Verdict::no_hold);
+    CHECK_FALSE(sim.evidence.decide(sim.book).hold);
+}
+
+TEST_CASE("holding that makes latency worse is dropped") {
+    Simulation sim;
+    Workload w;
+    w.completion_wake_us = -15; // e.g. polling steals the cycles of an SMT sibling
+    w.waiter_wake_us = -30;
+    sim.run(w, 500);
+    CHECK(verdict_at(sim.book, 1000) == Verdict::no_hold);
+    CHECK_FALSE(sim.evidence.decide(sim.book).hold);
+}
+
+TEST_CASE("noisy samples: a real gain is still found, and no gain is not taken for one") {
+    Simulation gain;
+    Workload w;
+    w.think_us = 200;
+    w.noise = 0.05; // 5% per 20 ms tick on a ~17% effect
+    gain.run(w, 2000);
+    CHECK(verdict_at(gain.book, w.think_us + 40) == Verdict::hold);
+
+    Simulation nothing;
+    w.completion_wake_us = 0;
+    w.waiter_wake_us = 0;
+    nothing.run(w, 2000);
+    CHECK(verdict_at(nothing.book, w.think_us + 40) == Verdict::no_hold);
+}
+
+TEST_CASE("a workload whose gap changes is measured again, and a known gap is decided at once") {
+    Simulation sim;
+    Workload thinking; // 1 ms gaps: holding pays
+    sim.run(thinking, 500);
+    REQUIRE(verdict_at(sim.book, 1000) == Verdict::hold);
+
+    Workload sleepy = thinking; // 5 ms gaps where, say, the wake-up is free
+    sleepy.think_us = 5000;
+    sleepy.completion_wake_us = 0;
+    sleepy.waiter_wake_us = 0;
+    sim.run(sleepy, 20, false); // the first window shows the new gap
+    CHECK(sim.evidence.decide(sim.book).experimenting);
+    sim.run(sleepy, 4000);
+    CHECK(verdict_at(sim.book, 5000) == Verdict::no_hold);
+    CHECK_FALSE(sim.evidence.decide(sim.book).hold);
+
+    // Back to 1 ms gaps: known, so decided within two windows (the first
+    // one mixes both workloads) and held from then on, with no experiment.
+    sim.run(thinking, 40, false);
+    CHECK(sim.evidence.decide(sim.book).hold);
+    CHECK_FALSE(sim.evidence.decide(sim.book).experimenting);
+    const int held_before = sim.held_ticks;
+    sim.run(thinking, 50, false);
+    CHECK(sim.held_ticks - held_before == 50);
+}
+
+TEST_CASE("an idle device drops the window in progress") {
+    Simulation sim;
+    Workload w;
+    sim.run(w, 3);
+    sim.evidence.idle();
+    // A fresh start: the experiment begins again with the hold on.
+    CHECK(sim.evidence.decide(sim.book).hold);
+}
+
+TEST_CASE("the evidence file: format, parse back, and errors with file:line") {
+    EvidenceBook book;
+    book.machine = {"AMD EPYC 7B13 64-Core", "6.18.0-1-amd64", "haltpoll", "haltpoll"};
+    GapEvidence e;
+    e.gains.pairs = 4;
+    e.gains.cycle_sum = 1.2;
+    e.gains.cycle_sq = 0.37;
+    e.gains.service_pairs = 4;
+    e.gains.service_sum = 0.8;
+    e.gains.service_sq = 0.17;
+    e.verdict = Verdict::hold;
+    e.device = "vda";
+    book.gaps[4] = e;
+    book.gaps[6].verdict = Verdict::no_hold;
+    const std::string text = format_evidence(book);
+    auto parsed = parse_evidence(text, "evidence");
+    REQUIRE(parsed);
+    CHECK(parsed->machine == book.machine);
+    REQUIRE(parsed->gaps.size() == 2);
+    CHECK(parsed->gaps.at(4).verdict == Verdict::hold);
+    CHECK(parsed->gaps.at(4).gains.pairs == 4);
+    CHECK(parsed->gaps.at(4).gains.cycle_sum == doctest::Approx(1.2));
+    CHECK(parsed->gaps.at(4).device == "vda");
+    CHECK(parsed->gaps.at(6).verdict == Verdict::no_hold);
+    CHECK(parsed->gaps.at(6).device.empty());
+
+    auto bad = parse_evidence("kernel = 6.18\ngap class=4 verdict=maybe pairs=1 cycle_sum=0 "
+                              "cycle_sq=0 service_pairs=0 service_sum=0 service_sq=0\n",
+                              "/var/lib/latgov/evidence");
+    REQUIRE_FALSE(bad);
+    CHECK(bad.error().message ==
+          "/var/lib/latgov/evidence:2: bad verdict \"maybe\" (hold, no-hold or uncertain)");
+    auto missing = parse_evidence("gap class=4 verdict=hold\n", "e");
+    REQUIRE_FALSE(missing);
+    CHECK(missing.error().message == "e:1: gap line without pairs");
+    auto range = parse_evidence("gap class=99 verdict=hold pairs=1 cycle_sum=0 cycle_sq=0 "
+                                "service_pairs=0 service_sum=0 service_sq=0\n",
+                                "e");
+    REQUIRE_FALSE(range);
+    CHECK(range.error().message == "e:1: gap class 99 out of range (0..8)");
+    CHECK_FALSE(parse_evidence("colour = blue\n", "e"));
+}
+
+TEST_CASE("linger: fixed when set, else through the gaps of a stream, 3 ms after longer ones") {
+    CHECK(choose_linger(7ms, 1000.0) == 7ms);
+    CHECK(choose_linger(std::nullopt, std::nullopt) == 3ms);
+    CHECK(choose_linger(std::nullopt, 200.0) == 3ms);
+    CHECK(choose_linger(std::nullopt, 4000.0) == 8ms);
+    CHECK(choose_linger(std::nullopt, 9000.0) == 18ms);
+    CHECK(choose_linger(std::nullopt, 30000.0) == 3ms); // idle between bursts
+}
+
+namespace {
+
+Topology haltpoll_machine(std::string driver = "haltpoll") {
+    return virtio_machine(driver, driver == "none" ? "" : "haltpoll");
+}
+
+// A closed loop of 4k reads at `cycle_us` per request (hold or not), 20 ms ticks.
+struct Stream {
+    std::uint64_t ios = 0;
+    double busy_ms = 0;
+    double carry = 0;
+    IoSample next(double cycle_us, double service_us) {
+        carry += 20000.0 / cycle_us;
+        const auto n = static_cast<std::uint64_t>(carry);
+        carry -= static_cast<double>(n);
+        ios += n;
+        busy_ms += static_cast<double>(n) * service_us / 1000.0;
+        const auto ticks_ms = static_cast<std::uint64_t>(busy_ms);
+        IoSample s;
+        s.irq_counts.assign(37, 0);
+        s.irq_counts[36] = ios;
+        BlockStat stat;
+        stat.read_ios = ios;
+        stat.read_ticks_ms = ticks_ms;
+        s.devices = {stat};
+        return s;
+    }
+};
+
+} // namespace
+
+TEST_CASE("under haltpoll, auto mode never uses the declared 1 us: live IO decides to hold 0") {
+    const Topology t = haltpoll_machine();
+    Governor g(t, default_config(), declared_costs(t));
+    Stream io;
+    g.observe(io.next(1e9, 40), t0);
+    INFO(g.limit_reason(g.devices()[0]));
+    bool saw_off = false;
+    bool learnt = false;
+    TimePoint now = t0;
+    for (int i = 1; i < 200 && !learnt; ++i) {
+        now += 20ms;
+        const bool held = g.holds().percpu.count(1) == 1;
+        saw_off |= i > 2 && !held;
+        g.observe(io.next(held ? 1090 : 1150, held ? 40 : 50), now);
+        learnt = g.take_evidence_changed();
+    }
+    REQUIRE(learnt);
+    CHECK(saw_off); // it did measure without the hold
+    CHECK(g.evidence().gaps.at(gap_class(1050)).verdict == Verdict::hold);
+    now += 20ms;
+    g.observe(io.next(1090, 40), now);
+    CHECK(g.holds().percpu.at(1).limit == LatencyLimit{0});
+    CHECK(g.limit_reason(g.devices()[0]).find("holding buys latency") != std::string::npos);
+
+    // The next start on the same machine reuses it: no window without the hold.
+    Governor again(t, default_config(), declared_costs(t), g.evidence());
+    Stream io2;
+    again.observe(io2.next(1e9, 40), t0);
+    for (int i = 1; i < 30; ++i) {
+        again.observe(io2.next(1090, 40), t0 + i * 20ms);
+        CHECK(again.holds().percpu.count(1) == 1);
+    }
+    CHECK_FALSE(again.take_evidence_changed());
+}
+
+TEST_CASE("with no cpuidle driver auto mode holds nothing and says why") {
+    const Topology t = haltpoll_machine("none");
+    Governor g(t, default_config(), declared_costs(t));
+    Stream io;
+    g.observe(io.next(1e9, 40), t0);
+    for (int i = 1; i < 20; ++i) {
+        g.observe(io.next(60, 40), t0 + i * 20ms);
+        CHECK(g.holds().percpu.empty());
+    }
+    CHECK(g.any_active());
+    CHECK(g.limit_reason(g.devices()[0]).starts_with("no cpuidle driver"));
+}
+
+TEST_CASE("new verdicts are stamped; a no-hold verdict is measured again after max_age") {
+    EvidenceBook book;
+    book.gaps[0].verdict = Verdict::no_hold;
+    book.gaps[0].gains.pairs = 6;
+    book.gaps[3].verdict = Verdict::hold;
+    book.gaps[5].gains.pairs = 2; // uncertain: nothing to stamp
+    CHECK(refresh_verdicts(book, 1000, 600s));
+    CHECK(book.gaps.at(0).learnt_at == 1000);
+    CHECK(book.gaps.at(3).learnt_at == 1000);
+    CHECK(book.gaps.at(5).learnt_at == 0);
+    CHECK_FALSE(refresh_verdicts(book, 1600, 600s));
+    CHECK(refresh_verdicts(book, 1601, 600s));
+    CHECK(book.gaps.at(0).verdict == Verdict::uncertain);
+    CHECK(book.gaps.at(0).gains.pairs == 0);
+    CHECK(book.gaps.at(3).verdict == Verdict::hold); // holding is kept
+
+    auto parsed = parse_evidence(format_evidence(book), "e");
+    REQUIRE(parsed);
+    CHECK(parsed->gaps.at(3).learnt_at == 1000);
+    auto bad = parse_evidence("gap class=1 verdict=hold pairs=1 cycle_sum=0 cycle_sq=0 "
+                              "service_pairs=0 service_sum=0 service_sq=0 learnt_at=-5\n",
+                              "e");
+    REQUIRE_FALSE(bad);
+    CHECK(bad.error().message == "e:1: bad learnt_at \"-5\"");
+}
