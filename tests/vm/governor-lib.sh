@@ -131,6 +131,17 @@ lg_queue_irq() { # $1 = disk, $2 = hctx index -> IRQ number (nvme<C>q<i+1>, or q
   [[ -n $irq ]] && echo "$irq"
 }
 lg_completion_cpus() { lg_expand_cpus "$(cat "/proc/irq/$1/effective_affinity_list")"; }
+# The queue the last CPU submits to on the first plain NVMe disk, for the
+# systemd guests: sets disk, k (that CPU), q, irq and comp (the CPUs the IRQ
+# completes on) and prints them.
+lg_first_disk_queue() {
+  disk=$(lg_nvme_disks plain | head -n 1)
+  k=$(lg_cpus | tail -n 1)
+  q=$(lg_queue_of "$disk" "$k")
+  irq=$(lg_queue_irq "$disk" "$q")
+  comp=$(lg_completion_cpus "$irq")
+  echo "topology: CPU $k submits on $disk queue $q, IRQ $irq completes on CPU $comp"
+}
 lg_disk_reads() { local r; read -r r _ < "/sys/block/$1/stat"; echo "$r"; }
 
 # --- latgov status (python3 for the JSON) ------------------------------------

@@ -74,6 +74,8 @@ class PerCpuHolder {
         SteadyTime since;
     };
     const std::map<int, Held>& held() const { return held_; }
+    // CPUs another writer changed while latgov held them, with their value.
+    const std::map<int, LatencyLimit>& yielded() const { return yielded_; }
 
   private:
     bool hold(int cpu, LatencyLimit want, SteadyTime now);

@@ -1,5 +1,5 @@
-// Files latgov rewrites whole (the journal, the status file, the evidence
-// file): written to "<path>.tmp" and renamed over `path`, so a crash leaves
+// Files latgov rewrites whole (the journal, the status, evidence and metrics
+// files): written to "<path>.tmp" and renamed over `path`, so a crash leaves
 // the old text or the new one, never half of either.
 #pragma once
 
