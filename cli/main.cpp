@@ -19,6 +19,12 @@ Commands:
   snapshot -o FILE.tar.gz  capture the files topology discovery reads
   status [--json]          what latgovd holds now (from RUNTIME_DIR/status.json)
       [--runtime-dir DIR]  default {runtime_dir}
+      [--watch]            redraw in place every --interval seconds (default 1)
+  doctor                   check this host for what keeps latgov from working;
+      [--runtime-dir DIR]  exit 1 when something needs attention
+  explain DEVICE           why the device's limit is what it is
+      [--config FILE]      default {config_file}
+      [--runtime-dir DIR]
   calibrate                measure each idle state's wake-up cost with QD1 reads
       [--device NAME]      disk to read (read-only); default the first governed one
       [--file PATH]        read this file on the disk instead of the raw device
@@ -33,6 +39,7 @@ Options:
 )";
 
 const std::string usage = fmt::format(usage_template, fmt::arg("runtime_dir", default_runtime_dir),
+                                      fmt::arg("config_file", default_config_file),
                                       fmt::arg("calibration_file", default_calibration_file));
 
 } // namespace
@@ -87,5 +94,9 @@ int main(int argc, char** argv) {
         return status(args);
     if (args.command == "calibrate")
         return calibrate(args);
+    if (args.command == "doctor")
+        return doctor(args);
+    if (args.command == "explain")
+        return explain(args);
     return usage_error("unknown command " + args.command);
 }

@@ -2,6 +2,7 @@
 
 #include "evidence.hpp"
 #include "idle_costs.hpp"
+#include "latgov/replace_file.hpp"
 #include "latgov/schedule.hpp"
 #include "latgov/status.hpp"
 #include "latgov/topology_json.hpp"
@@ -32,6 +33,15 @@ constexpr std::chrono::milliseconds max_rescan_retry{5000};
 
 // CPU hotplug moves managed IRQs: the online set is compared this often.
 constexpr std::chrono::seconds online_check_interval{5};
+
+// The metrics follow the status writes, and are refreshed this often while
+// idle so a scrape can tell a live daemon from a stale file.
+constexpr std::chrono::seconds metrics_refresh{30};
+
+double unix_time_now() {
+    return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch())
+        .count();
+}
 
 std::string read_online(const SysRoot& root) {
     auto online = root.read("/sys/devices/system/cpu/online");
@@ -72,7 +82,7 @@ Result<Config> load_daemon_config(const Options& o) {
 Daemon::Daemon(Options options, Config config)
     : options_(std::move(options)), config_(std::move(config)), root_(options_.sysroot),
       percpu_(root_, journal_path(), log_warning), global_(root_, log_warning),
-      rescan_retry_(first_rescan_retry) {}
+      rescan_retry_(first_rescan_retry), metrics_(unix_time_now()) {}
 
 bool Daemon::rescan(TimePoint now) {
     auto state = build_governed_state(root_, config_, state_.get());
@@ -92,6 +102,7 @@ bool Daemon::rescan(TimePoint now) {
 void Daemon::install(GovernedState state, TimePoint now) {
     // The old events close here, which also takes them out of epoll.
     state_ = std::make_unique<GovernedState>(std::move(state));
+    metrics_.count_rescan();
     rescan_retry_ = first_rescan_retry;
     next_rescan_ = {};
     online_text_ = read_online(root_);
@@ -129,6 +140,7 @@ void Daemon::on_io_events(TimePoint now) {
         const auto done_ns = monotonic_ns();
         if (done_ns >= first_ns && woken_ns >= first_ns) {
             onset_.record(std::chrono::nanoseconds(done_ns - first_ns));
+            metrics_.observe_onset(static_cast<double>(done_ns - first_ns) / 1e9);
             // Of that, the part before latgovd ran: its own wake-up.
             onset_wake_.record(std::chrono::nanoseconds(woken_ns - first_ns));
             // And the part latgovd spends: drain, decide, write.
@@ -158,27 +170,53 @@ void Daemon::apply(const Holds& holds, TimePoint now) {
         !diff_holds(holds_.dry_run, holds.dry_run).empty())
         status_dirty_ = true;
     percpu_.apply(wanted, now);
+    metrics_.observe_percpu(percpu_.held(), now);
     global_.apply(holds.global, now);
     holds_ = holds;
 }
 
+StatusInput Daemon::status_input(TimePoint now) const {
+    return {state_->governor,
+            holds_,
+            percpu_,
+            global_,
+            state_->topology,
+            state_->cost_source,
+            state_->events_state,
+            onset_.summary(),
+            onset_wake_.summary(),
+            onset_work_.summary(),
+            now};
+}
+
 void Daemon::write_status(TimePoint now) {
-    const StatusInput input{state_->governor,
-                            holds_,
-                            percpu_,
-                            global_,
-                            state_->topology,
-                            state_->cost_source,
-                            state_->events_state,
-                            onset_.summary(),
-                            onset_wake_.summary(),
-                            onset_work_.summary(),
-                            now};
     if (runtime_)
-        if (auto written = latgov::write_status(*runtime_, build_status(input)); !written)
+        if (auto written = latgov::write_status(*runtime_, build_status(status_input(now)));
+            !written)
             spdlog::warn("{}", written.error().message);
     last_status_ = now;
     status_dirty_ = false;
+    write_metrics(now);
+}
+
+void Daemon::write_metrics(TimePoint now) {
+    const auto& path = config_.daemon.metrics_file;
+    // --dry-run writes no file.
+    if (options_.dry_run || path.empty() ||
+        (!config_.daemon.metrics_file_configured &&
+         !std::filesystem::is_directory(path.parent_path())))
+        return;
+    last_metrics_ = now;
+    const auto logged = logged_counts();
+    const auto snapshot = metrics_.snapshot(status_input(now), state_->events.has_value(),
+                                            logged.warnings, logged.errors);
+    if (auto written = replace_file(path, format_metrics(snapshot)); !written) {
+        if (!metrics_failed_)
+            spdlog::warn("{}", written.error().message);
+        metrics_failed_ = true;
+    } else {
+        metrics_failed_ = false;
+    }
 }
 
 void Daemon::tick(TimePoint now) {
@@ -221,6 +259,8 @@ void Daemon::tick(TimePoint now) {
     if ((status_dirty_ || state_->governor.any_active()) &&
         now - last_status_ >= config_.daemon.status_interval)
         write_status(now);
+    if (now - last_metrics_ >= metrics_refresh)
+        write_metrics(now);
 }
 
 void Daemon::arm_timer(TimePoint now) {
@@ -284,6 +324,12 @@ void Daemon::shutdown() {
     if (runtime_)
         if (auto removed = runtime_->remove("status.json"); !removed)
             spdlog::warn("{}", removed.error().message);
+    // node_exporter would go on serving a stopped daemon's last values
+    // (--dry-run wrote none, and leaves a running daemon's file alone).
+    if (!config_.daemon.metrics_file.empty() && !options_.dry_run) {
+        std::error_code ec;
+        std::filesystem::remove(config_.daemon.metrics_file, ec);
+    }
     spdlog::info("stopped; every constraint released");
     if (state_ && !options_.dry_run) // --dry-run writes no file
         save_unfinished_evidence(state_->governor, config_.daemon);

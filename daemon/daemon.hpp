@@ -6,10 +6,12 @@
 #include "governed.hpp"
 #include "latgov/config.hpp"
 #include "latgov/fd.hpp"
+#include "latgov/metrics_recorder.hpp"
 #include "latgov/onset.hpp"
 #include "latgov/qos.hpp"
 #include "latgov/result.hpp"
 #include "latgov/runtime_dir.hpp"
+#include "latgov/status.hpp"
 
 #include <chrono>
 #include <filesystem>
@@ -52,7 +54,9 @@ class Daemon {
     void install(GovernedState state, TimePoint now);
     void tick(TimePoint now);
     void apply(const Holds& holds, TimePoint now);
+    StatusInput status_input(TimePoint now) const;
     void write_status(TimePoint now);
+    void write_metrics(TimePoint now);
     void reload(TimePoint now);
     void shutdown();
     void arm_timer(TimePoint now);
@@ -87,6 +91,9 @@ class Daemon {
     OnsetDelays onset_wake_; // of that, request issued -> latgovd running
     OnsetDelays onset_work_; // and latgovd running -> constraint written
     TimePoint last_change_{};
+    MetricsRecorder metrics_;
+    TimePoint last_metrics_{};
+    bool metrics_failed_ = false; // warn once until a write succeeds again
 };
 
 } // namespace latgov

@@ -1,8 +1,9 @@
 #include "governed.hpp"
 
 #include "evidence.hpp"
-#include "idle_costs.hpp"
 #include "latgov/discovery.hpp"
+#include "latgov/idle_costs.hpp"
+#include "logging.hpp"
 
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
@@ -67,7 +68,7 @@ Result<GovernedState> build_governed_state(const SysRoot& root, const Config& co
         return make_error("Failed to discover topology: " + topology.error().message);
     for (const auto& w : topology->warnings)
         spdlog::warn("{}", w);
-    auto costs = load_idle_costs(root, config.daemon, *topology);
+    auto costs = load_idle_costs(root, config.daemon, *topology, log_warning);
     Governor governor(
         *topology, config, std::move(costs.per_cpu),
         evidence_for(root, config.daemon, *topology, current ? &current->governor : nullptr));

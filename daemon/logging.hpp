@@ -3,11 +3,18 @@
 
 #include "latgov/parse.hpp"
 
+#include <cstdint>
 #include <string>
 
 namespace latgov {
 
 void setup_logging(const std::string& level);
+// Warnings and errors logged since setup_logging, for the metrics.
+struct LogCounts {
+    std::uint64_t warnings = 0;
+    std::uint64_t errors = 0;
+};
+LogCounts logged_counts();
 // For the edge's warning callbacks (PM QoS holders, journal restore).
 void log_warning(const std::string& line);
 // A limit as a log line shows it: "none", "0 us (poll only)", "20 us".

@@ -14,8 +14,7 @@ import time
 import tomllib
 
 from hostlib import (
-    CPU_SYS, FIO_FILE, HostTestCase, cpuidle_driver, foreign_governors, log, read_all,
-    read_cpu, write_cpu,
+    CPU_SYS, DISK, FIO_FILE, LIVE_EVIDENCE, HostTestCase, cpuidle_driver, log, read_all, read_cpu, write_cpu,
 )
 
 CALIBRATED_CONFIG = """\
@@ -27,6 +26,7 @@ calibration_file = "{path}"
 [defaults]
 mode = "fixed"
 limit_us = 0
+waiter_cpus = false  # the completion CPU is the subject
 """
 
 
@@ -57,9 +57,6 @@ class CalibrateTest(HostTestCase):
     suite = "host.calibrate"
 
     def setUp(self):
-        others = foreign_governors()
-        self.assertEqual(others, [], "another latgovd/latgov writes the same per-CPU "
-                                     "slots; these tests need them alone")
         super().setUp()
         self.cal_run = os.path.join(self.tmp, "cal-run")
 
@@ -217,6 +214,79 @@ class CalibrateTest(HostTestCase):
         log(f"  idle_costs with another kernel's calibration: {costs!r}")
         self.assertTrue(costs.startswith("declared ("), costs)
         self.assertIn("another machine", costs)
+        self.assertEqual(d.stop(), 0)
+        self.assertEqual(read_all(), self.baseline)
+
+
+    def test_05_auto_uses_measured_costs(self):
+        """auto mode with a calibration of this machine uses the measured
+        costs, not the declared latencies: with every state's measured cost
+        rewritten to 1000 us (far above 0.1 x a virtio request) the chosen
+        limit is the one those costs call for; rewritten to 0 us, nothing is
+        held. Under the haltpoll governor no cost decides, measured or not:
+        both runs must be decided by live IO (each from no evidence)."""
+        path = os.path.join(self.tmp, "calibration.toml")
+        rc, text = self.calibrate(path, rounds=1, ios=100)
+        self.assertEqual(rc, 0, text)
+        with open(path) as f:
+            cal = f.read()
+        names = [s["name"] for s in self.load(path).get("state", [])]
+        for cost in (1000.0, 0.0):
+            edited = re.sub(r"(?m)^measured_cost_us = .*$", f"measured_cost_us = {cost}", cal)
+            self.assertEqual(len(re.findall(r"(?m)^measured_cost_us = ", cal)), len(names), cal)
+            with open(self.calibration_file, "w") as f:
+                f.write(edited)
+            if os.path.exists(self.evidence_file):
+                os.remove(self.evidence_file)  # each run learns from nothing
+            st, want = self.run_auto(
+                "[daemon]\nlog_level = \"debug\"\nstatus_interval_ms = 50\n\n"
+                "[defaults]\nmode = \"auto\"\nlatency_fraction = 0.1\nwaiter_cpus = false\n",
+                costs={name: cost for name in names})
+            log(f"  measured costs {cost} us: idle_costs {st['idle_costs']!r}, limit {want}")
+            self.assertTrue(st["idle_costs"].startswith("measured"), st["idle_costs"])
+            if want == LIVE_EVIDENCE:
+                # haltpoll: no cost decides, measured or declared; the live
+                # IO did (run_auto checked it). The calibration is still read.
+                continue
+            if cost > 0 and cpuidle_driver() != "none":
+                self.assertEqual(want, 0, "1000 us states must not fit a virtio request")
+        self.assertEqual(read_all(), self.baseline)
+
+    def test_06_calibrate_on_start(self):
+        """calibrate_on_start with no calibration file: latgovd measures the
+        idle states on a governed disk before it is ready, writes the file
+        where the configuration says (the test's directory) and uses it.
+        It reads the raw disk: where that cannot be opened (this bed's
+        /dev/vda refuses O_DIRECT opens by root) it must say why, use the
+        declared latencies and still govern, writing no file."""
+        try:
+            os.close(os.open(f"/dev/{DISK}", os.O_RDONLY | os.O_DIRECT))
+            raw, why = True, ""
+        except OSError as e:
+            raw, why = False, e.strerror
+        d = self.start_daemon(
+            "[daemon]\nlog_level = \"debug\"\nstatus_interval_ms = 50\n"
+            "calibrate_on_start = true\n\n[defaults]\nmode = \"fixed\"\nlimit_us = 0\n"
+            "waiter_cpus = false\n",
+            wait=False)
+        d.wait_log(r"latgovd ready", timeout=60)
+        self.assert_wake_mode(d)
+        self.assertRegex(d.log(), r"measuring idle-state costs \(calibrate_on_start\)")
+        costs = self.status(d.runtime_dir).get("idle_costs", "")
+        log(f"  /dev/{DISK} {'opens' if raw else 'refused: ' + why}; idle_costs {costs!r}")
+        if raw:
+            self.assertTrue(os.path.exists(self.calibration_file),
+                            f"no calibration written to {self.calibration_file}:\n{d.log()}")
+            cal = self.load(self.calibration_file)
+            self.assertEqual(cal["machine"].get("cpuidle_driver"), sysfs_cpuidle_driver(), cal)
+            self.assertTrue(costs.startswith("measured"), costs)
+        else:
+            self.assertRegex(d.log(), rf"Failed to calibrate, using declared exit latencies: "
+                                      rf".*/dev/{DISK}.*{re.escape(why)}")
+            self.assertFalse(os.path.exists(self.calibration_file))
+            self.assertTrue(costs.startswith("declared (no calibration at "), costs)
+        fio = self.start_fio_held(1)
+        fio.wait()
         self.assertEqual(d.stop(), 0)
         self.assertEqual(read_all(), self.baseline)
 

@@ -4,7 +4,8 @@ event on the first request, constrains the queue's completion CPU at once
 and samples until idle again; without the capabilities for perf events it
 falls back to sampling every idle_interval.
 
-Runs on the virtio test bed (docs/platform.md), as root; a missing prerequisite
+Runs on the virtio test bed (docs/platform.md: vda with one queue, 2+ CPUs), as
+root; a missing prerequisite
 FAILS, it never skips. Helpers and the per-test setup/teardown: hostlib.py.
 """
 
@@ -16,11 +17,17 @@ import subprocess
 import time
 
 from hostlib import (
-    FIO_FILE, FIO_SIZE, HostTestCase, foreign_governors, irq_count, log, read_all,
+    DISK, FIO_FILE, FIO_SIZE, RELEASE_SLACK_MS, HostTestCase, irq_count, log, read_all,
     read_cpu,
 )
 
 LINGER_MS = 300
+# How soon after a single read returns this test must see the hold. The
+# daemon, woken by the request's perf event, writes it within a millisecond
+# (onset_delay p50 ~0.3 ms); the sampling fallback would take up to
+# idle_interval (50 ms), half of it on average, and fails these bounds.
+ONSET_SEEN_MAX_MS = 20
+ONSET_SEEN_MEDIAN_MS = 5
 
 # Events on (the default), a long linger so a single 4k read is visible.
 ONSET_CONFIG = f"""\
@@ -32,6 +39,8 @@ status_interval_ms = 100
 mode = "fixed"
 limit_us = 0
 linger_ms = {LINGER_MS}
+# The completion CPU is the subject; every other CPU must keep its value.
+waiter_cpus = false
 """
 
 # Default linger (3 ms): the daemon goes back to sleep as soon as IO stops.
@@ -47,33 +56,13 @@ idle_interval_ms = {IDLE_INTERVAL_MS}
 [defaults]
 mode = "fixed"
 limit_us = 0
+waiter_cpus = false  # the completion CPU only, as above
 """
 
-EVENTS_ON = "sleeping until the first request"
-TRACEFS_CANDIDATES = ("/sys/kernel/tracing", "/sys/kernel/debug/tracing")
 # CAP_SYS_ADMIN and CAP_PERFMON: either allows CPU-wide perf events.
 CAP_SYS_ADMIN, CAP_PERFMON = 21, 38
 DROP_PERF_CAPS = ["setpriv", "--inh-caps=-perfmon,-sys_admin",
                   "--bounding-set=-perfmon,-sys_admin"]
-
-
-def ensure_tracefs():
-    """tracefs with the block_rq_issue event; mounts it at /sys/kernel/tracing
-    when neither usual place has events/."""
-    for d in TRACEFS_CANDIDATES:
-        if os.path.isdir(os.path.join(d, "events")):
-            break
-    else:
-        out = subprocess.run(["mount", "-t", "tracefs", "nodev", TRACEFS_CANDIDATES[0]],
-                             capture_output=True, text=True)
-        if out.returncode != 0:
-            raise AssertionError(f"tracefs is not mounted and mounting it at "
-                                 f"{TRACEFS_CANDIDATES[0]} failed: {out.stderr.strip()}")
-        d = TRACEFS_CANDIDATES[0]
-    event = os.path.join(d, "events/block/block_rq_issue/id")
-    if not os.path.exists(event):
-        raise AssertionError(f"tracefs at {d} has no {event}")
-    return d
 
 
 def context_switches(pid):
@@ -127,32 +116,17 @@ class DirectReader:
 class OnsetTest(HostTestCase):
     suite = "host.onset"
 
-    @classmethod
-    def setUpClass(cls):
-        super().setUpClass()
-        cls.tracefs = ensure_tracefs()
-        log(f"[{cls.suite}] tracefs at {cls.tracefs}")
-
     def setUp(self):
-        others = foreign_governors()
-        self.assertEqual(others, [], "another latgovd/latgov writes the same per-CPU "
-                                     "slots; these tests need them alone")
         super().setUp()
         self.reader = DirectReader()
         self.addCleanup(self.reader.close)
+        # The reads are issued from a CPU that does not complete them, as
+        # fio's are: the completion CPU idles until the interrupt.
+        affinity = os.sched_getaffinity(0)
+        os.sched_setaffinity(0, {self.submit_cpu})
+        self.addCleanup(os.sched_setaffinity, 0, affinity)
 
     # helpers ---------------------------------------------------------------
-
-    def wait_status(self, d, check, what, timeout=2.0):
-        """Poll status.json until check(status) is true; the status."""
-        deadline = time.monotonic() + timeout
-        while True:
-            st = self.status(d.runtime_dir)
-            if check(st):
-                return st
-            if time.monotonic() > deadline:
-                self.fail(f"status.json: {what} not within {timeout} s:\n{st}")
-            time.sleep(0.02)
 
     def settle(self, seconds=1.0, budget=5.0):
         """Let latgovd idle for `seconds` (5 ms samples; the other CPU must
@@ -165,8 +139,7 @@ class OnsetTest(HostTestCase):
         while True:
             now = time.monotonic()
             values = read_all()
-            self.assertEqual(values[self.other], "0",
-                             f"non-completion cpu {self.other} constrained while idle")
+            self.assert_no_stray(values, what="while idle")
             held = values[self.comp] != "0"
             holds += held and not was_held
             was_held = held
@@ -182,12 +155,17 @@ class OnsetTest(HostTestCase):
         if holds:
             log(f"  settle: {holds} hold(s) for background IO on vda")
 
-    def read_and_watch_onset(self, timeout=0.05):
+    def read_and_watch_onset(self, timeout=ONSET_SEEN_MAX_MS / 1000):
         """One read with cpu comp free before it; polls until it reads "n/a".
         (issued, returned, seen held) times, seen None if not within
-        `timeout` of the read's return."""
-        before = read_cpu(self.comp)
-        self.assertEqual(before, "0", f"cpu {self.comp} already held before the read")
+        `timeout` of the read's return. Background IO on vda may take a hold
+        between settle() and here: then it settles again first."""
+        for _ in range(20):
+            if read_cpu(self.comp) == "0":
+                break
+            self.settle(0.0)
+        else:
+            self.fail(f"cpu {self.comp} held for background IO before every attempt to read")
         issued, returned = self.reader.read()
         deadline = returned + timeout
         while True:
@@ -226,30 +204,27 @@ class OnsetTest(HostTestCase):
     # tests -------------------------------------------------------------------
 
     def test_01_single_read_after_idle(self):
-        """One 4k read after idle: the completion CPU is held within 50 ms of
-        the read (a perf event wakes latgovd, no sampling period to wait
-        for), released linger_ms after it."""
+        """One 4k read after idle: the completion CPU is held within
+        ONSET_SEEN_MAX_MS of the read (a perf event wakes latgovd, no
+        sampling period to wait for), released linger_ms after it."""
         d = self.start_daemon(ONSET_CONFIG)
-        st = self.status(d.runtime_dir)
-        self.assertTrue(st.get("io_events", "").startswith(EVENTS_ON),
-                        f"io_events is {st.get('io_events')!r}, not event-driven:\n{d.log()}")
         self.settle(1.0)
 
         issued, returned, held = self.read_and_watch_onset()
         log(f"  single read took {1e6 * (returned - issued):.0f} us")
-        self.assertIsNotNone(held, f"cpu {self.comp} not \"n/a\" within 50 ms of a 4k read "
-                                   f"returning (values {read_all()})")
+        self.assertIsNotNone(held, f"cpu {self.comp} not \"n/a\" within {ONSET_SEEN_MAX_MS} ms "
+                                   f"of a 4k read returning (values {read_all()})")
         log(f"  held seen {1000 * (held - returned):.2f} ms after the read returned "
             f"({1000 * (held - issued):.2f} ms after it was issued)")
         released, last_irq = self.watch_release(returned)
-        self.assertEqual(read_cpu(self.other), "0")
+        self.assert_no_stray(read_all(), what="after the read")
         since_read = released - returned
         since_disk = released - max(last_irq, returned)
         log(f"  released {1000 * since_read:.0f} ms after the read returned, "
             f"{1000 * since_disk:.0f} ms after vda's last completion (linger {LINGER_MS} ms)")
-        self.assertLessEqual(since_disk, (LINGER_MS + 200) / 1000,
+        self.assertLessEqual(since_disk, (LINGER_MS + RELEASE_SLACK_MS) / 1000,
                              f"released {1000 * since_disk:.0f} ms after the last IO "
-                             f"(> linger {LINGER_MS} + 200 ms)")
+                             f"(> linger {LINGER_MS} + {RELEASE_SLACK_MS} ms)")
         self.assertGreaterEqual(since_read, (LINGER_MS - 20) / 1000,
                                 f"released {1000 * since_read:.0f} ms after the read, before "
                                 f"linger_ms = {LINGER_MS} elapsed")
@@ -271,77 +246,83 @@ class OnsetTest(HostTestCase):
             issued, returned, held = self.read_and_watch_onset()
             next_read = issued + 0.5
             self.assertIsNotNone(held, f"read {i + 2}: cpu {self.comp} not \"n/a\" within "
-                                       f"50 ms of the read returning")
+                                       f"{ONSET_SEEN_MAX_MS} ms of the read returning")
             seen_ms.append(1000 * (held - returned))
-        self.watch_release(time.monotonic())
         st, onset = self.onset(d, 21)
         seen_ms.sort()
         log(f"  20 reads 0.5 s apart ({skipped} waited for a background hold first): held "
             f"seen after the read returned: median {seen_ms[10]:.2f} ms, max "
             f"{seen_ms[-1]:.2f} ms")
+        self.assertLessEqual(seen_ms[10], ONSET_SEEN_MEDIAN_MS,
+                             f"median delay from a read's return to the hold seen: "
+                             f"{seen_ms[10]:.2f} ms (> {ONSET_SEEN_MEDIAN_MS} ms): {seen_ms}")
         log(f"  status onset_delay (request issue -> constraint written): count "
             f"{onset['count']}, p50 {onset['p50_us']:.0f} us, p99 {onset['p99_us']:.0f} us, "
             f"max {onset['max_us']:.0f} us (target p99 < 200 us)")
-        self.assertLess(onset["p99_us"], 1000, st)
+        # Request issued -> constraint written, by latgovd's own clock: a
+        # wake-up and one write, well under a millisecond on a quiet machine;
+        # the p99 of 21 reads is nearly their maximum, which a busy 2-CPU
+        # host stretches to a few ms. (The sampling fallback records none.)
+        self.assertLess(onset["p50_us"], 1000, st)
+        self.assertLess(onset["p99_us"], 10000, st)
         self.assertEqual(d.stop(), 0)
         self.assertEqual(read_all(), self.baseline)
 
     def test_02_idle_wakeups(self):
-        """While idle latgovd sleeps with no periodic timer: at most one wake-up
-        (context switch) per second over 20 s. IO on vda from the rest of
-        the system wakes it legitimately: the rate is also computed over the
-        seconds with no vda interrupt (nor in the 0.2 s before them, the
-        time latgovd needs to finish with a burst: linger, a few sampling
-        ticks, the status write), and that rate must be <= 1/s too."""
-        d = self.start_daemon(IDLE_CONFIG)
-        st = self.status(d.runtime_dir)
-        self.assertTrue(st.get("io_events", "").startswith(EVENTS_ON),
-                        f"io_events is {st.get('io_events')!r}:\n{d.log()}")
-        time.sleep(2.0)
-        seconds, step, guard = 20, 0.1, 2  # guard: samples (0.2 s) before a second
-        holds_before = d.log().count("-> 0 us")
-        samples = []  # (time, context switches, vda interrupts)
+        """While idle latgovd sleeps with no periodic timer: at most one
+        wake-up (context switch) per second over 20 s. It governs only a
+        loop device over a file in the test's tmpfs directory, so no IO of
+        the rest of the machine (on vda) can wake it: every wake-up counted
+        is its own. One read on the loop device at the end must still wake
+        it and take the hold (the events are armed, not merely silent)."""
+        loop = self.loop_device()
+        d = self.start_daemon(f"""\
+[daemon]
+log_level = "debug"
+status_interval_ms = 100
+
+[defaults]
+mode = "off"
+
+[[device]]
+name = "{loop}"
+mode = "fixed"
+limit_us = 0
+linger_ms = {LINGER_MS}
+waiter_cpus = false  # the reader's CPU must keep its value
+""")
+        self.assertRegex(d.log(), rf"governing {loop} ")
+        self.assertNotRegex(d.log(), rf"governing {DISK} \(mode fixed")
+        time.sleep(1.0)
+        seconds, step = 20, 0.1
+        samples = []  # (time, context switches)
         t0 = time.monotonic()
         for i in range(int(seconds / step) + 1):
-            samples.append((time.monotonic(), context_switches(d.proc.pid),
-                            irq_count(self.irq)))
+            samples.append((time.monotonic(), context_switches(d.proc.pid)))
             time.sleep(max(0.0, t0 + (i + 1) * step - time.monotonic()))
-        holds = d.log().count("-> 0 us") - holds_before
         elapsed = samples[-1][0] - samples[0][0]
         cs = samples[-1][1] - samples[0][1]
-        irqs = samples[-1][2] - samples[0][2]
-        rate = cs / elapsed
-        per = int(round(1 / step))
-        quiet_seconds, quiet_cs = 0, 0
-        for b in range(guard, len(samples) - per, per):
-            first, last = samples[b - guard], samples[b + per]
-            if last[2] == first[2]:  # no vda interrupt in the second nor just before
-                quiet_seconds += 1
-                quiet_cs += last[1] - samples[b][1]
-        quiet_rate = quiet_cs / quiet_seconds if quiet_seconds else float("nan")
-        log(f"  idle {elapsed:.1f} s: {cs} context switches ({rate:.2f}/s); background IO: "
-            f"{irqs} vda interrupts, {holds} hold(s) taken; {quiet_seconds} s without vda "
-            f"interrupts: {quiet_cs} context switches ({quiet_rate:.2f}/s)")
-        if holds or irqs:
-            log(f"  note: background IO on vda ({irqs} interrupts, {holds} holds) woke "
-                "latgovd legitimately during the idle window")
-        self.assertGreaterEqual(quiet_seconds, 5,
-                                f"only {quiet_seconds} of {seconds} s without vda interrupts: "
-                                f"the machine is too busy to measure idle wake-ups "
-                                f"({irqs} interrupts)")
-        self.assertLessEqual(quiet_rate, 1.0,
-                             f"latgovd woke {quiet_cs} times in {quiet_seconds} s with no IO "
-                             f"on vda ({quiet_rate:.2f}/s > 1/s)")
-        if irqs == 0:
-            self.assertLessEqual(rate, 1.0, f"latgovd woke {cs} times in {elapsed:.1f} s of "
-                                            f"idle ({rate:.2f}/s > 1/s)")
+        log(f"  idle {elapsed:.1f} s governing only {loop}: {cs} context switches "
+            f"({cs / elapsed:.2f}/s)")
+        self.assertLessEqual(cs / elapsed, 1.0, f"latgovd woke {cs} times in {elapsed:.1f} s "
+                                                f"with no IO on the disk it governs")
+        # Loop completes on the submitter (every CPU of its one queue).
+        fd = os.open(f"/dev/{loop}", os.O_RDONLY | os.O_DIRECT)
+        buf = mmap.mmap(-1, 4096)
+        try:
+            os.preadv(fd, [buf], 0)
+        finally:
+            os.close(fd)
+            buf.close()
+        self.assertIsNotNone(self.wait_value(lambda: "n/a" in read_all().values(), True, 0.2),
+                             f"a read on {loop} did not wake latgovd to hold: {read_all()}")
         self.assertTrue(d.alive())
 
     def test_03_fallback_without_perf_capabilities(self):
         """Without CAP_PERFMON / CAP_SYS_ADMIN (still uid 0, so sysfs writes
         work) perf events are refused: latgovd says so, samples every
         idle_interval and still holds during IO and releases after."""
-        d = self.start_daemon(FALLBACK_CONFIG, prefix=DROP_PERF_CAPS)
+        d = self.start_daemon(FALLBACK_CONFIG, prefix=DROP_PERF_CAPS, events=False)
         eff = cap_eff(d.proc.pid)
         self.assertFalse(eff & (1 << CAP_PERFMON | 1 << CAP_SYS_ADMIN),
                          f"latgovd still has CAP_PERFMON or CAP_SYS_ADMIN (CapEff {eff:x})")
@@ -366,9 +347,10 @@ class OnsetTest(HostTestCase):
         held = self.wait_held(fio)
         log(f"  hold appeared {1000 * (held - io_start):.1f} ms after fio's IO start")
         watched = fio.watch_until_exit(lambda: read_cpu(self.comp), self.irq)
+        self.assert_held_throughout(watched, "n/a", f"cpu {self.comp}")
         self.assert_released(lambda: read_cpu(self.comp), "0", fio, watched,
                              f"cpu {self.comp}")
-        self.assertEqual(read_cpu(self.other), "0")
+        self.assert_no_stray(read_all(), what="after fio")
         self.assertEqual(d.stop(), 0)
         self.assertEqual(read_all(), self.baseline)
         self.assertFalse(re.search(r"waking on block_rq_issue events", d.log()), d.log())

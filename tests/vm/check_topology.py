@@ -3,7 +3,11 @@
 
 Usage: check_topology.py [--ignore-field NAME]... EXPECTED.json ACTUAL.json
 
-EXPECTED is a subset: every device in it must be in ACTUAL with the same value
+EXPECTED is a subset: each top-level field it gives besides "devices" and
+"cpus" (online_cpus, cpuidle_driver, cpuidle_governor) must be equal in
+ACTUAL; every CPU in its "cpus" must be in ACTUAL with the same
+resume_latency_us and the same idle states (every field EXPECTED gives, in
+order), and the CPU sets must be equal; every device in it must be in ACTUAL with the same value
 for each field EXPECTED gives (paths compare as sets), and the same hardware
 queues (matched by index) with the same value for each queue field EXPECTED
 gives (CPU lists compare as sets). The sets of nvme* and nullb* devices must
@@ -41,6 +45,46 @@ def norm(field, value):
         except TypeError:
             return value
     return value
+
+
+def compare_cpus(expected, actual, ignore):
+    diffs = []
+    for field, want in expected.items():
+        if field in ("devices", "cpus") or field in ignore:
+            continue
+        if actual.get(field, "<absent>") != want:
+            diffs.append(f"{field}: expected {json.dumps(want)}, "
+                         f"actual {json.dumps(actual.get(field, '<absent>'))}")
+    if "cpus" not in expected or "cpus" in ignore:
+        return diffs, 0
+    exp = {c["cpu"]: c for c in expected["cpus"]}
+    act = {c.get("cpu"): c for c in actual.get("cpus") or []}
+    for n in sorted(set(exp) - set(act)):
+        diffs.append(f"cpu {n}: missing from actual")
+    for n in sorted(set(act) - set(exp), key=str):
+        diffs.append(f"cpu {n}: in actual but not expected")
+    nstates = 0
+    for n in sorted(set(exp) & set(act)):
+        for field, want in exp[n].items():
+            if field in ("cpu", "idle_states") or field in ignore:
+                continue
+            got = act[n].get(field, "<absent>")
+            if got != want:
+                diffs.append(f"cpu {n}.{field}: expected {json.dumps(want)}, "
+                             f"actual {json.dumps(got)}")
+        want_states = exp[n].get("idle_states", [])
+        got_states = act[n].get("idle_states") or []
+        if len(want_states) != len(got_states):
+            diffs.append(f"cpu {n}: {len(want_states)} idle states expected, "
+                         f"{len(got_states)} in actual")
+        for ws, gs in zip(want_states, got_states):
+            nstates += 1
+            for field, want in ws.items():
+                if field not in ignore and gs.get(field, "<absent>") != want:
+                    diffs.append(f"cpu {n} state{ws.get('index')}.{field}: expected "
+                                 f"{json.dumps(want)}, actual "
+                                 f"{json.dumps(gs.get(field, '<absent>'))}")
+    return diffs, nstates
 
 
 def compare(expected, actual, ignore):
@@ -105,14 +149,19 @@ def main():
     ap.add_argument("--ignore-field", action="append", default=[], metavar="NAME",
                     help="do not compare this device or queue field (repeatable)")
     args = ap.parse_args()
-    diffs, ndev, nq = compare(load(args.expected), load(args.actual), set(args.ignore_field))
+    expected, actual = load(args.expected), load(args.actual)
+    diffs, ndev, nq = compare(expected, actual, set(args.ignore_field))
+    cpu_diffs, nstates = compare_cpus(expected, actual, set(args.ignore_field))
+    diffs += cpu_diffs
     if diffs:
         print(f"topology MISMATCH ({len(diffs)} differences; expected={args.expected} "
               f"actual={args.actual}):")
         for d in diffs:
             print(f"  {d}")
         return 1
-    print(f"topology matches: {ndev} devices, {nq} queues")
+    ncpus = len(expected.get("cpus", []))
+    print(f"topology matches: {ndev} devices, {nq} queues, {ncpus} CPUs, "
+          f"{nstates} idle states")
     return 0
 
 

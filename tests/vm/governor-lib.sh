@@ -20,10 +20,19 @@ lg_check() { # $1 = description; rest = command
   local what=$1; shift
   if "$@"; then lg_pass "$what"; else lg_fail "$what"; fi
 }
-lg_ms() { # milliseconds since the epoch into LG_MS, no fork
-  local t=${EPOCHREALTIME/[.,]/}
-  LG_MS=$((t / 1000))
+lg_ms() { # milliseconds since boot into LG_MS (monotonic, 10 ms steps), no fork
+  local up
+  read -r up _ < /proc/uptime
+  LG_MS=$((10#${up/./} * 10))
 }
+# lg_sleep SECONDS: a pause without forking sleep (a read with a timeout on a
+# FIFO nobody writes to; opened read-write so the open does not block; the
+# guest's /dev has no /dev/fd for a process substitution)
+lg_fifo=$(mktemp -u /run/latgov-sleep.XXXXXX)
+mkfifo "$lg_fifo"
+exec {LG_SLEEP_FD}<>"$lg_fifo"
+rm -f "$lg_fifo"
+lg_sleep() { read -r -t "$1" -u "$LG_SLEEP_FD" _ || true; }
 
 # --- CPUs and their per-CPU PM QoS values -----------------------------------
 # LG_CPUS: the CPUs that have the per-CPU knob, ascending (read once)
@@ -65,7 +74,7 @@ lg_wait_only_held() {
     lg_ms; LG_ELAPSED=$((LG_MS - t0))
     lg_only_held "$want" && return 0
     [[ $LG_ELAPSED -lt $limit ]] || return 1
-    sleep 0.01
+    lg_sleep 0.005
   done
 }
 
@@ -122,6 +131,17 @@ lg_queue_irq() { # $1 = disk, $2 = hctx index -> IRQ number (nvme<C>q<i+1>, or q
   [[ -n $irq ]] && echo "$irq"
 }
 lg_completion_cpus() { lg_expand_cpus "$(cat "/proc/irq/$1/effective_affinity_list")"; }
+# The queue the last CPU submits to on the first plain NVMe disk, for the
+# systemd guests: sets disk, k (that CPU), q, irq and comp (the CPUs the IRQ
+# completes on) and prints them.
+lg_first_disk_queue() {
+  disk=$(lg_nvme_disks plain | head -n 1)
+  k=$(lg_cpus | tail -n 1)
+  q=$(lg_queue_of "$disk" "$k")
+  irq=$(lg_queue_irq "$disk" "$q")
+  comp=$(lg_completion_cpus "$irq")
+  echo "topology: CPU $k submits on $disk queue $q, IRQ $irq completes on CPU $comp"
+}
 lg_disk_reads() { local r; read -r r _ < "/sys/block/$1/stat"; echo "$r"; }
 
 # --- latgov status (python3 for the JSON) ------------------------------------
@@ -176,8 +196,23 @@ lg_wait_reads() {
     [[ $r -ge $(($2 + 8)) ]] && return 0
     kill -0 "$LG_FIO_PID" 2>/dev/null || return 1
     lg_ms; [[ $((LG_MS - t0)) -lt 90000 ]] || return 1
-    sleep 0.05
+    lg_sleep 0.01
   done
+}
+# succeeds when status.json in $1 says an idle latgovd sleeps on
+# block_rq_issue events (not the sampling fallback)
+lg_events_armed() {
+  local line
+  line=$(grep -m1 '"io_events"' "$1/status.json" 2>/dev/null) || return 1
+  [[ $line == *'"sleeping until the first request'* ]]
+}
+# onset_delay of status.json in $1 as "COUNT P99_US MAX_US" into LG_ONSET
+lg_onset() {
+  LG_ONSET=$(python3 -c '
+import json, sys
+o = json.load(open(sys.argv[1] + "/status.json")).get("onset_delay", {})
+print(o.get("count", 0), int(o.get("p99_us", -1)), int(o.get("max_us", -1)))
+' "$1" 2>/dev/null) || LG_ONSET="0 -1 -1"
 }
 # latgovd's view of its IO events (status.json in $1): io_events, onset_delay
 lg_status_events() {

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # governor-test.sh: boot one nvme-vm guest (4 CPUs, one controller with 4 I/O
-# queues, one CPU each, plus a 2-path multipath subsystem) and run
+# queues, one CPU each, one with 2 queues of 2 CPUs, plus a 2-path multipath
+# subsystem) and run
 # guest-governor.sh in it: latgovd with a fixed 0 us policy must hold exactly
 # the completion CPU of the submitting CPU's queue while fio reads, release it
 # within 1 s after, and release everything on SIGTERM.
@@ -36,7 +37,8 @@ done
 if [[ $EUID -ne 0 ]]; then echo "governor-test: needs root" >&2; exit 2; fi
 command -v fio >/dev/null || { echo "FAIL governor-test: fio is not installed" ; exit 1; }
 
-vmargs=(--cpus 4 --ctrl 4) gargs=()
+# a second controller with 2 queues (2 CPUs each) for the IRQ move by hotplug
+vmargs=(--cpus 4 --ctrl 4 --ctrl 2) gargs=(--irq-move)
 if [[ $multipath = 1 ]]; then vmargs+=(--multipath 2); gargs+=(--multipath); fi
 
 start=$SECONDS

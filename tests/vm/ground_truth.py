@@ -5,7 +5,11 @@ Written independently of latgov's C++ code (python3 stdlib only) so that the VM
 tests can check `latgov topology --json` against it. It prints a subset of
 latgov's schema:
 
-  {"devices": [{"name": "nvme0n1", "kind": "nvme", "controller": "nvme0",
+  {"online_cpus": [0, 1], "cpuidle_driver": "acpi_idle", "cpuidle_governor": "menu",
+   "cpus": [{"cpu": 0, "resume_latency_us": null,
+             "idle_states": [{"index": 0, "name": "POLL", "exit_latency_us": 0,
+                              "target_residency_us": 0, "disabled": false}, ...]}],
+   "devices": [{"name": "nvme0n1", "kind": "nvme", "controller": "nvme0",
                 "queues": [{"index": 0, "type": "default", "irq": 25,
                             "irq_name": "nvme0q1", "completion_cpus": [2],
                             "submit_cpus": [0, 1, 2], "irq_affinity": [0, 1, 2],
@@ -32,6 +36,17 @@ Rules (Documentation: drivers/nvme/host/pci.c, drivers/virtio, block/blk-mq):
   irq_affinity = smp_affinity_list.
 Disks of other drivers (sd*, dm-*, ...) are not reported: their IRQ naming is
 not known here.
+
+CPUs (Documentation/admin-guide/pm/cpuidle.rst, drivers/base/power/sysfs.c):
+- online_cpus from /sys/devices/system/cpu/online; cpuidle_driver and
+  cpuidle_governor from /sys/devices/system/cpu/cpuidle/current_driver and
+  current_governor_ro (current_governor when that is all there is); with no
+  cpuidle directory the driver is "none".
+- per online CPU: resume_latency_us from power/pm_qos_resume_latency_us,
+  where the kernel prints "0" for no constraint (null here) and "n/a" for a
+  0 us limit (0 here); idle_states from cpuidle/stateN/{name,latency,
+  residency,disable} (exit_latency_us, target_residency_us, disabled), in
+  index order, empty without a cpuidle driver.
 
 Usage: ground_truth.py [--root DIR] [--indent N]
   --root DIR  read DIR/proc and DIR/sys instead of /proc and /sys (a captured tree)
@@ -248,6 +263,46 @@ def irqless_device(m, disk):
     return dev
 
 
+def resume_latency(text):
+    if text is None:
+        problem("no pm_qos_resume_latency_us")
+        return None
+    if text == "n/a":
+        return 0
+    value = int(text)
+    return None if value == 0 else value
+
+
+def cpus(m):
+    base = "/sys/devices/system/cpu"
+    online = parse_cpu_list(m.read(f"{base}/online"))
+    out = {"online_cpus": online}
+    driver = m.read(f"{base}/cpuidle/current_driver")
+    out["cpuidle_driver"] = driver if driver else "none"
+    gov = m.read(f"{base}/cpuidle/current_governor_ro")
+    if gov is None:
+        gov = m.read(f"{base}/cpuidle/current_governor")
+    if gov is not None:
+        out["cpuidle_governor"] = gov
+    out["cpus"] = []
+    for cpu in online:
+        states = []
+        idx = sorted(int(e[len("state"):]) for e in m.listdir(f"{base}/cpu{cpu}/cpuidle")
+                     if re.fullmatch(r"state\d+", e))
+        for i in idx:
+            d = f"{base}/cpu{cpu}/cpuidle/state{i}"
+            states.append({"index": i, "name": m.read(f"{d}/name"),
+                           "exit_latency_us": int(m.read(f"{d}/latency")),
+                           "target_residency_us": int(m.read(f"{d}/residency")),
+                           "disabled": m.read(f"{d}/disable") != "0"})
+        out["cpus"].append({
+            "cpu": cpu,
+            "resume_latency_us": resume_latency(
+                m.read(f"{base}/cpu{cpu}/power/pm_qos_resume_latency_us")),
+            "idle_states": states})
+    return out
+
+
 def ground_truth(m):
     actions = irq_actions(m)
     disks = m.listdir("/sys/block")
@@ -266,7 +321,7 @@ def ground_truth(m):
             continue
         if dev is not None:
             devices.append(dev)
-    return {"devices": devices}
+    return dict(cpus(m), devices=devices)
 
 
 def main():

@@ -39,12 +39,7 @@ trap finish EXIT
 echo "guest: $(uname -r), systemd $(systemctl --version | awk 'NR == 1 { print $2 }'), PID 1 $(cat /proc/1/comm)"
 [[ $(cat /proc/1/comm) == systemd ]] || { lg_fail "PID 1 is not systemd"; exit 1; }
 lg_wait_disks plain 1 || { lg_fail "no NVMe namespace disk appeared"; exit 1; }
-disk=$(lg_nvme_disks plain | head -n 1)
-k=$(lg_cpus | tail -n 1)
-q=$(lg_queue_of "$disk" "$k")
-irq=$(lg_queue_irq "$disk" "$q")
-comp=$(lg_completion_cpus "$irq")
-echo "topology: CPU $k submits on $disk queue $q, IRQ $irq completes on CPU $comp"
+lg_first_disk_queue
 [[ $comp =~ ^[0-9]+$ ]] || { lg_fail "topology: IRQ $irq completes on '$comp', not one CPU"; exit 1; }
 
 # The unit as shipped, with our binary. ProtectHome= and PrivateTmp= hide

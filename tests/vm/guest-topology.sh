@@ -13,32 +13,44 @@
 #   --nullblk "PARAMS"    after phase "boot", reload null_blk with PARAMS and run
 #                         phase "nullblk"
 #   --snapshot FILE       run `latgov snapshot -o FILE` after the last phase
+#   --set "ITEM,..."      before the first phase: cpuN-stateK-disabled writes 1
+#                         to cpuN's cpuidle/stateK/disable; cpuN-resume-V writes
+#                         V to cpuN's pm_qos_resume_latency_us (captured
+#                         fixtures then hold a disabled state and a limit)
 set -euo pipefail
 export PATH=/usr/sbin:/usr/bin:/sbin:/bin
 
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
-nvme_disks=0 nullblk="" snapshot="" have_nullblk=0
+nvme_disks=0 nullblk="" snapshot="" have_nullblk=0 set=""
 while [[ $# -gt 0 ]]; do
   case "$1" in
     --nvme-disks) nvme_disks=$2; shift 2;;
     --nullblk) nullblk=$2; have_nullblk=1; shift 2;;
     --snapshot) snapshot=$2; shift 2;;
+    --set) set=$2; shift 2;;
     --) shift; break;;
     -*) echo "guest-topology: unknown option $1" >&2; exit 2;;
     *) break;;
   esac
 done
 [[ $# -eq 2 ]] || { echo "usage: guest-topology.sh [options] OUTDIR LATGOV" >&2; exit 2; }
+# A layout without its disks must fail, not compare two empty views.
+[[ $nvme_disks -gt 0 ]] || { echo "guest-topology: --nvme-disks N (N > 0) is required" >&2; exit 2; }
 out=$1 latgov=$2
 
 mountpoint -q /sys/kernel/debug || mount -t debugfs none /sys/kernel/debug
 
 count_nvme_disks() { local n=0 d; for d in /sys/block/nvme*; do [[ -e $d ]] && n=$((n + 1)); done; echo "$n"; }
-wait_for() { # $1 = description; rest = command that succeeds when ready
-  local what=$1 i; shift
-  for ((i = 0; i < 200; i++)); do "$@" && return 0; sleep 0.1; done
-  echo "guest-topology: timed out waiting for $what" >&2
-  return 1
+wait_for() { # $1 = description; rest = command that succeeds when ready (20 s)
+  local what=$1; shift
+  local deadline=$((SECONDS + 20))
+  until "$@"; do
+    if ((SECONDS >= deadline)); then
+      echo "guest-topology: FAIL: $what did not appear within 20 s" >&2
+      exit 1
+    fi
+    sleep 0.1
+  done
 }
 enough_nvme() { [[ $(count_nvme_disks) -ge $nvme_disks ]]; }
 all_nullb() { # $1 = expected number of nullb devices
@@ -66,8 +78,20 @@ run_phase() { # $1 = phase name
   echo "guest-topology: phase $1 done (latgov rc $rc)"
 }
 
+IFS=, read -r -a items <<< "$set"
+for item in "${items[@]}"; do
+  if [[ $item =~ ^cpu([0-9]+)-state([0-9]+)-disabled$ ]]; then
+    echo 1 > "/sys/devices/system/cpu/cpu${BASH_REMATCH[1]}/cpuidle/state${BASH_REMATCH[2]}/disable"
+  elif [[ $item =~ ^cpu([0-9]+)-resume-([0-9]+|n/a)$ ]]; then
+    echo "${BASH_REMATCH[2]}" > "/sys/devices/system/cpu/cpu${BASH_REMATCH[1]}/power/pm_qos_resume_latency_us"
+  else
+    echo "guest-topology: unknown --set item $item" >&2; exit 2
+  fi
+done
+
 udevadm settle 2>/dev/null || true
-wait_for "$nvme_disks nvme block devices" enough_nvme || true
+wait_for "$nvme_disks nvme block devices" enough_nvme
+wait_for "null_blk's nullb0 (nvme-vm loads null_blk)" all_nullb 1
 run_phase boot
 
 if [[ $have_nullblk = 1 ]]; then
@@ -76,7 +100,7 @@ if [[ $have_nullblk = 1 ]]; then
   modprobe null_blk $nullblk
   nr=1
   if [[ $nullblk =~ nr_devices=([0-9]+) ]]; then nr=${BASH_REMATCH[1]}; fi
-  wait_for "$nr null_blk devices" all_nullb "$nr" || true
+  wait_for "$nr null_blk devices" all_nullb "$nr"
   run_phase nullblk
 fi
 

@@ -22,12 +22,14 @@ set -euo pipefail
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 
 # name | nvme-vm options | nvme* disks to wait for | null_blk parameters for a
-# second check in the same guest after reloading null_blk (empty: none)
+# second check in the same guest after reloading null_blk (empty: none) |
+# guest state set before the first phase (empty: none; see guest-topology.sh)
 layouts=(
   "vm-4cpu-1ctrl-4q|--cpus 4 --ctrl 4|1|"
   "vm-6cpu-3q-poll|--cpus 6 --ctrl 3 --poll-queues 1|1|"
   "vm-multipath|--cpus 4 --multipath 2|3|"
   "vm-2ctrl-nullblk|--cpus 2 --ctrl 1 --ctrl 2|2|nr_devices=2 submit_queues=2 poll_queues=1"
+  "vm-2cpu-cstates|--cpus 2 --ctrl 2 --cstates 1,20,200|1||cpu1-state2-disabled,cpu0-resume-20"
 )
 
 usage() { sed -n '2,/^set -euo/p' "$0" | sed -e '$d' -e 's/^# \{0,1\}//'; }
@@ -40,7 +42,7 @@ while [[ $# -gt 0 ]]; do
     --out) outdir=$2; shift 2;;
     --only) only+=("$2"); shift 2;;
     --timeout) timeout=$2; shift 2;;
-    --list) for l in "${layouts[@]}"; do IFS='|' read -r n v _ b <<< "$l"; echo "$n: $v${b:+ (then null_blk $b)}"; done; exit 0;;
+    --list) for l in "${layouts[@]}"; do IFS='|' read -r n v _ b _ <<< "$l"; echo "$n: $v${b:+ (then null_blk $b)}"; done; exit 0;;
     -h|--help) usage; exit 0;;
     --) shift; break;;
     -*) echo "run-topology-tests: unknown option $1" >&2; exit 2;;
@@ -108,7 +110,7 @@ check_snapshot() { # $1 = layout dir, $2 = tarball
 
 failed=0 ran=0
 for l in "${layouts[@]}"; do
-  IFS='|' read -r name vmopts ndisks nullblk <<< "$l"
+  IFS='|' read -r name vmopts ndisks nullblk setup <<< "$l"
   if [[ ${#only[@]} -gt 0 ]]; then
     match=0; for o in "${only[@]}"; do [[ $o = "$name" ]] && match=1; done
     [[ $match = 1 ]] || continue
@@ -119,6 +121,7 @@ for l in "${layouts[@]}"; do
   read -r -a vmargs <<< "$vmopts"
   gargs=(--nvme-disks "$ndisks")
   [[ -n $nullblk ]] && gargs+=(--nullblk "$nullblk")
+  [[ -n $setup ]] && gargs+=(--set "$setup")
   [[ -n $snapdir ]] && { rm -f "$snapdir/$name.tar.gz"; gargs+=(--snapshot "$snapdir/$name.tar.gz"); }
 
   start=$SECONDS

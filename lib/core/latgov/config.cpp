@@ -37,7 +37,7 @@ constexpr Choice<std::string_view> log_levels[] = {
 constexpr std::string_view daemon_keys[] = {
     "sample_interval_ms", "steady_interval_ms", "idle_interval_ms", "status_interval_ms",
     "runtime_dir",        "calibration_file",   "log_level",        "io_events",
-    "calibrate_on_start", "queue_inflight",     "evidence_file"};
+    "calibrate_on_start", "queue_inflight",     "evidence_file",    "metrics_file"};
 constexpr std::string_view policy_keys[] = {
     "mode",         "backend",   "limit_us",    "latency_fraction", "min_limit_us",
     "max_limit_us", "linger_ms", "min_samples", "waiter_cpus"};
@@ -324,6 +324,13 @@ void read_daemon(Section& section, DaemonSettings& daemon) {
     daemon.queue_inflight = section.boolean("queue_inflight").value_or(daemon.queue_inflight);
     daemon.calibrate_on_start =
         section.boolean("calibrate_on_start").value_or(daemon.calibrate_on_start);
+    if (auto metrics = section.string("metrics_file")) {
+        if (!metrics->empty() && metrics->front() != '/')
+            section.fail("metrics_file",
+                         "must be an absolute path or \"\" (none), got " + in_quotes(*metrics));
+        daemon.metrics_file = *metrics;
+        daemon.metrics_file_configured = true;
+    }
 }
 
 std::optional<DeviceRule> read_device(Section& section, const Policy& defaults) {

@@ -72,10 +72,18 @@ struct DeviceRule : PolicyOverrides {
 };
 
 // Where latgov's files live unless configured otherwise (one home for each).
-inline constexpr std::string_view default_config_file = "/etc/latgov/latgov.toml";
+// The configuration follows the install prefix (the build sets
+// LATGOV_CONFIG_FILE: /etc/latgov for /usr, PREFIX/etc/latgov otherwise).
+#ifndef LATGOV_CONFIG_FILE
+#define LATGOV_CONFIG_FILE "/etc/latgov/latgov.toml"
+#endif
+inline constexpr std::string_view default_config_file = LATGOV_CONFIG_FILE;
 inline constexpr std::string_view default_runtime_dir = "/run/latgov";
 inline constexpr std::string_view default_calibration_file = "/var/lib/latgov/calibration.toml";
 inline constexpr std::string_view default_evidence_file = "/var/lib/latgov/evidence";
+// node_exporter's textfile collector directory on Debian.
+inline constexpr std::string_view default_metrics_file =
+    "/var/lib/prometheus/node-exporter/latgov.prom";
 
 struct DaemonSettings {
     // Sampling period while any governed queue is active.
@@ -104,6 +112,11 @@ struct DaemonSettings {
     bool queue_inflight = false;
     // Run `latgov calibrate` at start when no calibration file exists.
     bool calibrate_on_start = false;
+    // Prometheus textfile (node_exporter's textfile collector). Empty: none.
+    // The default is written only where its directory exists; a path the
+    // configuration sets is always written.
+    std::filesystem::path metrics_file{default_metrics_file};
+    bool metrics_file_configured = false;
 };
 
 struct Config {

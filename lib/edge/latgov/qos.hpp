@@ -84,6 +84,8 @@ class PerCpuHolder {
         SteadyTime since;
     };
     const std::map<int, Held>& held() const { return held_; }
+    // CPUs another writer changed while latgov held them, with their value.
+    const std::map<int, LatencyLimit>& yielded() const { return yielded_; }
 
     // Fault injection for tests: called at each step where a kill could
     // land ("record" before a journal record is written, "journaled",

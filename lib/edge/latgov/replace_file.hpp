@@ -1,5 +1,5 @@
-// Files latgov rewrites whole (the evidence file; the journal and the status
-// file go through runtime_dir.hpp): written to a unique temporary file and
+// Files latgov rewrites whole (the evidence and metrics files; the journal
+// and the status file go through runtime_dir.hpp): written to a unique temporary file and
 // renamed over `path`, so a crash leaves the old text or the new one, never
 // half of either, and a symlink planted at `path` is replaced, not followed.
 #pragma once

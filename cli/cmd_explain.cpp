@@ -1,0 +1,46 @@
+// `latgov explain DEVICE`: why the device's limit is what it is, from the
+// configuration latgovd reads, the idle costs it uses and its status.
+#include "commands.hpp"
+#include "latgov/config.hpp"
+#include "latgov/discovery.hpp"
+#include "latgov/explain.hpp"
+#include "latgov/idle_costs.hpp"
+
+#include <fmt/format.h>
+
+namespace latgov::cli {
+
+int explain(const Args& args) {
+    std::filesystem::path runtime_dir{default_runtime_dir};
+    std::filesystem::path config_file{default_config_file};
+    std::string device;
+    for (size_t i = 0; i < args.rest.size(); ++i) {
+        if (args.rest[i] == "--runtime-dir" && i + 1 < args.rest.size())
+            runtime_dir = args.rest[++i];
+        else if (args.rest[i] == "--config" && i + 1 < args.rest.size())
+            config_file = args.rest[++i];
+        else if (!args.rest[i].starts_with("-") && device.empty())
+            device = args.rest[i];
+        else
+            return usage_error("explain: unknown option " + args.rest[i]);
+    }
+    if (device.empty())
+        return usage_error("explain: which DEVICE? (see `latgov topology`)");
+    const SysRoot root(args.sysroot);
+    auto topology = discover_topology(root);
+    if (!topology)
+        return fail(topology.error().message);
+    auto config = load_config(config_file);
+    if (!config)
+        return fail(config.error().message);
+    // The costs latgovd uses; why a calibration does not apply is in the source.
+    const auto costs = load_idle_costs(root, config->daemon, *topology, [](const std::string&) {});
+    const auto status = read_status(runtime_dir / "status.json");
+    auto text = explain_device({*topology, *config, costs.per_cpu, costs.source, status}, device);
+    if (!text)
+        return fail(text.error().message);
+    fmt::print("{}", *text);
+    return 0;
+}
+
+} // namespace latgov::cli

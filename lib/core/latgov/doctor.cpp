@@ -1,0 +1,157 @@
+#include "latgov/doctor.hpp"
+
+#include <algorithm>
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+#include <sstream>
+
+namespace latgov {
+
+namespace {
+
+std::string describe(LatencyLimit limit) {
+    if (!limit)
+        return "no limit";
+    return *limit == 0 ? "0 us (poll only)" : fmt::format("{} us", *limit);
+}
+
+} // namespace
+
+std::string mount_fstype(std::string_view mounts, std::string_view path) {
+    std::string best_point, best_type;
+    std::istringstream in{std::string(mounts)};
+    for (std::string line; std::getline(in, line);) {
+        std::istringstream fields(line);
+        std::string source, point, type;
+        if (!(fields >> source >> point >> type))
+            continue;
+        const bool covers =
+            point == "/" || path == point ||
+            (path.starts_with(point) && path.size() > point.size() && path[point.size()] == '/');
+        if (covers && point.size() >= best_point.size()) {
+            best_point = point;
+            best_type = type;
+        }
+    }
+    return best_type;
+}
+
+std::vector<Finding> diagnose(const HostFacts& f) {
+    using L = Finding::Level;
+    std::vector<Finding> out;
+
+    if (f.cpuidle_driver.empty() || f.cpuidle_driver == "none")
+        out.push_back({L::attention, "cpuidle driver", "none",
+                       "CPUs idle in the default idle whatever PM QoS says: latgov cannot change "
+                       "wake-up latency here. Enable a cpuidle driver (intel_idle, acpi_idle; "
+                       "haltpoll in KVM guests: the cpuidle_haltpoll module)."});
+    else if (f.cpuidle_driver == "haltpoll")
+        out.push_back({L::note, "cpuidle driver",
+                       fmt::format("haltpoll (governor {})", f.cpuidle_governor),
+                       "haltpoll honours only a limit of 0: latgov holds 0 or nothing."});
+    else
+        out.push_back({L::ok, "cpuidle driver",
+                       fmt::format("{} (governor {})", f.cpuidle_driver, f.cpuidle_governor), ""});
+
+    if (!f.cpu_dma_latency_known)
+        out.push_back({L::note, "/dev/cpu_dma_latency", "not readable",
+                       "Run as root to see whether another process holds a global limit."});
+    else if (f.cpu_dma_latency && f.cpu_dma_latency != f.latgov_global_limit)
+        out.push_back({L::attention, "/dev/cpu_dma_latency",
+                       fmt::format("held at {} by another process", describe(f.cpu_dma_latency)),
+                       "A global limit (tuned's force_latency, a database, an admin) applies to "
+                       "every CPU at all times and makes per-queue limits moot. Find the holder "
+                       "with `fuser -v /dev/cpu_dma_latency`."});
+    else
+        out.push_back({L::ok, "/dev/cpu_dma_latency",
+                       f.cpu_dma_latency ? "held by latgov only" : "no holder", ""});
+
+    std::vector<std::string> external;
+    for (const auto& [cpu, value] : f.cpu_values)
+        if (value && !f.latgov_held_cpus.contains(cpu))
+            external.push_back(fmt::format("cpu{}={}", cpu, format_resume_latency(value)));
+    if (!external.empty())
+        out.push_back({L::attention, "per-CPU pm_qos_resume_latency_us",
+                       fmt::format("set by someone else: {}", fmt::join(external, " ")),
+                       "latgov keeps a stricter value someone else set and never fights a "
+                       "change; those CPUs are not governed. tuned, CRI-O, sched_ext "
+                       "schedulers or an admin may have written them."});
+    else
+        out.push_back({L::ok, "per-CPU pm_qos_resume_latency_us", "no other writer", ""});
+
+    if (f.tracefs_events)
+        out.push_back({L::ok, "tracefs", "block_rq_issue events available", ""});
+    else
+        out.push_back({L::attention, "tracefs", "block_rq_issue not found",
+                       "An idle latgovd cannot sleep until the first request and samples "
+                       "instead. Mount tracefs: `mount -t tracefs none /sys/kernel/tracing`."});
+    if (f.debugfs_block)
+        out.push_back({L::ok, "debugfs", "mounted", ""});
+    else
+        out.push_back({L::note, "debugfs", "not mounted",
+                       "Only queue_inflight = true needs it: `mount -t debugfs none "
+                       "/sys/kernel/debug`."});
+
+    if (f.run_fstype == "tmpfs" || f.run_fstype == "ramfs")
+        out.push_back({L::ok, "/run", f.run_fstype, ""});
+    else
+        out.push_back({L::attention, "/run",
+                       f.run_fstype.empty() ? "file system unknown" : "on " + f.run_fstype,
+                       "latgovd's journal and status writes under /run/latgov would be IO on a "
+                       "disk it governs; mount a tmpfs on /run or set runtime_dir to one."});
+
+    if (f.has_nvme) {
+        if (!f.nvme_ps_max_latency_us)
+            out.push_back(
+                {L::note, "NVMe APST", "nvme_core default_ps_max_latency_us unknown", ""});
+        else if (*f.nvme_ps_max_latency_us == 0)
+            out.push_back({L::note, "NVMe APST", "disabled (default_ps_max_latency_us=0)",
+                           "Drives stay in their operational power states; fine for latency, "
+                           "costs idle power."});
+        else
+            out.push_back({L::note, "NVMe APST",
+                           fmt::format("enabled, states with exit latency up to {} us",
+                                       *f.nvme_ps_max_latency_us),
+                           "A drive's own power-state exit adds to the first IO after idle; "
+                           "latgov cannot hide it. Lower nvme_core.default_ps_max_latency_us "
+                           "where that first IO matters."});
+    }
+
+    std::vector<std::string> on_isolated;
+    for (int cpu : f.isolated_cpus)
+        if (auto it = f.irqs_by_cpu.find(cpu); it != f.irqs_by_cpu.end())
+            on_isolated.push_back(fmt::format("cpu{}: {}", cpu, fmt::join(it->second, ",")));
+    if (!on_isolated.empty())
+        out.push_back({L::attention, "queue IRQs on isolated CPUs",
+                       fmt::format("{}", fmt::join(on_isolated, "; ")),
+                       "Holding an isolated CPU out of deep idle for IO it completes disturbs "
+                       "the isolated workload; managed NVMe IRQs follow the CPU set: consider "
+                       "isolcpus=managed_irq or fewer queues."});
+    else if (!f.isolated_cpus.empty())
+        out.push_back({L::ok, "queue IRQs on isolated CPUs", "none", ""});
+
+    out.push_back({f.latgov_running ? L::ok : L::note, "latgovd",
+                   f.latgov_running ? "running (status file found)" : "not running",
+                   f.latgov_running ? "" : "Start it: `systemctl enable --now latgov`."});
+    return out;
+}
+
+bool needs_attention(const std::vector<Finding>& findings) {
+    return std::any_of(findings.begin(), findings.end(),
+                       [](const Finding& f) { return f.level == Finding::Level::attention; });
+}
+
+std::string format_findings(const std::vector<Finding>& findings) {
+    std::string out;
+    for (const auto& f : findings) {
+        const char* mark = f.level == Finding::Level::ok     ? "ok  "
+                           : f.level == Finding::Level::note ? "note"
+                                                             : "FIX ";
+        out += fmt::format("[{}] {}: {}\n", mark, f.check, f.result);
+        if (!f.advice.empty())
+            out += fmt::format("       {}\n", f.advice);
+    }
+    return out;
+}
+
+} // namespace latgov

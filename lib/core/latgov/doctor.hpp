@@ -1,0 +1,50 @@
+// `latgov doctor`: what on this host keeps latgov from working well, and what
+// to do about it. The checks are pure over facts that host_facts.hpp reads.
+#pragma once
+
+#include "latgov/parse.hpp"
+
+#include <map>
+#include <optional>
+#include <set>
+#include <string>
+#include <vector>
+
+namespace latgov {
+
+struct HostFacts {
+    std::string cpuidle_driver, cpuidle_governor;
+    bool cpu_dma_latency_known = false;
+    LatencyLimit cpu_dma_latency;               // the aggregate of every holder
+    bool latgov_running = false;                // a status file was found
+    LatencyLimit latgov_global_limit;           // what latgov itself holds there
+    std::map<int, LatencyLimit> cpu_values;     // each CPU's pm_qos_resume_latency_us
+    std::set<int> latgov_held_cpus;             // CPUs latgov holds (status)
+    bool tracefs_events = false;                // block_rq_issue id readable
+    bool debugfs_block = false;                 // /sys/kernel/debug/block
+    std::string run_fstype;                     // file system of /run
+    std::optional<long> nvme_ps_max_latency_us; // nvme_core default_ps_max_latency_us
+    bool has_nvme = false;
+    std::set<int> isolated_cpus;
+    // completion CPU -> the queue IRQs completing there ("nvme0q3")
+    std::map<int, std::vector<std::string>> irqs_by_cpu;
+};
+
+// The file system type of the mount that holds `path`, from /proc/mounts'
+// text: the longest mount point that is a prefix of it, the last such entry
+// when several are stacked. Empty when none covers it.
+std::string mount_fstype(std::string_view mounts, std::string_view path);
+
+struct Finding {
+    enum class Level { ok, note, attention };
+    Level level = Level::ok;
+    std::string check;  // what was looked at
+    std::string result; // what was found
+    std::string advice; // what to do (empty when nothing)
+};
+
+std::vector<Finding> diagnose(const HostFacts& facts);
+std::string format_findings(const std::vector<Finding>& findings);
+bool needs_attention(const std::vector<Finding>& findings);
+
+} // namespace latgov

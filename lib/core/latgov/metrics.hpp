@@ -1,0 +1,63 @@
+// Prometheus text exposition of what latgovd holds and has done, for the
+// node_exporter textfile collector. The formatter is a pure function of plain
+// structs; MetricsRecorder (metrics_recorder.hpp) fills them from the daemon.
+#pragma once
+
+#include "latgov/parse.hpp"
+
+#include <array>
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace latgov {
+
+struct CpuMetrics {
+    int cpu = 0;
+    bool held = false;
+    LatencyLimit limit;      // while held
+    std::string reason;      // the queues it is held for, "nvme0n1/2,nvme0n1/3"
+    double held_seconds = 0; // counter: every hold's duration, the current one included
+    bool yielded = false;    // another writer changed the value; latgov leaves it
+};
+
+struct QueueMetrics {
+    int index = 0;
+    bool active = false;
+};
+
+struct DeviceMetrics {
+    std::string name, mode, backend;
+    std::optional<double> observed_latency_us;
+    LatencyLimit limit;
+    std::vector<QueueMetrics> queues;
+};
+
+// Bucket bounds of the onset delay histogram, in seconds.
+inline constexpr std::array<double, 9> onset_buckets = {50e-6, 100e-6, 200e-6, 500e-6, 1e-3,
+                                                        2e-3,  5e-3,   10e-3,  50e-3};
+
+struct OnsetHistogram {
+    std::array<std::uint64_t, onset_buckets.size()> buckets{}; // cumulative, as exposed
+    std::uint64_t count = 0;
+    double sum_seconds = 0;
+    void observe(double seconds);
+};
+
+struct MetricsSnapshot {
+    std::vector<CpuMetrics> cpus;
+    std::vector<DeviceMetrics> devices;
+    bool global_held = false;
+    LatencyLimit global_limit;
+    std::uint64_t holds = 0, releases = 0, rescans = 0;
+    std::uint64_t warnings = 0, errors = 0;
+    bool io_events = false; // idle daemon sleeps on block_rq_issue events (else samples)
+    OnsetHistogram onset;
+    double start_time_seconds = 0; // Unix time
+};
+
+// Pure: the exposition text, HELP and TYPE on every metric, base units.
+std::string format_metrics(const MetricsSnapshot& snapshot);
+
+} // namespace latgov

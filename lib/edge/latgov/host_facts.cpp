@@ -1,0 +1,75 @@
+#include "latgov/host_facts.hpp"
+
+#include "latgov/parse.hpp"
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+#include <vector>
+
+namespace latgov {
+
+HostFacts read_host_facts(const SysRoot& root, const Topology& topology,
+                          const nlohmann::json& status) {
+    HostFacts f;
+    f.cpuidle_driver = topology.cpuidle_driver;
+    f.cpuidle_governor = topology.cpuidle_governor;
+    f.cpu_dma_latency_known = topology.cpu_dma_latency_known;
+    f.cpu_dma_latency = topology.cpu_dma_latency;
+    for (const auto& cpu : topology.cpus)
+        if (cpu.resume_latency_known)
+            f.cpu_values[cpu.id] = cpu.resume_latency;
+    if (status.is_object()) {
+        f.latgov_running = true;
+        if (status.contains("global_limit_us") && status["global_limit_us"].is_number())
+            f.latgov_global_limit = status["global_limit_us"].get<std::uint32_t>();
+        for (const auto& c : status.value("cpus", nlohmann::json::array()))
+            if (c.contains("limit_us") && !c["limit_us"].is_null())
+                f.latgov_held_cpus.insert(c["cpu"].get<int>());
+    }
+    f.tracefs_events = root.exists("/sys/kernel/tracing/events/block/block_rq_issue/id") ||
+                       root.exists("/sys/kernel/debug/tracing/events/block/block_rq_issue/id");
+    f.debugfs_block = root.exists("/sys/kernel/debug/block");
+    if (auto mounts = root.read("/proc/mounts"))
+        f.run_fstype = mount_fstype(*mounts, "/run");
+    if (auto ps = root.read("/sys/module/nvme_core/parameters/default_ps_max_latency_us"))
+        if (auto value = parse_u64(trim(*ps)))
+            f.nvme_ps_max_latency_us = static_cast<long>(*value);
+    f.has_nvme = !topology.controllers.empty();
+    if (auto isolated = root.read("/sys/devices/system/cpu/isolated"))
+        if (auto cpus = parse_cpu_list(trim(*isolated)))
+            f.isolated_cpus.insert(cpus->begin(), cpus->end());
+    for (const auto& device : topology.devices)
+        for (const auto& q : device.queues)
+            if (q.irq)
+                for (int cpu : q.completion_cpus)
+                    f.irqs_by_cpu[cpu].push_back(q.irq_name.empty() ? fmt::format("{}", *q.irq)
+                                                                    : q.irq_name);
+    return f;
+}
+
+std::string format_other_holders(const SysRoot& root, const nlohmann::json& status) {
+    std::vector<std::string> others;
+    if (auto bytes = root.read("/dev/cpu_dma_latency"))
+        if (auto global = parse_cpu_dma_latency(*bytes); global && *global) {
+            const auto& own = status.value("global_limit_us", nlohmann::json());
+            if (!own.is_number() || own.get<std::uint32_t>() != **global)
+                others.push_back(fmt::format("/dev/cpu_dma_latency {} us", **global));
+        }
+    for (const auto& c : status.value("cpus", nlohmann::json::array())) {
+        if (!c.value("limit_us", nlohmann::json()).is_null())
+            continue; // latgov's own
+        const int cpu = c.value("cpu", -1);
+        auto text = root.read(fmt::format("/sys/devices/system/cpu/cpu{}/power/"
+                                          "pm_qos_resume_latency_us",
+                                          cpu));
+        if (!text)
+            continue;
+        if (auto value = parse_resume_latency(trim(*text)); value && *value)
+            others.push_back(fmt::format("cpu{} {}", cpu, format_resume_latency(*value)));
+    }
+    return others.empty() ? "other holders: none\n"
+                          : fmt::format("other holders (kept, not governed by latgov): {}\n",
+                                        fmt::join(others, ", "));
+}
+
+} // namespace latgov

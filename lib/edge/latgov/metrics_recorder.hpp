@@ -1,0 +1,37 @@
+// What latgovd's metrics count across its run (holds, releases, rescans, the
+// onset histogram), and the snapshot of them with what it holds now, for
+// format_metrics (metrics.hpp).
+#pragma once
+
+#include "latgov/metrics.hpp"
+#include "latgov/qos.hpp"
+#include "latgov/status.hpp"
+
+#include <cstdint>
+#include <map>
+
+namespace latgov {
+
+// Counters the daemon feeds at its transitions.
+class MetricsRecorder {
+  public:
+    explicit MetricsRecorder(double start_time_seconds);
+    // After every PerCpuHolder::apply: counts holds and releases, sums held time.
+    void observe_percpu(const std::map<int, PerCpuHolder::Held>& held, SteadyTime now);
+    void observe_onset(double seconds) { onset_.observe(seconds); }
+    void count_rescan() { ++rescans_; }
+
+    // What latgov holds now (the same input as the status document), with
+    // whether an idle daemon sleeps on IO events and the lines logged so far.
+    MetricsSnapshot snapshot(const StatusInput& in, bool io_events, std::uint64_t warnings,
+                             std::uint64_t errors) const;
+
+  private:
+    std::map<int, double> held_seconds_; // closed holds
+    std::map<int, SteadyTime> open_;     // current holds, since
+    std::uint64_t holds_ = 0, releases_ = 0, rescans_ = 0;
+    OnsetHistogram onset_;
+    double start_time_seconds_;
+};
+
+} // namespace latgov

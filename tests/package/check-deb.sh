@@ -1,0 +1,43 @@
+#!/usr/bin/env bash
+# check-deb.sh OUT_DIR: build the Debian package (scripts/build-deb) into
+# OUT_DIR and check it: lintian reports no error, the package depends on the
+# shared libraries latgovd links (shlibs), ships the unit, the conffile, the
+# man pages and the completion. Exit 1 on any failure.
+set -euo pipefail
+src=$(cd "$(dirname "$0")/../.." && pwd)
+out=$1
+failed=0
+pass() { echo "PASS $*"; }
+fail() { echo "FAIL $*"; failed=1; }
+
+deb=$("$src/scripts/build-deb" "$out") || { fail "dpkg-buildpackage -b -us -uc"; exit 1; }
+pass "dpkg-buildpackage -b -us -uc: $(basename "$deb")"
+
+command -v lintian > /dev/null || { fail "lintian is not installed"; exit 1; }
+lintian --tag-display-limit 0 "$deb" > "$out/lintian.txt" 2>&1 || true
+sed 's/^/    /' "$out/lintian.txt"
+errors=$(grep -c '^E: ' "$out/lintian.txt" || true)
+if [[ $errors -eq 0 ]]; then pass "lintian: no errors ($(grep -c '^W: ' "$out/lintian.txt" || true) warnings)"
+else fail "lintian: $errors errors"; fi
+
+depends=$(dpkg-deb -f "$deb" Depends)
+for lib in libnvme1 liburing2 libsystemd0 libspdlog1 libfmt9 libarchive13; do
+  if [[ $depends == *"$lib"* ]]; then pass "Depends names $lib"; else fail "Depends lacks $lib: $depends"; fi
+done
+contents=$(dpkg-deb -c "$deb")
+for f in ./usr/sbin/latgovd ./usr/bin/latgov ./lib/systemd/system/latgov.service \
+    ./etc/latgov/latgov.toml ./usr/share/man/man8/latgovd.8.gz ./usr/share/man/man8/latgov.8.gz \
+    ./usr/share/man/man5/latgov.toml.5.gz ./usr/share/bash-completion/completions/latgov \
+    ./usr/share/latgov/prometheus/latgov-alerts.yml; do
+  if grep -q " $f\$" <<< "$contents"; then pass "ships $f"; else fail "does not ship $f"; fi
+done
+tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
+dpkg-deb -e "$deb" "$tmp"
+if grep -qx /etc/latgov/latgov.toml "$tmp/conffiles"; then pass "/etc/latgov/latgov.toml is a conffile"
+else fail "/etc/latgov/latgov.toml is not a conffile"; fi
+if grep -q "deb-systemd-helper enable 'latgov.service'" "$tmp/postinst" &&
+    grep -q "deb-systemd-invoke .*'latgov.service'" "$tmp/postinst" &&
+    grep -qE "_dh_action=(re)?start" "$tmp/postinst"; then
+  pass "postinst enables and starts latgov.service (dh_installsystemd)"
+else fail "postinst does not enable and start latgov.service"; fi
+exit $failed

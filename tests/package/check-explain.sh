@@ -1,0 +1,19 @@
+#!/usr/bin/env bash
+# check-explain.sh LATGOV FIXTURE.tar.gz DEVICE QUEUES: `latgov explain` on a
+# captured tree with the embedded default configuration: the device is
+# governed by default, every one of its QUEUES queues is listed with its IRQ,
+# and each completion CPU gets its idle-state table.
+set -euo pipefail
+latgov=$1 fixture=$2 device=$3 queues=$4
+tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
+tar -xzf "$fixture" -C "$tmp"
+: > "$tmp/empty.toml"   # an empty file: every key at its default
+out=$("$latgov" --sysroot "$tmp" explain "$device" --config "$tmp/empty.toml" --runtime-dir "$tmp/none")
+echo "$out"
+fail() { echo "FAIL $*"; exit 1; }
+grep -q "^Governed by default (mode auto, backend percpu)" <<< "$out" || fail "not governed by default"
+rows=$(grep -cE "^[0-9]+ +${device%n*}q[0-9]+ " <<< "$out" || true)
+[[ $rows -eq $queues ]] || fail "$rows queue rows, expected $queues"
+tables=$(grep -cE "^CPU [0-9]+( idle states:|: no idle states)" <<< "$out" || true)
+[[ $tables -ge 1 ]] || fail "no idle-state table"
+echo "PASS explain $device: $rows queues, $tables idle-state tables"

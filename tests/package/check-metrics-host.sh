@@ -1,0 +1,98 @@
+#!/usr/bin/env bash
+# check-metrics-host.sh LATGOVD TOOLS_DIR: latgovd on this machine's virtio
+# disk (fixed 0 us while IO runs) with its metrics file in a private textfile
+# directory. Checks, while dd reads the disk, that the file shows the held
+# CPU with its reason, and after it the counters; `promtool check metrics`
+# on the real file; the real node_exporter (textfile collector only,
+# 127.0.0.1) serves latgov's metrics in a scrape; latgovd removes the file
+# when it stops. Root and the host test bed (vda) are required.
+# TOOLS_DIR holds promtool and node_exporter (scripts/prometheus-tools).
+set -euo pipefail
+latgovd=$(realpath -e "$1")
+tools=$2
+promtool=$tools/usr/bin/promtool exporter=$tools/usr/bin/prometheus-node-exporter
+failed=0
+pass() { echo "PASS $*"; }
+fail() { echo "FAIL $*"; failed=1; }
+[[ $EUID -eq 0 ]] || { fail "needs root"; exit 1; }
+[[ -x $promtool && -x $exporter ]] || { fail "no promtool/node_exporter in $tools (scripts/prometheus-tools)"; exit 1; }
+disk=vda
+[[ -b /dev/$disk ]] || { fail "no /dev/$disk (the host test bed)"; exit 1; }
+# IO on a file on the disk (the raw device may not be openable here)
+data=/var/tmp/latgov-metrics.dat
+[[ -s $data ]] || dd if=/dev/zero of="$data" bs=1M count=64 status=none
+
+tmp=$(mktemp -d /dev/shm/latgov-metrics.XXXXXX)
+daemon_pid="" exporter_pid="" dd_pid=""
+cleanup() {
+    for p in $dd_pid $exporter_pid $daemon_pid; do kill "$p" 2>/dev/null || true; done
+    wait 2>/dev/null || true
+    rm -rf "$tmp"
+}
+trap cleanup EXIT
+mkdir -p "$tmp/textfile"
+prom=$tmp/textfile/latgov.prom
+cat > "$tmp/latgov.toml" <<TOML
+[daemon]
+status_interval_ms = 100
+metrics_file = "$prom"
+
+[defaults]
+mode = "fixed"
+limit_us = 0
+linger_ms = 50
+
+[[device]]
+name = "$disk"
+TOML
+"$latgovd" --config "$tmp/latgov.toml" --runtime-dir "$tmp/run" > "$tmp/latgovd.log" 2>&1 &
+daemon_pid=$!
+for ((i = 0; i < 100; i++)); do [[ -s $prom ]] && break; sleep 0.1; done
+if [[ -s $prom ]]; then pass "latgovd wrote $prom"; else fail "no metrics file after 10 s"; cat "$tmp/latgovd.log"; exit 1; fi
+
+dd if="$data" of=/dev/null bs=4k iflag=direct status=none &
+dd_pid=$!
+held=""
+for ((i = 0; i < 50; i++)); do
+    held=$(grep -E '^latgov_cpu_limit_seconds\{cpu="[0-9]+",reason="[^"]*vda/0[^"]*"\} 0$' "$prom" || true)
+    [[ -n $held ]] && break
+    sleep 0.1
+done
+if [[ -n $held ]]; then pass "while dd reads: $held"; else fail "while dd reads: no held CPU for vda/0 in the metrics"; grep latgov_cpu "$prom"; fi
+kill "$dd_pid" 2>/dev/null || true; wait "$dd_pid" 2>/dev/null || true; dd_pid=""
+value() { awk -v m="$1" '$1 == m { print $2 }' "$prom"; }
+# released linger_ms after the last IO (other IO on the disk may delay it)
+for ((i = 0; i < 50; i++)); do
+    [[ $(value latgov_releases_total) -ge 1 ]] && break
+    sleep 0.1
+done
+holds=$(value latgov_holds_total) releases=$(value latgov_releases_total)
+if [[ ${holds:-0} -ge 1 && ${releases:-0} -ge 1 ]]; then pass "after dd: holds_total $holds, releases_total $releases"
+else fail "after dd: holds_total '$holds', releases_total '$releases'"; fi
+secs=$(awk '/^latgov_cpu_held_seconds_total/ { s += $2 } END { print s + 0 }' "$prom")
+if awk -v s="$secs" 'BEGIN { exit !(s > 0) }'; then pass "latgov_cpu_held_seconds_total sums to $secs s"
+else fail "latgov_cpu_held_seconds_total sums to $secs"; fi
+families=$(grep -c '^# TYPE ' "$prom"); helps=$(grep -c '^# HELP ' "$prom")
+if out=$("$promtool" check metrics < "$prom" 2>&1); then pass "promtool check metrics: clean ($families families, $helps HELP)"
+else fail "promtool check metrics: $out"; fi
+
+port=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+"$exporter" --web.listen-address="127.0.0.1:$port" --collector.disable-defaults --collector.textfile \
+    --collector.textfile.directory="$tmp/textfile" > "$tmp/exporter.log" 2>&1 &
+exporter_pid=$!
+scrape=""
+for ((i = 0; i < 50; i++)); do
+    scrape=$(python3 -c 'import sys, urllib.request
+print(urllib.request.urlopen(sys.argv[1], timeout=2).read().decode())' "http://127.0.0.1:$port/metrics" 2>/dev/null) && break
+    sleep 0.2
+done
+if grep -q '^latgov_holds_total ' <<< "$scrape" && grep -q '^node_textfile_scrape_error 0' <<< "$scrape"; then
+    pass "node_exporter on 127.0.0.1:$port serves latgov's metrics ($(grep -c '^latgov_' <<< "$scrape") samples, node_textfile_scrape_error 0)"
+else
+    fail "node_exporter scrape lacks latgov's metrics: $(grep -E 'textfile|latgov_holds' <<< "$scrape" | head -5)"; cat "$tmp/exporter.log"
+fi
+kill "$exporter_pid"; wait "$exporter_pid" 2>/dev/null || true; exporter_pid=""
+
+kill -TERM "$daemon_pid"; wait "$daemon_pid" || true; daemon_pid=""
+if [[ ! -e $prom ]]; then pass "latgovd removed the metrics file when it stopped"; else fail "metrics file left after stop"; fi
+exit $failed

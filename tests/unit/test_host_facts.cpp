@@ -1,0 +1,72 @@
+// What `latgov doctor` and `latgov status` read of a host, on trees built in
+// a temporary directory.
+#include "latgov/host_facts.hpp"
+
+#include <algorithm>
+#include <doctest/doctest.h>
+#include <filesystem>
+#include <fstream>
+#include <unistd.h>
+
+using namespace latgov;
+namespace fs = std::filesystem;
+
+TEST_CASE("facts from a tree: /run's mount, isolated CPUs, APST, tracefs") {
+    char pattern[] = "/tmp/latgov-doctor.XXXXXX";
+    const fs::path root = ::mkdtemp(pattern);
+    auto put = [&](const std::string& path, const std::string& text) {
+        fs::create_directories((root / path.substr(1)).parent_path());
+        std::ofstream(root / path.substr(1)) << text;
+    };
+    put("/proc/mounts", "/dev/vda1 / ext4 rw 0 0\ntmpfs /run tmpfs rw 0 0\n"
+                        "tmpfs /run/lock tmpfs rw 0 0\n");
+    put("/sys/devices/system/cpu/isolated", "2-3\n");
+    put("/sys/module/nvme_core/parameters/default_ps_max_latency_us", "100000\n");
+    put("/sys/kernel/tracing/events/block/block_rq_issue/id", "1234\n");
+    Topology topology;
+    BlockDevice disk;
+    disk.name = "nvme0n1";
+    HardwareQueue q;
+    q.irq = 40;
+    q.irq_name = "nvme0q3";
+    q.completion_cpus = {2};
+    disk.queues.push_back(q);
+    topology.devices.push_back(disk);
+    const auto facts = read_host_facts(SysRoot(root), topology, nullptr);
+    CHECK(facts.run_fstype == "tmpfs");
+    CHECK(facts.isolated_cpus == std::set<int>{2, 3});
+    CHECK(facts.nvme_ps_max_latency_us == 100000);
+    CHECK(facts.tracefs_events);
+    CHECK_FALSE(facts.debugfs_block);
+    CHECK_FALSE(facts.latgov_running);
+    CHECK(facts.irqs_by_cpu.at(2) == std::vector<std::string>{"nvme0q3"});
+    const auto findings = diagnose(facts);
+    const auto isolated = std::find_if(findings.begin(), findings.end(), [](const Finding& f) {
+        return f.check == "queue IRQs on isolated CPUs";
+    });
+    REQUIRE(isolated != findings.end());
+    CHECK(isolated->level == Finding::Level::attention);
+    fs::remove_all(root);
+}
+
+TEST_CASE("latgov status names the limits others hold, not latgov's own") {
+    char pattern[] = "/tmp/latgov-holders.XXXXXX";
+    const fs::path root = ::mkdtemp(pattern);
+    auto put = [&](const std::string& path, const std::string& text) {
+        fs::create_directories((root / path.substr(1)).parent_path());
+        std::ofstream(root / path.substr(1), std::ios::binary) << text;
+    };
+    const std::int32_t twenty = 20;
+    put("/dev/cpu_dma_latency", std::string(reinterpret_cast<const char*>(&twenty), 4));
+    put("/sys/devices/system/cpu/cpu0/power/pm_qos_resume_latency_us", "100\n");
+    put("/sys/devices/system/cpu/cpu1/power/pm_qos_resume_latency_us", "n/a\n");
+    put("/sys/devices/system/cpu/cpu2/power/pm_qos_resume_latency_us", "0\n");
+    auto status = nlohmann::json::parse(R"({"global_limit_us": null, "cpus": [
+        {"cpu": 0, "limit_us": null}, {"cpu": 1, "limit_us": 0}, {"cpu": 2, "limit_us": null}]})");
+    CHECK(format_other_holders(SysRoot(root), status) ==
+          "other holders (kept, not governed by latgov): /dev/cpu_dma_latency 20 us, cpu0 100\n");
+    status["global_limit_us"] = 20; // latgov's own request
+    status["cpus"][0]["limit_us"] = 100;
+    CHECK(format_other_holders(SysRoot(root), status) == "other holders: none\n");
+    fs::remove_all(root);
+}
