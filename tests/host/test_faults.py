@@ -19,9 +19,9 @@ import time
 
 from hostlib import (
     FIO_FILE, FIO_SIZE, NO_GLOBAL_LIMIT, HostTestCase, log, read_all, read_cpu, read_global,
-    write_cpu,
+    ensure_tracefs, write_cpu,
 )
-from test_onset import DirectReader, ensure_tracefs
+from test_onset import DirectReader
 
 CONFIG = """\
 [daemon]
