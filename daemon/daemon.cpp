@@ -214,7 +214,8 @@ void Daemon::tick(TimePoint now) {
     const bool log_windows = spdlog::should_log(spdlog::level::debug);
     const auto windows_before =
         log_windows ? window_counts(state_->governor) : std::vector<std::uint64_t>{};
-    if (state_->governor.observe(sample_, now)) {
+    const bool events_armed = state_->events && state_->events->armed();
+    if (state_->governor.observe(sample_, now, events_armed)) {
         apply(state_->governor.holds(), now);
         last_change_ = now;
     }

@@ -7,6 +7,7 @@
 #include <linux/perf_event.h>
 #include <sys/ioctl.h>
 #include <sys/mman.h>
+#include <sys/prctl.h>
 #include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
@@ -70,12 +71,25 @@ std::string dev_filter(const std::vector<std::uint32_t>& devs) {
     return filter;
 }
 
+std::string own_requests_excluded(const std::string& filter) {
+    char comm[17] = {};
+    if (::prctl(PR_GET_NAME, comm) != 0 || comm[0] == '\0')
+        return filter;
+    const std::string self = std::string("comm != \"") + comm + "\"";
+    return filter.empty() ? self : "(" + filter + ") && " + self;
+}
+
 Result<IoIssueEvents> IoIssueEvents::open(const SysRoot& root, const std::vector<int>& cpus,
                                           const std::vector<std::uint32_t>& devs) {
     auto tp = read_block_rq_issue_format(root);
     if (!tp)
         return tp.error();
-    const std::string filter = dev_filter(devs);
+    // latgovd's own writes (status, journal, evidence, metrics) must not
+    // wake it: where its runtime directory sits on a governed disk, each
+    // write would take a hold whose release is written again, for ever.
+    // ext4 submits a file replaced by rename in the renaming task, so the
+    // request carries our comm; writeback by kernel threads still counts.
+    std::string filter = own_requests_excluded(dev_filter(devs));
 
     IoIssueEvents events;
     events.dev_offset_ = tp->dev_offset;
@@ -97,8 +111,14 @@ Result<IoIssueEvents> IoIssueEvents::open(const SysRoot& root, const std::vector
                               std::to_string(cpu) + ": " + errno_message(errno));
         CpuEvent event{cpu, Fd(static_cast<int>(fd)), nullptr, 0};
         if (!filter.empty() &&
-            ::ioctl(event.fd.get(), PERF_EVENT_IOC_SET_FILTER, filter.c_str()) != 0)
-            return make_error("Failed to set filter \"" + filter + "\": " + errno_message(errno));
+            ::ioctl(event.fd.get(), PERF_EVENT_IOC_SET_FILTER, filter.c_str()) != 0) {
+            // A kernel that cannot filter on comm: the devices alone.
+            filter = dev_filter(devs);
+            if (!filter.empty() &&
+                ::ioctl(event.fd.get(), PERF_EVENT_IOC_SET_FILTER, filter.c_str()) != 0)
+                return make_error("Failed to set filter \"" + filter +
+                                  "\": " + errno_message(errno));
+        }
         event.ring_size = static_cast<std::size_t>(page) * (ring_pages + 1);
         event.ring =
             ::mmap(nullptr, event.ring_size, PROT_READ | PROT_WRITE, MAP_SHARED, event.fd.get(), 0);

@@ -29,6 +29,9 @@ Result<TracepointFormat> read_block_rq_issue_format(const SysRoot& root);
 // A perf filter matching the requests of `devs`: "dev == N || ..."; empty
 // (every disk) when `devs` is.
 std::string dev_filter(const std::vector<std::uint32_t>& devs);
+// `filter` narrowed to requests that this process did not issue
+// ("(...) && comm != \"latgovd\"").
+std::string own_requests_excluded(const std::string& filter);
 
 struct IssuedRequest {
     int cpu = 0;
