@@ -114,6 +114,7 @@ void Daemon::on_io_events(TimePoint now) {
             (first_ns == 0 || request.time_ns < first_ns))
             first_ns = request.time_ns;
     if (first_ns != 0) {
+        spdlog::debug("woken by a request issued at {} ns", first_ns);
         apply(state_->governor.holds(), now);
         last_change_ = now;
         timespec ts{};

@@ -52,6 +52,8 @@ class IoIssueEvents {
     Result<void> arm();
     void disarm();
     bool armed() const { return armed_; }
+    // The perf filter in use (empty: every request wakes).
+    const std::string& filter() const { return filter_; }
     // Drains every ring buffer; the requests seen since the last call.
     std::vector<IssuedRequest> drain();
 
@@ -63,6 +65,7 @@ class IoIssueEvents {
         std::size_t ring_size = 0;
     };
     IoIssueEvents() = default;
+    std::string filter_;
 
   public:
     IoIssueEvents(IoIssueEvents&&) noexcept;
