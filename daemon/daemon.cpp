@@ -135,6 +135,7 @@ void Daemon::on_io_events(TimePoint now) {
             (first_ns == 0 || request.time_ns < first_ns))
             first_ns = request.time_ns;
     if (first_ns != 0) {
+        spdlog::debug("woken by a request issued at {} ns", first_ns);
         apply(state_->governor.holds(), now);
         last_change_ = now;
         const auto done_ns = monotonic_ns();
@@ -246,7 +247,8 @@ void Daemon::tick(TimePoint now) {
     const bool log_windows = spdlog::should_log(spdlog::level::debug);
     const auto windows_before =
         log_windows ? window_counts(state_->governor) : std::vector<std::uint64_t>{};
-    if (state_->governor.observe(sample_, now)) {
+    const bool events_armed = state_->events && state_->events->armed();
+    if (state_->governor.observe(sample_, now, events_armed)) {
         apply(state_->governor.holds(), now);
         last_change_ = now;
     }

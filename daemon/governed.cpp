@@ -42,7 +42,8 @@ std::pair<std::optional<IoIssueEvents>, std::string> open_io_events(const SysRoo
                      events.error().message, config.daemon.idle_interval.count());
         return {std::nullopt, "unavailable: " + events.error().message};
     }
-    spdlog::info("waking on block_rq_issue events while idle");
+    spdlog::info("waking on block_rq_issue events while idle (filter: {})",
+                 events->filter().empty() ? "none" : events->filter());
     return {std::move(*events), "sleeping until the first request (block_rq_issue events)"};
 }
 

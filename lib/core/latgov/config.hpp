@@ -72,8 +72,8 @@ struct DeviceRule : PolicyOverrides {
 };
 
 // Where latgov's files live unless configured otherwise (one home for each).
-// The configuration follows the install prefix (the build sets
-// LATGOV_CONFIG_FILE: /etc/latgov for /usr, PREFIX/etc/latgov otherwise).
+// The configuration is /etc/latgov/latgov.toml (the build may override it:
+// LATGOV_CONFIG_FILE, set by CMake: /etc/latgov/latgov.toml unless overridden).
 #ifndef LATGOV_CONFIG_FILE
 #define LATGOV_CONFIG_FILE "/etc/latgov/latgov.toml"
 #endif

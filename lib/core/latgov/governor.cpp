@@ -84,7 +84,7 @@ Governor::Governor(const Topology& topology, const Config& config,
     }
 }
 
-bool Governor::observe(const IoSample& sample, TimePoint now) {
+bool Governor::observe(const IoSample& sample, TimePoint now, bool idle_wakes_on_events) {
     waiters_.observe_iowait(sample.cpu_iowait, now);
     waiters_.observe_issues(sample.cpu_issues, now);
     if (!previous_) {
@@ -122,6 +122,8 @@ bool Governor::observe(const IoSample& sample, TimePoint now) {
             if (tag_index < sample.queue_busy.size() && sample.queue_busy[tag_index] > 0)
                 io_seen = true; // requests in flight on this very queue
             ++tag_index;
+            if (idle_wakes_on_events && !queue.activity.active)
+                io_seen = false;
             if (update_activity(queue.activity, io_seen, now, linger_of(device)) !=
                 Transition::none)
                 changed = true;

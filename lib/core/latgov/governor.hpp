@@ -86,7 +86,11 @@ class Governor {
 
     // True when what the CPUs should hold may have changed (a queue went
     // active or idle, or a device's limit moved): only then is holds() due.
-    bool observe(const IoSample& sample, TimePoint now);
+    // With `idle_wakes_on_events`, an idle queue is activated only by
+    // on_request_issued(), never by counters: request events then say who
+    // issued IO, and latgovd's own writes (its runtime directory may sit on
+    // a governed disk) must not take a hold whose release it writes again.
+    bool observe(const IoSample& sample, TimePoint now, bool idle_wakes_on_events = false);
     // A request was issued on `dev` from `cpu`: activate the queue it went
     // to at once, before the next sample. True if a queue became active.
     bool on_request_issued(std::uint32_t dev, int cpu, TimePoint now);

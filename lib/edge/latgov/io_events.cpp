@@ -7,6 +7,7 @@
 #include <linux/perf_event.h>
 #include <sys/ioctl.h>
 #include <sys/mman.h>
+#include <sys/prctl.h>
 #include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
@@ -49,12 +50,28 @@ std::string dev_filter(const std::vector<std::uint32_t>& devs) {
     return filter;
 }
 
+std::string own_requests_excluded(const std::string& filter) {
+    char comm[17] = {};
+    if (::prctl(PR_GET_NAME, comm) != 0 || comm[0] == '\0')
+        return filter;
+    // Kernel writeback and journal commits (ext4's jbd2) are what latgovd's
+    // own writes turn into; no task sleeps on them at the moment they start.
+    const std::string self =
+        std::string("comm != \"") + comm + "\" && !(comm ~ \"kworker/*\") && !(comm ~ \"jbd2/*\")";
+    return filter.empty() ? self : "(" + filter + ") && " + self;
+}
+
 Result<IoIssueEvents> IoIssueEvents::open(const SysRoot& root, const std::vector<int>& cpus,
                                           const std::vector<std::uint32_t>& devs) {
     auto tp = read_block_rq_issue_format(root);
     if (!tp)
         return tp.error();
-    const std::string filter = dev_filter(devs);
+    // latgovd's own writes (status, journal, evidence, metrics) must not
+    // wake it: where its runtime directory sits on a governed disk, each
+    // write would take a hold whose release is written again, for ever.
+    // ext4 submits a file replaced by rename in the renaming task, so the
+    // request carries our comm; writeback by kernel threads still counts.
+    std::string filter = own_requests_excluded(dev_filter(devs));
 
     IoIssueEvents events;
     events.dev_offset_ = tp->dev_offset;
@@ -76,8 +93,15 @@ Result<IoIssueEvents> IoIssueEvents::open(const SysRoot& root, const std::vector
                               std::to_string(cpu) + ": " + errno_message(errno));
         CpuEvent event{cpu, Fd(static_cast<int>(fd)), nullptr, 0};
         if (!filter.empty() &&
-            ::ioctl(event.fd.get(), PERF_EVENT_IOC_SET_FILTER, filter.c_str()) != 0)
-            return make_error("Failed to set filter \"" + filter + "\": " + errno_message(errno));
+            ::ioctl(event.fd.get(), PERF_EVENT_IOC_SET_FILTER, filter.c_str()) != 0) {
+            // A kernel that cannot filter on comm: the devices alone.
+            filter = dev_filter(devs);
+            if (!filter.empty() &&
+                ::ioctl(event.fd.get(), PERF_EVENT_IOC_SET_FILTER, filter.c_str()) != 0)
+                return make_error("Failed to set filter \"" + filter +
+                                  "\": " + errno_message(errno));
+        }
+        events.filter_ = filter;
         event.ring_size = static_cast<std::size_t>(page) * (ring_pages + 1);
         event.ring =
             ::mmap(nullptr, event.ring_size, PROT_READ | PROT_WRITE, MAP_SHARED, event.fd.get(), 0);
@@ -91,7 +115,8 @@ Result<IoIssueEvents> IoIssueEvents::open(const SysRoot& root, const std::vector
 }
 
 IoIssueEvents::IoIssueEvents(IoIssueEvents&& other) noexcept
-    : events_(std::move(other.events_)), dev_offset_(other.dev_offset_), armed_(other.armed_) {
+    : filter_(std::move(other.filter_)), events_(std::move(other.events_)),
+      dev_offset_(other.dev_offset_), armed_(other.armed_) {
     other.events_.clear();
 }
 
@@ -100,6 +125,7 @@ IoIssueEvents& IoIssueEvents::operator=(IoIssueEvents&& other) noexcept {
         for (auto& e : events_)
             if (e.ring)
                 ::munmap(e.ring, e.ring_size);
+        filter_ = std::move(other.filter_);
         events_ = std::move(other.events_);
         other.events_.clear();
         dev_offset_ = other.dev_offset_;

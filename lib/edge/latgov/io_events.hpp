@@ -22,6 +22,9 @@ Result<TracepointFormat> read_block_rq_issue_format(const SysRoot& root);
 // A perf filter matching the requests of `devs`: "dev == N || ..."; empty
 // (every disk) when `devs` is.
 std::string dev_filter(const std::vector<std::uint32_t>& devs);
+// `filter` narrowed to requests that this process did not issue
+// ("(...) && comm != \"latgovd\"").
+std::string own_requests_excluded(const std::string& filter);
 
 class IoIssueEvents {
   public:
@@ -36,6 +39,8 @@ class IoIssueEvents {
     Result<void> arm();
     void disarm();
     bool armed() const { return armed_; }
+    // The perf filter in use (empty: every request wakes).
+    const std::string& filter() const { return filter_; }
     // Drains every ring buffer; the requests seen since the last call.
     std::vector<IssuedRequest> drain();
 
@@ -47,6 +52,7 @@ class IoIssueEvents {
         std::size_t ring_size = 0;
     };
     IoIssueEvents() = default;
+    std::string filter_;
 
   public:
     IoIssueEvents(IoIssueEvents&&) noexcept;
