@@ -78,13 +78,11 @@ class FaultTest(HostTestCase):
         else wrote while it was held must still be theirs."""
         rng = random.Random(f"soak-{backend}")
         runtime = os.path.join(self.tmp, f"run-{backend}")
-        config = os.path.join(self.tmp, "soak.toml")
         fio = bursty_fio(10 + kills * 3)
         outcomes = {"restart": 0, "restore": 0, "theirs kept": 0, "held at kill": 0}
         try:
             for i in range(kills):
-                with open(config, "w") as f:
-                    f.write(CONFIG.format(backend=backend, limit=0))
+                config = self.config(backend, 0, "soak.toml")
                 d = self.start_daemon(config_path=config, runtime_dir=runtime)
                 theirs = i % 5 == 4 and backend == "percpu"
                 deadline = time.monotonic() + rng.uniform(0.05, 0.6)
@@ -92,8 +90,7 @@ class FaultTest(HostTestCase):
                 while time.monotonic() < deadline:
                     if not moved and rng.random() < 0.02:
                         # A move between two held limits, at a random time.
-                        with open(config, "w") as f:
-                            f.write(CONFIG.format(backend=backend, limit=5))
+                        self.config(backend, 5, "soak.toml")
                         d.send(signal.SIGHUP)
                         moved = True
                     if theirs and read_cpu(self.comp) not in ("0", THEIRS):
@@ -272,8 +269,9 @@ class FaultTest(HostTestCase):
                         f.flush()
             except OSError:
                 pass  # full
+            # No status.json fits either: the wake mode is not checked.
             d = self.start_daemon(config_path=self.config(),
-                                  runtime_dir=os.path.join(mnt, "run"))
+                                  runtime_dir=os.path.join(mnt, "run"), events=None)
             fio = bursty_fio(1)
             seen = set()
             while fio.poll() is None:
