@@ -85,32 +85,43 @@ class Session:
             os.close(self.dma_fd)
             self.dma_fd = None
 
-    def start_daemon(self, mode: str, log_path: Path) -> Path:
+    def start_daemon(self, mode: str, log_path: Path) -> Path | None:
+        """Starts latgovd and waits until it is ready: its status.json, or
+        under --dry-run (which writes no file) its "latgovd ready" log line.
+        The status file to sample, None under --dry-run."""
         assert self.runtime_dir is not None
         status = self.runtime_dir / "status.json"
         status.unlink(missing_ok=True)
         cmd = [self.tools.latgovd, "--runtime-dir", str(self.runtime_dir)]
         if self.tools.latgov_config:
             cmd += ["--config", self.tools.latgov_config]
-        if mode == "latgov-dryrun":
+        dry_run = mode == "latgov-dryrun"
+        if dry_run:
             cmd.append("--dry-run")
         with open(log_path, "w") as logf:
             self.daemon = subprocess.Popen(cmd, stdout=logf, stderr=subprocess.STDOUT,
                                            start_new_session=True)
         self.past_pids.append(self.daemon.pid)
+        ready_sign = "a 'latgovd ready' log line" if dry_run else str(status)
+
+        def ready() -> bool:
+            if dry_run:
+                return "latgovd ready" in log_path.read_text(errors="replace")
+            return status.exists()
+
         deadline = time.monotonic() + 15
-        while not status.exists():
+        while not ready():
             if self.daemon.poll() is not None:
                 rc = self.daemon.returncode
                 self.daemon = None
-                raise HarnessError("latgovd exited with %d before writing its status file; "
-                                   "log: %s\n%s" % (rc, log_path, tail(log_path)))
+                raise HarnessError("latgovd exited with %d before %s; log: %s\n%s"
+                                   % (rc, ready_sign, log_path, tail(log_path)))
             if time.monotonic() > deadline:
                 self.stop_daemon()
                 raise HarnessError("latgovd wrote no %s within 15 s; log: %s"
-                                   % (status, log_path))
+                                   % (ready_sign, log_path))
             time.sleep(0.02)
-        return status
+        return None if dry_run else status
 
     def stop_daemon(self) -> int | None:
         p = self.daemon
