@@ -879,6 +879,17 @@ class HostTestCase(unittest.TestCase):
             self.assertRegex(learnt, r"(?m)^gap class=\d+ verdict=", learnt)
 
 
+def writes_pm_qos(comm, argv):
+    """Whether a latgovd / latgov command line can write this machine's PM
+    QoS files: not one that reads a fixture tree (--sysroot other than /),
+    not latgovd --check-config, not a latgov command other than calibrate."""
+    if "--sysroot" in argv[:-1] and argv[argv.index("--sysroot") + 1] != "/":
+        return False
+    if comm == "latgovd":
+        return "--check-config" not in argv
+    return "calibrate" in argv
+
+
 def foreign_governors():
     """Other latgovd / latgov processes on the machine ("pid comm args"):
     they write the same per-CPU slots as the latgovd under test, so what a
@@ -893,8 +904,10 @@ def foreign_governors():
             if comm not in ("latgovd", "latgov"):
                 continue
             with open(f"/proc/{pid}/cmdline", "rb") as f:
-                args = f.read().replace(b"\0", b" ").decode(errors="replace").strip()
+                argv = [a.decode(errors="replace") for a in f.read().split(b"\0") if a]
         except OSError:
             continue
-        found.append(f"{pid} {args}")
+        if not writes_pm_qos(comm, argv):
+            continue
+        found.append(f"{pid} {' '.join(argv)}")
     return found

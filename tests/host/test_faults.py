@@ -18,7 +18,7 @@ import subprocess
 import time
 
 from hostlib import (
-    FIO_FILE, FIO_SIZE, NO_GLOBAL_LIMIT, HostTestCase, log, read_all, read_cpu, read_global,
+    EXIT_CONFIG, FIO_FILE, FIO_SIZE, NO_GLOBAL_LIMIT, HostTestCase, log, read_all, read_cpu, read_global,
     ensure_tracefs, write_cpu,
 )
 from test_onset import DirectReader
@@ -34,6 +34,22 @@ backend = "{backend}"
 limit_us = {limit}
 """
 
+# Malformed configurations: (name, text, the line and column, and a word the
+# error must name). Each must stop a start with exit 78, fail --check-config
+# with 1, and leave a running daemon on its configuration after SIGHUP.
+MALFORMED = [
+    ("syntax", b'[defaults]\nmode = "fixed"\nlimit_us = \n', 3, 1, "syntax error"),
+    ("unknown key", b'[defaults]\nno_such_key = 1\n', 2, 15, "no_such_key"),
+    ("unknown table", b'[daemon]\nstatus_interval_ms = 50\n[bogus]\nx = 1\n', 3, 1, "bogus"),
+    ("wrong type", b'[defaults]\nlimit_us = "ten"\n', 2, 12, "limit_us"),
+    ("out of range", b'[defaults]\nlimit_us = -5\n', 2, 12, "limit_us"),
+    ("unknown enum", b'[defaults]\nmode = "sometimes"\n', 2, 8, "mode"),
+    ("device without matcher", b'[[device]]\nlimit_us = 5\n', 1, 1, "[[device]]"),
+    ("max below min", b'[defaults]\nmin_limit_us = 50\nmax_limit_us = 10\n', 3, 16,
+     "max_limit_us"),
+    ("not UTF-8", b'[defaults]\nmode = "fi\xffxed"\n', 2, 11, "UTF-8"),
+]
+
 # What someone else writes to a CPU: no value latgov ever writes here.
 THEIRS = "77"
 
@@ -47,6 +63,18 @@ def bursty_fio(seconds):
          "--ioengine=psync", "--direct=1", "--thinktime=5000", "--thinktime_blocks=1",
          f"--runtime={seconds}", "--time_based", "--output=/dev/null"],
         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+
+
+def sighup_blocked(pid):
+    """Whether SIGHUP is in the process's blocked mask (its main thread)."""
+    try:
+        with open(f"/proc/{pid}/status") as f:
+            for line in f:
+                if line.startswith("SigBlk:"):
+                    return bool(int(line.split()[1], 16) & (1 << (signal.SIGHUP - 1)))
+    except OSError:
+        pass
+    return False
 
 
 class FaultTest(HostTestCase):
@@ -299,10 +327,18 @@ class FaultTest(HostTestCase):
 
     def test_10_sighup_during_start_up(self):
         """SIGHUP while latgovd restores, discovers and opens its events
-        is a reload once it runs, never a death systemd counts as clean."""
-        for i, delay in enumerate((0.008, 0.01, 0.012, 0.015, 0.02)):
+        is a reload once it runs, never a death systemd counts as clean.
+        The signal is sent at increasing delays after main() has blocked it
+        (SigBlk in /proc/PID/status): before that the process is still being
+        loaded, and no program can catch a signal there."""
+        for i, delay in enumerate((0, 0.002, 0.004, 0.008, 0.015)):
             d = self.start_daemon(config_path=self.config(),
                                   runtime_dir=os.path.join(self.tmp, f"run-hup-{i}"), wait=False)
+            deadline = time.monotonic() + 5
+            while not sighup_blocked(d.proc.pid):
+                self.assertTrue(d.alive(), f"latgovd exited before blocking signals:\n{d.log()}")
+                self.assertLess(time.monotonic(), deadline, "latgovd never blocked SIGHUP")
+                time.sleep(0.0002)
             time.sleep(delay)
             d.send(signal.SIGHUP)
             d.wait_ready()
@@ -311,6 +347,45 @@ class FaultTest(HostTestCase):
         self.assert_back(self.baseline, "after stop")
 
     # -------------------------------------------------------------------------
+
+    def test_11_malformed_configuration_table(self):
+        """Each malformed configuration: exit 78 at start, 1 from
+        --check-config, both naming file:line:column and the key; sent to a
+        running daemon by SIGHUP it is refused and the running configuration
+        (limit 20, neither the embedded default nor 0) still governs."""
+        runtime = os.path.join(self.tmp, "run")
+        for name, text, line, column, word in MALFORMED:
+            path = os.path.join(self.tmp, "bad.toml")
+            with open(path, "wb") as f:
+                f.write(text)
+            where = f"{path}:{line}:{column}:"
+            check = self.run_cmd(self.latgovd, "--check-config", "--config", path)
+            self.assertEqual(check.returncode, 1, f"{name}: --check-config: {check.stderr}")
+            self.assertIn(where, check.stderr, f"{name}: --check-config")
+            self.assertIn(word, check.stderr, f"{name}: --check-config")
+            start = self.run_cmd(self.latgovd, "--config", path, "--runtime-dir", runtime)
+            self.assertEqual(start.returncode, EXIT_CONFIG, f"{name}: start: {start.stderr}")
+            self.assertIn(where, start.stderr, f"{name}: start")
+            self.assert_back(self.baseline, f"after refusing {name}")
+
+        path = self.config(limit=20)
+        d = self.start_daemon(config_path=path)
+        for name, text, line, column, word in MALFORMED:
+            with open(path, "wb") as f:
+                f.write(text)
+            before = d.log()
+            d.send(signal.SIGHUP)
+            deadline = time.monotonic() + 5
+            while d.log().count("keeping the running one") == before.count(
+                    "keeping the running one"):
+                self.assertTrue(d.alive(), f"{name}: latgovd died on the reload:\n{d.log()}")
+                self.assertLess(time.monotonic(), deadline, f"{name}: no refusal logged")
+                time.sleep(0.005)
+            self.assertIn(f"{path}:{line}:{column}:", d.log()[len(before):], name)
+        fio = self.start_fio_held(1, want="20")
+        fio.wait()
+        self.assertEqual(d.stop(), 0)
+        self.assert_back(self.baseline, "after stop")
 
     def test_08_onset_after_idle(self):
         """Single 4k reads 30 ms apart (each after the 3 ms linger released
