@@ -106,6 +106,9 @@ void Daemon::install(GovernedState state, TimePoint now, RescanCause cause) {
     metrics_.count_rescan(cause);
     rescan_retry_ = first_rescan_retry;
     next_rescan_ = {};
+    // Every uevent read so far came before this discovery (one thread), so
+    // the new state has seen what they announced.
+    uevent_burst_ = {};
     fingerprint_ = topology_fingerprint(state_->topology);
     next_periodic_check_ = now + periodic_check_interval;
     auto online = read_online(root_);
@@ -268,9 +271,8 @@ void Daemon::rescan_if_due(TimePoint now) {
     if (auto at = uevent_rescan_at(uevent_burst_, next_rescan_); at && now >= *at) {
         spdlog::info("rescanning after {} uevent(s), the last: {} {} {}", uevent_burst_.count,
                      last_uevent_.action, last_uevent_.subsystem, last_uevent_.devpath);
-        if (rescan(now, RescanCause::uevent))
-            uevent_burst_ = {};
-        return; // retried after the back-off, the burst still pending
+        rescan(now, RescanCause::uevent); // a failure leaves the burst pending: retried
+        return;
     }
     if (now < next_rescan_)
         return;
