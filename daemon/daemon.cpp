@@ -2,6 +2,7 @@
 
 #include "evidence.hpp"
 #include "idle_costs.hpp"
+#include "latgov/discovery.hpp"
 #include "latgov/replace_file.hpp"
 #include "latgov/schedule.hpp"
 #include "latgov/status.hpp"
@@ -84,7 +85,7 @@ Daemon::Daemon(Options options, Config config)
       percpu_(root_, journal_path(), log_warning), global_(root_, log_warning),
       rescan_retry_(first_rescan_retry), metrics_(unix_time_now()) {}
 
-bool Daemon::rescan(TimePoint now) {
+bool Daemon::rescan(TimePoint now, RescanCause cause) {
     auto state = build_governed_state(root_, config_, state_.get());
     if (!state) {
         // Nothing is observed while this fails, so nothing stays held.
@@ -95,18 +96,27 @@ bool Daemon::rescan(TimePoint now) {
         rescan_retry_ = std::min(rescan_retry_ * 2, max_rescan_retry);
         return false;
     }
-    install(std::move(*state), now);
+    install(std::move(*state), now, cause);
     return true;
 }
 
-void Daemon::install(GovernedState state, TimePoint now) {
+void Daemon::install(GovernedState state, TimePoint now, RescanCause cause) {
     // The old events close here, which also takes them out of epoll.
     state_ = std::make_unique<GovernedState>(std::move(state));
-    metrics_.count_rescan();
+    metrics_.count_rescan(cause);
     rescan_retry_ = first_rescan_retry;
     next_rescan_ = {};
-    online_text_ = read_online(root_);
+    // Every uevent read so far came before this discovery (one thread), so
+    // the new state has seen what they announced.
+    uevent_burst_ = {};
+    fingerprint_ = topology_fingerprint(state_->topology);
+    next_periodic_check_ = now + periodic_check_interval;
+    auto online = read_online(root_);
+    if (!online_text_.empty() && online != online_text_)
+        spdlog::info("online CPUs changed to {}", trim(online));
+    online_text_ = std::move(online);
     last_online_check_ = now;
+    spdlog::info("topology scanned ({})", to_string(cause));
     log_governed_state(*state_);
     if (epoll_ && state_->events)
         for (int fd : state_->events->fds())
@@ -226,20 +236,12 @@ void Daemon::tick(TimePoint now) {
         sd_notify(0, "WATCHDOG=1");
         last_watchdog_ = now;
     }
-    // CPU hotplug moves managed IRQs: a changed online set means a new map.
-    if (now - last_online_check_ >= online_check_interval && now >= next_rescan_) {
-        last_online_check_ = now;
-        auto online = read_online(root_);
-        if (online != online_text_) {
-            spdlog::info("online CPUs changed to {}, rescanning", trim(online));
-            rescan(now);
-        }
-    }
+    rescan_if_due(now);
     if (auto sampled = state_->sampler.sample(sample_); !sampled) {
         // A device went away (or a controller reset): map the machine anew.
         if (now >= next_rescan_) {
             spdlog::warn("{}; rescanning devices", sampled.error().message);
-            rescan(now);
+            rescan(now, RescanCause::device_error);
         }
         return;
     }
@@ -265,6 +267,55 @@ void Daemon::tick(TimePoint now) {
         write_metrics(now);
 }
 
+void Daemon::rescan_if_due(TimePoint now) {
+    if (auto at = uevent_rescan_at(uevent_burst_, next_rescan_); at && now >= *at) {
+        spdlog::info("rescanning after {} uevent(s), the last: {} {} {}", uevent_burst_.count,
+                     last_uevent_.action, last_uevent_.subsystem, last_uevent_.devpath);
+        rescan(now, RescanCause::uevent); // a failure leaves the burst pending: retried
+        return;
+    }
+    if (now < next_rescan_)
+        return;
+    // CPU hotplug moves managed IRQs: a changed online set means a new map
+    // (its uevents normally come first; this holds without them).
+    if (now - last_online_check_ >= online_check_interval) {
+        last_online_check_ = now;
+        auto online = read_online(root_);
+        if (online != online_text_) {
+            spdlog::info("online CPUs changed to {}, rescanning", trim(online));
+            rescan(now, RescanCause::hotplug);
+            return;
+        }
+    }
+    // The safety net for changes no uevent reported (no socket, lost
+    // messages): a discovery, and a rescan only if the map differs, since a
+    // rescan starts the governor idle.
+    if (now >= next_periodic_check_) {
+        next_periodic_check_ = now + periodic_check_interval;
+        auto topology = discover_topology(root_);
+        if (!topology || topology_fingerprint(*topology) != fingerprint_) {
+            spdlog::warn("the topology changed without a uevent saying so, rescanning");
+            rescan(now, RescanCause::periodic);
+        }
+    }
+}
+
+void Daemon::on_uevents(TimePoint now) {
+    auto drained = uevents_->drain();
+    if (drained.lost) {
+        spdlog::warn("Failed to receive every kernel uevent (socket overflow), rescanning");
+        last_uevent_ = Uevent{"lost", "(overflow)", "-"};
+        uevent_burst_ = add_uevent(uevent_burst_, now);
+    }
+    for (auto& event : drained.events) {
+        if (!changes_topology(event))
+            continue;
+        spdlog::debug("uevent: {} {} {}", event.action, event.subsystem, event.devpath);
+        last_uevent_ = std::move(event);
+        uevent_burst_ = add_uevent(uevent_burst_, now);
+    }
+}
+
 void Daemon::arm_timer(TimePoint now) {
     const bool active = state_->governor.any_active();
     auto& events = state_->events;
@@ -284,7 +335,8 @@ void Daemon::arm_timer(TimePoint now) {
                                  next_tick_,
                                  status_dirty_,
                                  last_status_,
-                                 watchdog_interval_};
+                                 watchdog_interval_,
+                                 uevent_rescan_at(uevent_burst_, next_rescan_)};
     const auto deadline = next_deadline(schedule, config_.daemon, now);
     next_tick_ = deadline.next_tick;
     const auto ns =
@@ -314,7 +366,7 @@ void Daemon::reload(TimePoint now) {
         spdlog::set_level(spdlog::level::from_str(config_.daemon.log_level));
         spdlog::info("configuration reloaded");
     }
-    rescan(now);
+    rescan(now, RescanCause::reload);
     status_dirty_ = true;
     sd_notify(0, "READY=1\nSTATUS=Governing");
 }
@@ -399,13 +451,26 @@ int Daemon::run_loop() {
     }
     if (!options_.dry_run)
         calibrate_if_missing(root_, config_.daemon);
+    // Subscribed before the first discovery, so that nothing changes unseen
+    // between the two; what came before the discovery is in it.
+    if (!root_.is_live()) {
+        spdlog::info("kernel uevents not watched under --sysroot: the tree is rescanned every {} s "
+                     "if it changed",
+                     periodic_check_interval.count());
+    } else if (auto monitor = UeventMonitor::open(); !monitor) {
+        spdlog::warn("{}; new or changed devices are found by the check every {} s instead",
+                     monitor.error().message, periodic_check_interval.count());
+    } else {
+        uevents_ = std::move(*monitor);
+        uevents_->drain();
+    }
     auto state = build_governed_state(root_, config_);
     if (!state) {
         spdlog::error("{}", state.error().message);
         return 1;
     }
     auto now = std::chrono::steady_clock::now();
-    install(std::move(*state), now);
+    install(std::move(*state), now, RescanCause::start);
     spdlog::info("idle-state costs: {}", state_->cost_source);
     fmt::print(stderr, "{}", format_topology_table(state_->topology));
 
@@ -422,6 +487,8 @@ int Daemon::run_loop() {
     }
     watch(signals_.get());
     watch(timer_.get());
+    if (uevents_)
+        watch(uevents_->fd());
     if (state_->events)
         for (int fd : state_->events->fds())
             watch(fd);
@@ -469,6 +536,9 @@ int Daemon::run_loop() {
                 now = std::chrono::steady_clock::now();
                 tick(now);
                 arm_timer(now);
+            } else if (uevents_ && events[i].data.fd == uevents_->fd()) {
+                on_uevents(std::chrono::steady_clock::now());
+                arm_timer(std::chrono::steady_clock::now()); // wake when the burst is due
             } else if (state_->events) {
                 now = std::chrono::steady_clock::now();
                 on_io_events(now);

@@ -9,9 +9,11 @@
 #include "latgov/metrics_recorder.hpp"
 #include "latgov/onset.hpp"
 #include "latgov/qos.hpp"
+#include "latgov/rescan.hpp"
 #include "latgov/result.hpp"
 #include "latgov/runtime_dir.hpp"
 #include "latgov/status.hpp"
+#include "latgov/uevent_monitor.hpp"
 
 #include <chrono>
 #include <filesystem>
@@ -50,8 +52,12 @@ class Daemon {
     // Builds a new governed state and swaps it in. On failure nothing is
     // observed any more, so every constraint is released; the current
     // state stays and the next attempt waits (rescan_retry_, doubling).
-    bool rescan(TimePoint now);
-    void install(GovernedState state, TimePoint now);
+    bool rescan(TimePoint now, RescanCause cause);
+    void install(GovernedState state, TimePoint now, RescanCause cause);
+    // Rescans when a debounced burst of uevents is due, when the online CPU
+    // set changed, or when the periodic check finds another topology.
+    void rescan_if_due(TimePoint now);
+    void on_uevents(TimePoint now);
     void tick(TimePoint now);
     void apply(const Holds& holds, TimePoint now);
     StatusInput status_input(TimePoint now) const;
@@ -82,6 +88,13 @@ class Daemon {
     TimePoint last_status_{};
     TimePoint last_watchdog_{};
     std::chrono::microseconds watchdog_interval_{0};
+    // The kernel's uevents; none under --sysroot (they describe this machine,
+    // not the tree) or when the socket cannot be opened.
+    std::optional<UeventMonitor> uevents_;
+    UeventBurst uevent_burst_; // the topology-changing uevents not yet rescanned
+    Uevent last_uevent_;       // the latest of them, for the log
+    std::string fingerprint_;  // topology_fingerprint() of the governed state
+    TimePoint next_periodic_check_{};
     std::string online_text_; // /sys/devices/system/cpu/online when last scanned
     TimePoint last_online_check_{};
     TimePoint next_rescan_{}; // a failed rescan is not retried before this

@@ -20,7 +20,7 @@ MetricsSnapshot example() {
                  {"vd\"a", "fixed", "dry-run", std::nullopt, std::nullopt, {{0, false}}}};
     s.holds = 7;
     s.releases = 6;
-    s.rescans = 2;
+    s.rescans = {{RescanCause::start, 1}, {RescanCause::uevent, 2}};
     s.warnings = 3;
     s.io_events = true;
     s.onset.observe(80e-6);
@@ -66,6 +66,9 @@ TEST_CASE("per-CPU limits are in seconds with the reason; counters carry _total"
     CHECK(l.contains("latgov_cpu_limit_seconds{cpu=\"1\",reason=\"nvme0n1/2,nvme1n1/2\"} 0"));
     CHECK(l.contains("latgov_cpu_held_seconds_total{cpu=\"1\"} 12.5"));
     CHECK(l.contains("latgov_cpu_yielded{cpu=\"2\"} 1"));
+    CHECK(l.contains("latgov_rescans_total{cause=\"uevent\"} 2"));
+    CHECK(l.contains("latgov_rescans_total{cause=\"start\"} 1"));
+    CHECK(l.contains("latgov_rescans_total{cause=\"periodic\"} 0"));
     CHECK(l.contains("latgov_device_limit_seconds{device=\"nvme0n1\"} 2e-05"));
     CHECK(l.contains("latgov_device_observed_latency_seconds{device=\"nvme0n1\"} 8e-05"));
     CHECK(l.contains("latgov_queue_active{device=\"nvme0n1\",queue=\"2\"} 1"));

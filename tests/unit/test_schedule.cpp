@@ -129,3 +129,19 @@ TEST_CASE("a dirty status due after the next tick does not delay the tick") {
     const auto d = next_deadline(state, settings(), t0);
     CHECK(ms(d.wake) == 50);
 }
+
+TEST_CASE("a pending rescan wakes the daemon before the housekeeping tick") {
+    auto state = at_t0();
+    state.events_armed = true;
+    state.rescan_at = t0 + 200ms;
+    const auto d = next_deadline(state, settings(), t0 + 10ms);
+    CHECK(ms(d.wake) == 200);
+    CHECK(ms(d.next_tick) == 10000); // the tick itself keeps its period
+}
+
+TEST_CASE("a rescan already due wakes the daemon at once") {
+    auto state = at_t0();
+    state.rescan_at = t0 + 5ms;
+    const auto d = next_deadline(state, settings(), t0 + 30ms);
+    CHECK(ms(d.wake) == 30);
+}

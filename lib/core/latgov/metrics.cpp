@@ -132,8 +132,13 @@ std::string format_metrics(const MetricsSnapshot& s) {
     e.family("latgov_releases_total", "counter", "Per-CPU limits released.");
     e.sample("latgov_releases_total", "", static_cast<double>(s.releases));
     e.family("latgov_rescans_total", "counter",
-             "Topology scans (start, reload, CPU hotplug, device changes).");
-    e.sample("latgov_rescans_total", "", static_cast<double>(s.rescans));
+             "Topology scans by cause: start, reload, uevent (a disk, controller or CPU "
+             "changed), hotplug, device_error, periodic (the safety net found a change).");
+    for (auto cause : all_rescan_causes) {
+        const auto it = s.rescans.find(cause);
+        e.sample("latgov_rescans_total", fmt::format("cause=\"{}\"", to_string(cause)),
+                 static_cast<double>(it == s.rescans.end() ? 0 : it->second));
+    }
     e.family("latgov_log_messages_total", "counter", "Warnings and errors latgovd logged.");
     e.sample("latgov_log_messages_total", "level=\"warning\"", static_cast<double>(s.warnings));
     e.sample("latgov_log_messages_total", "level=\"error\"", static_cast<double>(s.errors));

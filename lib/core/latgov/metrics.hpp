@@ -4,9 +4,11 @@
 #pragma once
 
 #include "latgov/parse.hpp"
+#include "latgov/rescan.hpp"
 
 #include <array>
 #include <cstdint>
+#include <map>
 #include <optional>
 #include <string>
 #include <vector>
@@ -50,7 +52,8 @@ struct MetricsSnapshot {
     std::vector<DeviceMetrics> devices;
     bool global_held = false;
     LatencyLimit global_limit;
-    std::uint64_t holds = 0, releases = 0, rescans = 0;
+    std::uint64_t holds = 0, releases = 0;
+    std::map<RescanCause, std::uint64_t> rescans; // causes not in it count 0
     std::uint64_t warnings = 0, errors = 0;
     bool io_events = false; // idle daemon sleeps on block_rq_issue events (else samples)
     OnsetHistogram onset;

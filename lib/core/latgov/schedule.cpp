@@ -23,6 +23,8 @@ Deadline next_deadline(const ScheduleState& state, const DaemonSettings& setting
     out.wake = out.next_tick;
     if (state.status_dirty)
         out.wake = std::min(out.wake, std::max(now, state.last_status + settings.status_interval));
+    if (state.rescan_at)
+        out.wake = std::min(out.wake, std::max(now, *state.rescan_at));
     return out;
 }
 

@@ -6,6 +6,7 @@
 #include "latgov/policy.hpp"
 
 #include <chrono>
+#include <optional>
 
 namespace latgov {
 
@@ -25,6 +26,7 @@ struct ScheduleState {
     bool status_dirty = false;             // a status change is still to be written
     TimePoint last_status{};               // when the status file was last written
     std::chrono::microseconds watchdog{0}; // systemd's watchdog interval, 0 = none
+    std::optional<TimePoint> rescan_at;    // a pending rescan (debounced uevents)
 };
 
 struct Deadline {
@@ -37,7 +39,8 @@ struct Deadline {
 // idle, or housekeeping_interval (at most half the watchdog) when IO events
 // wake the daemon. Deadlines advance by whole periods from the last one, so
 // ticks do not drift; a missed period is skipped, not caught up. A dirty
-// status is flushed status_interval after the last write, not later.
+// status is flushed status_interval after the last write, not later; a
+// pending rescan wakes the daemon at its time.
 Deadline next_deadline(const ScheduleState& state, const DaemonSettings& settings, TimePoint now);
 
 } // namespace latgov

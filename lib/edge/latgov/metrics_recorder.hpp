@@ -5,6 +5,7 @@
 
 #include "latgov/metrics.hpp"
 #include "latgov/qos.hpp"
+#include "latgov/rescan.hpp"
 #include "latgov/status.hpp"
 
 #include <cstdint>
@@ -19,7 +20,7 @@ class MetricsRecorder {
     // After every PerCpuHolder::apply: counts holds and releases, sums held time.
     void observe_percpu(const std::map<int, PerCpuHolder::Held>& held, SteadyTime now);
     void observe_onset(double seconds) { onset_.observe(seconds); }
-    void count_rescan() { ++rescans_; }
+    void count_rescan(RescanCause cause) { ++rescans_[cause]; }
 
     // What latgov holds now (the same input as the status document), with
     // whether an idle daemon sleeps on IO events and the lines logged so far.
@@ -29,7 +30,8 @@ class MetricsRecorder {
   private:
     std::map<int, double> held_seconds_; // closed holds
     std::map<int, SteadyTime> open_;     // current holds, since
-    std::uint64_t holds_ = 0, releases_ = 0, rescans_ = 0;
+    std::uint64_t holds_ = 0, releases_ = 0;
+    std::map<RescanCause, std::uint64_t> rescans_;
     OnsetHistogram onset_;
     double start_time_seconds_;
 };

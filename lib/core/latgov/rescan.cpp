@@ -1,0 +1,64 @@
+#include "latgov/rescan.hpp"
+
+#include <algorithm>
+#include <fmt/format.h>
+
+namespace latgov {
+
+std::string_view to_string(RescanCause cause) {
+    switch (cause) {
+    case RescanCause::start:
+        return "start";
+    case RescanCause::reload:
+        return "reload";
+    case RescanCause::uevent:
+        return "uevent";
+    case RescanCause::hotplug:
+        return "hotplug";
+    case RescanCause::device_error:
+        return "device_error";
+    case RescanCause::periodic:
+        return "periodic";
+    }
+    return "unknown";
+}
+
+UeventBurst add_uevent(UeventBurst burst, TimePoint now) {
+    if (!burst.first)
+        burst.first = now;
+    burst.last = std::max(burst.last, now);
+    ++burst.count;
+    return burst;
+}
+
+std::optional<TimePoint> uevent_rescan_at(const UeventBurst& burst, TimePoint retry_not_before) {
+    if (!burst.first)
+        return std::nullopt;
+    const auto debounced = std::min(burst.last + uevent_quiet, *burst.first + uevent_max_delay);
+    return std::max(debounced, retry_not_before);
+}
+
+std::string topology_fingerprint(const Topology& t) {
+    std::string out = fmt::format("online {}\nidle {} {}\n", format_cpu_list(t.online_cpus),
+                                  t.cpuidle_driver, t.cpuidle_governor);
+    for (const auto& cpu : t.cpus) {
+        out += fmt::format("cpu {}", cpu.id);
+        for (const auto& s : cpu.idle_states)
+            out += fmt::format(" {}:{}:{}:{}", s.name, s.exit_latency_us, s.target_residency_us,
+                               s.disabled ? 1 : 0);
+        out += '\n';
+    }
+    for (const auto& d : t.devices) {
+        out += fmt::format("dev {} {} {} ctrl={} hidden={} head={} paths={}\n", d.name, d.dev,
+                           to_string(d.kind), d.controller, d.hidden ? 1 : 0, d.multipath_head,
+                           fmt::join(d.paths, ","));
+        for (const auto& q : d.queues)
+            out += fmt::format("  q{} {} irq={} {} submit={} complete={} ({})\n", q.index,
+                               to_string(q.type), q.irq ? std::to_string(*q.irq) : "-", q.irq_name,
+                               format_cpu_list(q.submit_cpus), format_cpu_list(q.completion_cpus),
+                               to_string(q.completion_source));
+    }
+    return out;
+}
+
+} // namespace latgov

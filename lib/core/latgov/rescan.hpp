@@ -1,0 +1,58 @@
+// When latgovd maps the machine anew, and why. Pure: the loop passes what it
+// saw and the time.
+#pragma once
+
+#include "latgov/policy.hpp"
+#include "latgov/topology.hpp"
+
+#include <chrono>
+#include <optional>
+#include <string>
+#include <string_view>
+
+namespace latgov {
+
+enum class RescanCause {
+    start,        // the first scan
+    reload,       // SIGHUP
+    uevent,       // the kernel said a disk, controller, CPU or PCI function changed
+    hotplug,      // the online CPU set changed (seen without a uevent)
+    device_error, // a governed device could not be sampled (gone, mid-reset)
+    periodic,     // the safety net found a different topology
+};
+inline constexpr RescanCause all_rescan_causes[] = {
+    RescanCause::start,   RescanCause::reload,       RescanCause::uevent,
+    RescanCause::hotplug, RescanCause::device_error, RescanCause::periodic};
+std::string_view to_string(RescanCause cause);
+
+// A burst of uevents (a controller probe sends a dozen within a second) is
+// acted on once: after uevent_quiet without another one, and no later than
+// uevent_max_delay after the first, so a steady stream cannot starve it.
+inline constexpr std::chrono::milliseconds uevent_quiet{200};
+inline constexpr std::chrono::milliseconds uevent_max_delay{2000};
+
+// Without any uevent (no netlink socket, lost messages) the topology is
+// compared this often, and rescanned if it differs.
+inline constexpr std::chrono::seconds periodic_check_interval{60};
+
+struct UeventBurst {
+    std::optional<TimePoint> first; // none: nothing pending
+    TimePoint last{};
+    int count = 0;
+};
+
+// The burst with one more uevent at `now`.
+UeventBurst add_uevent(UeventBurst burst, TimePoint now);
+
+// When the pending burst is rescanned: the debounced time, but not before
+// `retry_not_before` (a failed rescan's back-off). None: nothing pending.
+std::optional<TimePoint> uevent_rescan_at(const UeventBurst& burst, TimePoint retry_not_before);
+
+// What a rescan would change, as text: online CPUs, idle driver, governor and
+// states, and every device's queues with their submit and completion CPUs
+// and IRQs. Leaves out what latgovd itself writes (the PM QoS values) and
+// what does not steer the map (models, serials), so equal text means the
+// governed state is still right.
+std::string topology_fingerprint(const Topology& topology);
+
+} // namespace latgov

@@ -1,0 +1,29 @@
+// Kernel uevents (the NETLINK_KOBJECT_UEVENT multicast the kernel sends for
+// every device added, removed or changed), parsed, and which of them can
+// change what latgovd governs.
+#pragma once
+
+#include "latgov/result.hpp"
+
+#include <string>
+#include <string_view>
+
+namespace latgov {
+
+struct Uevent {
+    std::string action;    // add, remove, change, online, offline, bind, ...
+    std::string subsystem; // block, nvme, cpu, pci, ...
+    std::string devpath;   // /devices/pci0000:00/0000:00:04.0/nvme/nvme0
+};
+
+// One datagram from the kernel: "ACTION@DEVPATH" then NUL-separated
+// KEY=VALUE fields. udev's re-broadcasts (they start "libudev") and text
+// without ACTION, DEVPATH and SUBSYSTEM are errors.
+Result<Uevent> parse_uevent(std::string_view datagram);
+
+// Block disks, NVMe controllers and subsystems, CPUs coming and going, and
+// PCI functions (a hot-removed or rescanned controller): the uevents after
+// which the map of queues, IRQs and CPUs may be stale.
+bool changes_topology(const Uevent& event);
+
+} // namespace latgov
