@@ -35,9 +35,11 @@ def status(pid, cpus, device_limit, observed):
     """A status.json as latgovd writes it."""
     return {
         "pid": pid,
-        "cpuidle_driver": "haltpoll",
-        "cpuidle_governor": "haltpoll",
-        "idle_costs": "measured",
+        # A first line shorter than the "no status at ..." line before it,
+        # so a line not cleared to its end would show.
+        "cpuidle_driver": "none",
+        "cpuidle_governor": "menu",
+        "idle_costs": "table",
         "global_limit_us": None,
         "cpus": [
             {
@@ -79,6 +81,7 @@ class Screen:
     """The terminal as far as `status --watch` may drive it."""
 
     SEQUENCE = re.compile(rb"\x1b\[([?0-9;]*)([A-Za-z])")
+    UNFINISHED = re.compile(rb"\x1b(\[[?0-9;]*)?\Z")  # cut by the end of a read
 
     def __init__(self):
         self.rows = [""] * ROWS
@@ -86,13 +89,18 @@ class Screen:
         self.scrolled = 0
         self.cursor_visible = True
         self.homes = 0
+        self.pending = b""
 
     def feed(self, data):
+        data, self.pending = self.pending + data, b""
         i = 0
         while i < len(data):
             b = data[i : i + 1]
             if b == b"\x1b":
                 m = self.SEQUENCE.match(data, i)
+                if not m and self.UNFINISHED.match(data, i):
+                    self.pending = data[i:]
+                    return
                 if not m:
                     raise AssertionError(f"unexpected escape at {data[i:i + 12]!r}")
                 self.control(m.group(1).decode(), m.group(2).decode())
@@ -165,8 +173,9 @@ class Terminal:
         return True
 
     def wait_for(self, what, predicate):
+        """Until a whole frame (ending with clear-below) is drawn and shows `what`."""
         deadline = time.monotonic() + TIMEOUT
-        while not predicate():
+        while not (self.raw.endswith(b"\x1b[J") and predicate()):
             left = deadline - time.monotonic()
             if left <= 0 or self.read(left) is None:
                 raise AssertionError(f"never saw {what}; screen:\n{self.screen.text()}\nraw: {self.raw[-400:]!r}")
