@@ -7,37 +7,116 @@
 #include "latgov/status.hpp"
 #include "latgov/text_file.hpp"
 
+#include <cerrno>
 #include <chrono>
+#include <csignal>
 #include <cstdio>
+#include <cstring>
 #include <ctime>
 #include <exception>
 #include <fmt/format.h>
-#include <thread>
+#include <string_view>
+#include <unistd.h>
 
 namespace latgov::cli {
 
 namespace {
 
-// Redraws the status in place every `interval` until interrupted.
+// On a terminal: cursor home, each line cleared to its end, the rest of the
+// screen cleared below, so the frame is drawn over the previous one.
+// Elsewhere (a pipe, a file): a plain copy headed by the time, no control
+// sequences, so a log keeps every refresh.
+std::string watch_frame(std::string body, std::chrono::milliseconds interval, const char* stamp,
+                        bool terminal) {
+    const double seconds = static_cast<double>(interval.count()) / 1000.0;
+    if (!terminal)
+        return fmt::format("--- {}, every {:.1f} s ---\n{}\n", stamp, seconds, body);
+    for (size_t at = body.find('\n'); at != std::string::npos; at = body.find('\n', at + 4))
+        body.replace(at, 1, "\x1b[K\n");
+    return fmt::format("\x1b[H{}Every {:.1f} s, {} (Ctrl-C stops)\x1b[K\n\x1b[J", body, seconds,
+                       stamp);
+}
+
+// Writes and flushes; false when stdout is gone (a closed pipe, a hung-up
+// terminal).
+bool put(std::string_view text) {
+    return std::fwrite(text.data(), 1, text.size(), stdout) == text.size() &&
+           std::fflush(stdout) == 0;
+}
+
+enum class Wake { deadline, resize, stop };
+
+// Sleeps until `deadline` or a signal of `signals` (blocked by the caller),
+// whichever comes first.
+Wake wait_until(std::chrono::steady_clock::time_point deadline, const sigset_t& signals) {
+    for (;;) {
+        const auto left = deadline - std::chrono::steady_clock::now();
+        if (left <= std::chrono::steady_clock::duration::zero())
+            return Wake::deadline;
+        const auto s = std::chrono::duration_cast<std::chrono::seconds>(left);
+        const timespec timeout{static_cast<time_t>(s.count()),
+                               static_cast<long>(std::chrono::nanoseconds(left - s).count())};
+        const int signal = sigtimedwait(&signals, nullptr, &timeout);
+        if (signal == SIGWINCH)
+            return Wake::resize;
+        if (signal > 0)
+            return Wake::stop;
+        if (errno == EAGAIN)
+            return Wake::deadline;
+        // EINTR: a signal outside the set (SIGCONT after Ctrl-Z); wait on.
+    }
+}
+
+// Shows the status every `interval` until SIGINT (Ctrl-C), SIGTERM or
+// SIGHUP, then exits 0. On a terminal the frame is redrawn in place with the
+// cursor hidden, shown again on the way out, and a resize redraws at once.
 int watch_status(const SysRoot& root, const std::filesystem::path& status_file,
                  std::chrono::milliseconds interval) {
+    const bool terminal = isatty(STDOUT_FILENO) == 1;
+    sigset_t signals;
+    sigemptyset(&signals);
+    for (int signal : {SIGINT, SIGTERM, SIGHUP})
+        sigaddset(&signals, signal);
+    if (terminal)
+        sigaddset(&signals, SIGWINCH);
+    // Blocked, they wait for sigtimedwait: the process is never killed
+    // half-way through a frame with the cursor hidden.
+    sigprocmask(SIG_BLOCK, &signals, nullptr);
+    if (terminal && !put("\x1b[?25l\x1b[H\x1b[2J"))
+        return fail(fmt::format("Failed to write to standard output: {}", std::strerror(errno)));
+    auto next = std::chrono::steady_clock::now();
     for (;;) {
         const auto status = read_status(status_file);
+        std::string body;
+        if (!status.is_object()) {
+            body = "no status at " + status_file.string() + ": is latgovd running?\n";
+        } else {
+            try {
+                body = format_status(status) + format_other_holders(root, status);
+            } catch (const std::exception& e) {
+                body = "Failed to read " + status_file.string() + ": " + e.what() + "\n";
+            }
+        }
         const std::time_t now = std::time(nullptr);
         char stamp[32];
         std::strftime(stamp, sizeof stamp, "%H:%M:%S", std::localtime(&now));
-        std::string body = status.is_object()
-                               ? format_status(status) + format_other_holders(root, status)
-                               : "no status at " + status_file.string() + ": is latgovd running?\n";
-        // Home, draw, clear what the previous frame left right of and below
-        // each line.
-        for (size_t at = body.find('\n'); at != std::string::npos; at = body.find('\n', at + 4))
-            body.replace(at, 1, "\x1b[K\n");
-        fmt::print("\x1b[H{}Every {:.1f} s, {} (Ctrl-C stops)\x1b[K\n\x1b[J", body,
-                   static_cast<double>(interval.count()) / 1000.0, stamp);
-        std::fflush(stdout);
-        std::this_thread::sleep_for(interval);
+        if (!put(watch_frame(std::move(body), interval, stamp, terminal))) {
+            const int error = errno;
+            if (terminal)
+                put("\x1b[?25h\n");
+            return fail(
+                fmt::format("Failed to write to standard output: {}", std::strerror(error)));
+        }
+        // Drift-free: the next frame is due one interval after the last one
+        // was due, not after this one was drawn.
+        while (next <= std::chrono::steady_clock::now())
+            next += interval;
+        if (wait_until(next, signals) == Wake::stop)
+            break;
     }
+    if (terminal)
+        put("\x1b[?25h\n");
+    return 0;
 }
 
 } // namespace
@@ -73,7 +152,9 @@ int status(const Args& args) {
     }
     const SysRoot root(args.sysroot);
     const std::string path = runtime_dir + "/status.json";
-    if (watch && !as_json)
+    if (watch && as_json)
+        return usage_error("status: --watch redraws the text; --json prints once");
+    if (watch)
         return watch_status(root, path, interval);
     auto text = read_text_file(path);
     if (!text)

@@ -19,7 +19,8 @@ Commands:
   snapshot -o FILE.tar.gz  capture the files topology discovery reads
   status [--json]          what latgovd holds now (from RUNTIME_DIR/status.json)
       [--runtime-dir DIR]  default {runtime_dir}
-      [--watch]            redraw in place every --interval seconds (default 1)
+      [--watch]            redraw in place until Ctrl-C (a plain copy when not a terminal)
+      [--interval S]       seconds between --watch refreshes (default 1)
   doctor                   check this host for what keeps latgov from working;
       [--runtime-dir DIR]  exit 1 when something needs attention
   explain DEVICE           why the device's limit is what it is

@@ -36,3 +36,7 @@ install(FILES completion/latgov.bash DESTINATION ${CMAKE_INSTALL_DATADIR}/bash-c
 
 # Alerting rules for the metrics latgovd writes (prometheus/latgov-alerts.yml).
 install(FILES prometheus/latgov-alerts.yml DESTINATION ${CMAKE_INSTALL_DATADIR}/latgov/prometheus)
+
+# The licence text beside the documentation. A Debian package ships
+# debian/copyright instead (debian/rules removes this copy).
+install(FILES LICENSE DESTINATION ${CMAKE_INSTALL_DOCDIR})

@@ -2,7 +2,8 @@
 # check-deb.sh OUT_DIR: build the Debian package (scripts/build-deb) into
 # OUT_DIR and check it: lintian reports no error, the package depends on the
 # shared libraries latgovd links (shlibs), ships the unit, the conffile, the
-# man pages and the completion. Exit 1 on any failure.
+# man pages, the completion and the copyright file (Apache-2.0). Exit 1 on
+# any failure.
 set -euo pipefail
 src=$(cd "$(dirname "$0")/../.." && pwd)
 out=$1
@@ -34,6 +35,17 @@ for f in ./usr/sbin/latgovd ./usr/bin/latgov ./lib/systemd/system/latgov.service
     ./usr/share/latgov/prometheus/latgov-alerts.yml; do
   if grep -q " $f\$" <<< "$contents"; then pass "ships $f"; else fail "does not ship $f"; fi
 done
+# The licence: debian/copyright only (Debian policy 12.5), naming the full
+# text in common-licenses; no second copy of it.
+if grep -q ' ./usr/share/doc/latgov/copyright$' <<< "$contents"; then pass "ships /usr/share/doc/latgov/copyright"
+else fail "does not ship /usr/share/doc/latgov/copyright"; fi
+copyright=$(dpkg-deb --fsys-tarfile "$deb" | tar -xOf - ./usr/share/doc/latgov/copyright)
+if grep -qx 'License: Apache-2.0' <<< "$copyright" &&
+    grep -q '/usr/share/common-licenses/Apache-2.0' <<< "$copyright"; then
+  pass "copyright: License: Apache-2.0, full text in /usr/share/common-licenses"
+else fail "copyright does not state Apache-2.0 with the common-licenses reference"; fi
+if grep -qiE '/(LICENSE|COPYING)[^/]*$' <<< "$contents"; then fail "ships a second licence file: $(grep -iE '/(LICENSE|COPYING)[^/]*$' <<< "$contents")"
+else pass "no licence file besides copyright"; fi
 tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
 dpkg-deb -e "$deb" "$tmp"
 if grep -qx /etc/latgov/latgov.toml "$tmp/conffiles"; then pass "/etc/latgov/latgov.toml is a conffile"

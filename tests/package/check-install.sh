@@ -59,6 +59,7 @@ for page in man8/latgovd.8 man8/latgov.8 man5/latgov.toml.5; do
     else fail "no man page $page"; fi
 done
 
+check "the licence in $prefix/share/doc/latgov/LICENSE" grep -q "Apache License" "$root/share/doc/latgov/LICENSE"
 check "alerting rules in $prefix/share/latgov/prometheus" test -s "$root/share/latgov/prometheus/latgov-alerts.yml"
 
 comp=$root/share/bash-completion/completions/latgov
