@@ -232,7 +232,8 @@ void Daemon::write_metrics(TimePoint now) {
 
 void Daemon::tick(TimePoint now) {
     // Fed first: a tick that cannot sample still shows the loop is alive.
-    if (watchdog_interval_.count() > 0 && now - last_watchdog_ >= watchdog_interval_ / 2) {
+    if (watchdog_interval_.count() > 0 &&
+        now - last_watchdog_ >= watchdog_feed_period(watchdog_interval_)) {
         sd_notify(0, "WATCHDOG=1");
         last_watchdog_ = now;
     }

@@ -68,13 +68,33 @@ TEST_CASE("idle with IO events armed wakes only for housekeeping") {
     CHECK(ms(next_deadline(state, settings(), t0).next_tick) == 10000);
 }
 
-TEST_CASE("housekeeping wakes at half the watchdog interval when that is shorter") {
+TEST_CASE("housekeeping wakes at the watchdog feed period when that is shorter") {
     auto state = at_t0();
     state.events_armed = true;
-    state.watchdog = 3s;
+    state.watchdog = 6s;
     CHECK(ms(next_deadline(state, settings(), t0).next_tick) == 1500);
-    state.watchdog = 60s; // half of it is longer than housekeeping
+    state.watchdog = 60s; // a quarter of it is longer than housekeeping
     CHECK(ms(next_deadline(state, settings(), t0).next_tick) == 10000);
+}
+
+TEST_CASE("an idle loop feeds the watchdog well within its interval, also when a tick falls "
+          "just short of the feed period") {
+    // The loop feeds at a tick once watchdog_feed_period passed since the
+    // last feed. Worst case: the tick after a feed comes a hair early (a
+    // reload or a status flush re-based the deadline), so it does not feed,
+    // and the next tick after it is late by the emulator's or a busy host's
+    // scheduling delay.
+    const auto watchdog = std::chrono::microseconds(5s);
+    const auto period = watchdog_feed_period(watchdog);
+    auto state = at_t0();
+    state.events_armed = true;
+    state.watchdog = watchdog;
+    const auto fed = t0;
+    const auto too_early = fed + period - 1ms; // not fed here
+    state.next_tick = too_early;
+    const auto next = next_deadline(state, settings(), too_early).next_tick;
+    const auto late = 500ms;
+    CHECK(next + late - fed < watchdog * 3 / 4);
 }
 
 TEST_CASE("events armed while active do not stretch the period") {

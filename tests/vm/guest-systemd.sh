@@ -3,9 +3,11 @@
 # --systemd guest (systemd is PID 1; / is a throw-away overlay). Installs
 # UNIT_FILE as latgov.service with the given latgovd, a fixed 0 us
 # configuration in /etc/latgov/latgov.toml, and checks the unit's life cycle
-# under the real service manager: start (Type=notify, READY), hardening,
-# holding for fio, reload, crash + restart + ExecStopPost restore, a bad
-# configuration (exit 78, no restart loop) and stop.
+# under the real service manager: start (Type=notify, READY) with
+# calibrate_on_start (the unit lets it read the disk; the daemon keeps every
+# CPU), hardening, holding for fio, reload, crash + restart + ExecStopPost
+# restore, a stalled loop killed by the watchdog, restarted and restored, a
+# bad configuration (exit 78, no restart loop) and stop.
 #
 # Usage: guest-systemd.sh UNIT_FILE LATGOVD LATGOV
 # Prints PASS/FAIL lines (and journalctl -u latgov on failure); exits 1 if
@@ -51,12 +53,24 @@ sed -E -e "s|^ExecStart=[^ ]*latgovd|ExecStart=$bin|" \
     -e "s|^ExecStopPost=[^ ]*latgovd|ExecStopPost=$bin|" \
     "$unit_src" > /etc/systemd/system/$unit.service
 grep -E '^Exec(Start|StopPost)=' /etc/systemd/system/$unit.service | sed 's/^/unit: /'
+# The watchdog as shipped (30 s) would take most of a minute to fire: the
+# same mechanism with a shorter period.
+watchdog_s=5 restart_s=1
+grep -qE '^WatchdogSec=' /etc/systemd/system/$unit.service || lg_fail "the unit sets no WatchdogSec="
+grep -qE "^RestartSec=${restart_s}s$" /etc/systemd/system/$unit.service || lg_fail "the unit's RestartSec= is not ${restart_s}s"
+mkdir -p /etc/systemd/system/$unit.service.d
+printf '[Service]\nWatchdogSec=%ss\n' "$watchdog_s" > /etc/systemd/system/$unit.service.d/watchdog.conf
+calibration=/var/lib/latgov/calibration.toml
+rm -f "$calibration"
 mkdir -p /etc/latgov
 good_config() {
   cat > /etc/latgov/latgov.toml <<'EOF'
 [daemon]
 log_level = "debug"
 status_interval_ms = 50
+# Measured on the first start only (the file is then there): the probe reads
+# the NVMe namespace under the unit's device policy.
+calibrate_on_start = true
 
 [defaults]
 mode = "fixed"
@@ -83,6 +97,59 @@ held_only_comp() { # during fio: exactly CPU comp at n/a, within 3 s
   if lg_wait_only_held 3000 "$comp"; then lg_pass "$1: only CPU $comp reads n/a (after $LG_ELAPSED ms) ($(lg_qos_all))"
   else lg_fail "$1: expected only CPU $comp at n/a: $(lg_qos_all)"; return 1; fi
 }
+# Someone else's value on CPU $other (neither the completion nor the fio CPU):
+# latgovd, its restarts and ExecStopPost must leave it alone.
+other=
+for c in $(lg_cpus); do [[ $c != "$comp" && $c != "$k" ]] && { other=$c; break; }; done
+[[ -n $other ]] || { lg_fail "topology: no CPU other than $comp and $k"; exit 1; }
+foreign=20
+set_foreign() { echo "$1" > "$LG_CPU_SYS/cpu$other/power/pm_qos_resume_latency_us"; }
+# exactly the CPUs in $1 at n/a, CPU $other at $foreign, every other CPU at 0
+held_with_foreign() {
+  local want=" $1 " c v
+  for c in "${LG_CPUS[@]}"; do
+    read -r v < "$LG_CPU_SYS/cpu$c/power/pm_qos_resume_latency_us"
+    if [[ $c == "$other" ]]; then [[ $v == "$foreign" ]] || return 1
+    elif [[ $want == *" $c "* ]]; then [[ $v == n/a ]] || return 1
+    else [[ $v == 0 ]] || return 1; fi
+  done
+}
+# wait up to $1 ms for held_with_foreign "$2"; the elapsed ms go to LG_ELAPSED
+wait_held_with_foreign() {
+  local limit=$1 t0
+  lg_ms; t0=$LG_MS
+  while :; do
+    lg_ms; LG_ELAPSED=$((LG_MS - t0))
+    held_with_foreign "$2" && return 0
+    [[ $LG_ELAPSED -lt $limit ]] || return 1
+    lg_sleep 0.005
+  done
+}
+# waits up to $2 ms for a running main PID other than $1; it goes to newpid
+wait_new_main_pid() {
+  local t0
+  lg_ms; t0=$LG_MS
+  while :; do
+    newpid=$(show MainPID)
+    [[ $newpid != 0 && $newpid != "$1" && $(show SubState) == running ]] && break
+    lg_ms; LG_ELAPSED=$((LG_MS - t0))
+    [[ $LG_ELAPSED -lt $2 ]] || return 1
+    lg_sleep 0.1
+  done
+  lg_ms; LG_ELAPSED=$((LG_MS - t0))
+}
+# the PIDs that logged restoring cpu $comp in journal lines $1 on
+restorers_from() {
+  journal | tail -n +"$1" | grep -E "latgovd\[[0-9]+\]: cpu $comp: restored" |
+    sed -E 's/.*latgovd\[([0-9]+)\].*/\1/' | sort -u | tr '\n' ' '
+}
+# succeeds when a PID in $1 is neither $2 nor $3: the restore came from
+# ExecStopPost=, not from the killed daemon nor from the restarted one
+restored_by_stop_post() {
+  local p
+  for p in $1; do [[ $p != "$2" && $p != "$3" ]] && return 0; done
+  return 1
+}
 
 # --- start --------------------------------------------------------------------
 lg_none_held || lg_fail "before start: some CPU is not at \"0\": $(lg_qos_all)"
@@ -96,6 +163,16 @@ lg_check "READY (Type=notify): $props" test "$props" = "active/running StatusTex
 pid=$(show MainPID)
 jt=$(journal)
 lg_check "journal: governing $disk" grep -q "governing $disk " <<< "$jt"
+# calibrate_on_start: the probe opened the disk (DeviceAllow=) and wrote its
+# file; a "Failed to calibrate" also fails the error check below.
+lg_check "journal: calibrate_on_start measured" grep -q "measuring idle-state costs (calibrate_on_start)" <<< "$jt"
+lg_check "calibrate_on_start wrote $calibration" test -s "$calibration"
+lg_check "idle costs in use: measured ($(grep -m1 -o 'idle-state costs: .*' <<< "$jt"))" grep -q "idle-state costs: measured" <<< "$jt"
+# The probe's reads ran pinned to one CPU: every thread of the daemon must
+# still be allowed on every CPU the service manager allows it (PID 1's).
+want_cpus=$(awk '/^Cpus_allowed_list:/ { print $2 }' /proc/1/status)
+got_cpus=$(awk '/^Cpus_allowed_list:/ { print $2 }' /proc/"$pid"/task/*/status | sort -u | tr '\n' ' ')
+lg_check "after calibrate_on_start latgovd may run on CPUs ${got_cpus% } (PID 1: $want_cpus)" test "${got_cpus% }" = "$want_cpus"
 if bad=$(grep -E "Failed to|Permission denied|Operation not permitted|not on tmpfs|\[error\]" <<< "$jt"); then
   lg_fail "journal: errors under the unit's hardening: $(head -n 5 <<< "$bad" | tr '\n' ';')"
 else lg_pass "journal: no 'Failed to' / 'Permission denied' / EPERM"; fi
@@ -133,35 +210,67 @@ props="$(show ActiveState)/$(show SubState) StatusText='$(show StatusText)' Main
 lg_check "after reload: $props (same PID $pid)" test "$props" = "active/running StatusText='Governing' MainPID=$pid"
 lg_check "journal: configuration reloaded" grep -q "configuration reloaded" <<< "$(journal)"
 
-# --- kill -9 while holding: ExecStopPost restores, Restart=on-failure -----------
-nr0=$(show NRestarts)
-if fio_bg 20 && held_only_comp "before kill -9"; then
+# --- kill -9, then a stalled loop, while holding ---------------------------------
+# One fio run for both (fio takes 10-30 s to start under emulation). Before
+# each, someone else writes $foreign to CPU $other: nothing may touch it.
+if fio_bg 40 && held_only_comp "before kill -9"; then
+  set_foreign "$foreign"
+  # SIGKILL: ExecStopPost= must put the value back before the restarted
+  # daemon (after RestartSec=) takes it again; systemctl is too slow here to
+  # catch the auto-restart state, so watch the value itself
+  nr0=$(show NRestarts) lines0=$(($(journal | wc -l) + 1))
   kill -9 "$pid"
-  # ExecStopPost= must put the value back before the restarted daemon (after
-  # RestartSec=1s) takes it again; systemctl is too slow here to catch the
-  # auto-restart state, so watch the value itself
-  if lg_wait_only_held 10000 ""; then lg_pass "crash: every CPU back to \"0\" $LG_ELAPSED ms after kill -9"
-  else lg_fail "crash: not restored within 10 s of kill -9: $(lg_qos_all)"; fi
+  if wait_held_with_foreign 10000 ""; then lg_pass "crash: CPU $comp back to \"0\", CPU $other still at $foreign, $LG_ELAPSED ms after kill -9 ($(lg_qos_all))"
+  else lg_fail "crash: not restored within 10 s of kill -9, or CPU $other changed: $(lg_qos_all)"; fi
   newpid=0
-  for ((i = 0; i < 200; i++)); do
-    newpid=$(show MainPID)
-    [[ $newpid != 0 && $newpid != "$pid" && $(show SubState) == running ]] && break
-    sleep 0.1
-  done
+  wait_new_main_pid "$pid" 20000 || true
   lg_check "restarted after SIGKILL: PID $pid -> $newpid, NRestarts $nr0 -> $(show NRestarts), $(show ActiveState)/$(show SubState)" \
     test "$newpid" != 0 -a "$newpid" != "$pid" -a "$(show NRestarts)" -gt "$nr0"
-  # the restore must come from ExecStopPost (neither the dead nor the new PID)
-  restorers=$(journal | grep -E "latgovd\[[0-9]+\]: cpu $comp: restored" | sed -E 's/.*latgovd\[([0-9]+)\].*/\1/' | sort -u | tr '\n' ' ')
-  by_stop_post=0
-  for p in $restorers; do [[ $p != "$pid" && $p != "$newpid" ]] && by_stop_post=1; done
-  lg_check "ExecStopPost=--restore put cpu $comp back (restoring PIDs: ${restorers:-none})" test "$by_stop_post" = 1
-  if kill -0 "$LG_FIO_PID" 2>/dev/null; then held_only_comp "restarted daemon holds again" || true; fi
-  wait "$LG_FIO_PID" || lg_fail "fio exited non-zero"
-  if lg_wait_only_held 1000 ""; then lg_pass "after restart and idle: every CPU reads \"0\" ($LG_ELAPSED ms after fio)"
-  else lg_fail "after restart and idle: $(lg_qos_all)"; fi
+  restorers=$(restorers_from "$lines0")
+  lg_check "ExecStopPost=--restore put CPU $comp back after SIGKILL (restoring PIDs: ${restorers:-none})" \
+    restored_by_stop_post "$restorers" "$pid" "$newpid"
   pid=$newpid
+  if wait_held_with_foreign 3000 "$comp"; then lg_pass "restarted daemon holds CPU $comp again, CPU $other still at $foreign ($LG_ELAPSED ms)"
+  else lg_fail "after SIGKILL + restart: expected CPU $comp at n/a and CPU $other at $foreign: $(lg_qos_all)"; fi
+
+  # SIGSTOP: the loop no longer feeds the watchdog; systemd must kill it
+  # (SIGABRT) after WatchdogSec=, ExecStopPost= restore and Restart= start
+  # it again
+  nr0=$(show NRestarts) lines0=$(($(journal | wc -l) + 1))
+  kill -STOP "$pid"
+  if held_with_foreign "$comp"; then lg_pass "stopped daemon: CPU $comp still held"
+  else lg_fail "stopped daemon: CPU $comp not held: $(lg_qos_all)"; fi
+  lg_ms; stopped_at=$LG_MS
+  limit_ms=$(((watchdog_s + 5) * 1000))
+  if wait_held_with_foreign "$limit_ms" ""; then lg_pass "watchdog: CPU $comp back to \"0\", CPU $other still at $foreign, $LG_ELAPSED ms after SIGSTOP (WatchdogSec=${watchdog_s}s) ($(lg_qos_all))"
+  else lg_fail "watchdog: not restored within $limit_ms ms of SIGSTOP, or CPU $other changed: $(lg_qos_all)"; fi
+  newpid=0
+  limit_ms=$(((watchdog_s + restart_s + 15) * 1000))
+  lg_ms; wait_new_main_pid "$pid" $((limit_ms - (LG_MS - stopped_at))) || true
+  lg_ms; since_stop=$((LG_MS - stopped_at))
+  lg_check "restarted after the watchdog: PID $pid -> $newpid, NRestarts $nr0 -> $(show NRestarts), $(show ActiveState)/$(show SubState), $since_stop ms after SIGSTOP (limit $limit_ms)" \
+    test "$newpid" != 0 -a "$newpid" != "$pid" -a "$(show NRestarts)" -gt "$nr0" -a "$since_stop" -le "$limit_ms"
+  jt=$(journal | tail -n +"$lines0")
+  lg_check "journal: the service manager's watchdog fired" grep -q "Watchdog timeout" <<< "$jt"
+  lg_check "journal: the stalled daemon died of SIGABRT ($(grep -m1 -oE 'Main process exited, .*' <<< "$jt"))" \
+    grep -qE "Main process exited, code=(dumped|killed), status=6/ABRT" <<< "$jt"
+  restorers=$(restorers_from "$lines0")
+  lg_check "ExecStopPost=--restore put CPU $comp back after the watchdog (restoring PIDs: ${restorers:-none})" \
+    restored_by_stop_post "$restorers" "$pid" "$newpid"
+  kill -CONT "$pid" 2>/dev/null || true
+  pid=$newpid
+  if kill -0 "$LG_FIO_PID" 2>/dev/null; then
+    if wait_held_with_foreign 3000 "$comp"; then lg_pass "restarted daemon holds CPU $comp again, CPU $other still at $foreign ($LG_ELAPSED ms)"
+    else lg_fail "after the watchdog + restart: expected CPU $comp at n/a and CPU $other at $foreign: $(lg_qos_all)"; fi
+  else
+    lg_fail "fio ended before the watchdog restart could be checked under IO"
+  fi
+  wait "$LG_FIO_PID" || lg_fail "fio exited non-zero"
+  if wait_held_with_foreign 1000 ""; then lg_pass "after restarts and idle: nothing held, CPU $other still at $foreign ($LG_ELAPSED ms after fio) ($(lg_qos_all))"
+  else lg_fail "after restarts and idle: $(lg_qos_all)"; fi
+  set_foreign 0
 else
-  lg_fail "kill -9 test: no hold to kill the daemon in"; wait "$LG_FIO_PID" || true
+  lg_fail "kill -9 / watchdog test: no hold to kill the daemon in"; wait "$LG_FIO_PID" || true
 fi
 
 # --- bad configuration: exit 78, no restart loop ---------------------------------

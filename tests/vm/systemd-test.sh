@@ -2,9 +2,12 @@
 # systemd-test.sh: boot one nvme-vm --systemd guest (systemd as PID 1 on a
 # throw-away overlay; 4 CPUs, one controller with 4 I/O queues) and run
 # guest-systemd.sh in it: systemd/latgov.service, as shipped but for the path
-# of latgovd, must start (Type=notify), work under its hardening, hold the
-# completion CPU for fio, reload, restore and restart after kill -9, refuse a
-# bad configuration with exit 78 without a restart loop, and release on stop.
+# of latgovd and a 5 s WatchdogSec=, must start (Type=notify) after
+# calibrate_on_start with every CPU still allowed, work under its hardening,
+# hold the completion CPU for fio, reload, restore and restart after kill -9
+# and after a stalled loop (SIGSTOP: the watchdog kills it) leaving another
+# writer's value alone, refuse a bad configuration with exit 78 without a
+# restart loop, and release on stop.
 #
 # Usage: systemd-test.sh [options] LATGOVD LATGOV
 #   --unit FILE   the unit to test (default: systemd/latgov.service of this tree)

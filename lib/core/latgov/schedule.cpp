@@ -13,8 +13,8 @@ Deadline next_deadline(const ScheduleState& state, const DaemonSettings& setting
         // The first request wakes the daemon: the timer is only for housekeeping.
         interval = housekeeping_interval;
         if (state.watchdog.count() > 0)
-            interval =
-                std::min(interval, std::chrono::duration_cast<milliseconds>(state.watchdog) / 2);
+            interval = std::min(interval, std::chrono::duration_cast<milliseconds>(
+                                              watchdog_feed_period(state.watchdog)));
     }
     Deadline out;
     out.next_tick = state.next_tick + interval;

@@ -18,6 +18,16 @@ inline constexpr std::chrono::milliseconds steady_after{100};
 // housekeeping (CPU hotplug check, watchdog): far below 1/s.
 inline constexpr std::chrono::seconds housekeeping_interval{10};
 
+// How often the loop tells systemd it is alive: a quarter of WatchdogSec=.
+// The loop feeds at a tick once this much passed since the last feed, and an
+// idle loop ticks this often, so two feeds are at most about half the
+// watchdog apart; at half (the usual advice) a tick a little early and the
+// next one a little late add up to the whole interval, and the watchdog kills
+// a healthy daemon.
+constexpr std::chrono::microseconds watchdog_feed_period(std::chrono::microseconds watchdog) {
+    return watchdog / 4;
+}
+
 struct ScheduleState {
     bool active = false;                   // some governed queue is active
     bool events_armed = false;             // idle, and the first request wakes the daemon
@@ -36,7 +46,7 @@ struct Deadline {
 
 // The period: sample_interval while a queue is active, stretched to
 // steady_interval once nothing changed for steady_after; idle_interval while
-// idle, or housekeeping_interval (at most half the watchdog) when IO events
+// idle, or housekeeping_interval (at most the watchdog feed period) when IO events
 // wake the daemon. Deadlines advance by whole periods from the last one, so
 // ticks do not drift; a missed period is skipped, not caught up. A dirty
 // status is flushed status_interval after the last write, not later; a

@@ -4,6 +4,7 @@
 #include "latgov/discovery.hpp"
 #include "latgov/fd.hpp"
 #include "latgov/governor.hpp"
+#include "latgov/pinned_thread.hpp"
 #include "latgov/qos.hpp"
 #include "latgov/runtime_dir.hpp"
 
@@ -14,13 +15,11 @@
 #include <liburing.h>
 #include <linux/fs.h>
 #include <random>
-#include <sched.h>
 #include <signal.h>
 #include <sstream>
 #include <sys/ioctl.h>
 #include <sys/stat.h>
 #include <sys/sysmacros.h>
-#include <thread>
 
 namespace latgov {
 
@@ -186,68 +185,72 @@ Result<Calibration> run_calibration(const SysRoot& root, const CalibrateOptions&
             (options.file.empty() ? " (--file reads a file on the disk instead)" : ""));
     std::uint64_t size = 0;
     struct stat st {};
-    if (!options.file.empty() && ::fstat(fd.get(), &st) == 0)
-        size = static_cast<std::uint64_t>(st.st_size);
-    else if (options.file.empty())
+    if (::fstat(fd.get(), &st) != 0)
+        return make_error("Failed to stat " + path.string() + ": " + errno_message(errno));
+    if (S_ISBLK(st.st_mode))
         ::ioctl(fd.get(), BLKGETSIZE64, &size);
+    else
+        size = static_cast<std::uint64_t>(st.st_size);
     if (size < (1u << 20))
         return make_error(path.string() + " is smaller than 1 MiB, too small to probe");
-    cpu_set_t set;
-    CPU_ZERO(&set);
-    CPU_SET(static_cast<unsigned>(c.submit_cpu), &set);
-    ::sched_setaffinity(0, sizeof set, &set);
-    Ring ring(4);
-    if (!ring.ok())
-        return make_error("Failed to set up io_uring");
-    constexpr unsigned block = 4096;
-    void* buffer = nullptr;
-    if (::posix_memalign(&buffer, block, block) != 0)
-        return make_error("out of memory");
-    std::unique_ptr<void, decltype(&std::free)> owned(buffer, std::free);
-    std::mt19937_64 rng(42);
-    std::uniform_int_distribution<std::uint64_t> pick(0, size / block - 1);
-
+    // The reads come from the submitting CPU so that the completion CPU idles
+    // between them. A thread of their own is pinned there: the caller (latgovd
+    // before its loop) keeps the CPUs it had.
     std::string log_lines;
-    PerCpuHolder holder(root, options.runtime_dir / "journal",
-                        [&](const std::string& line) { log_lines += line + "\n"; });
-    const auto deadline = std::chrono::steady_clock::now() + options.max_time;
-    Result<void> outcome;
-    for (int i = 0; i < 100 && outcome.ok(); ++i) // warm-up
-        if (auto r = ring.read(fd.get(), buffer, block, pick(rng) * block); !r)
-            outcome = r.error();
-    for (int round = 0; round < c.rounds && outcome.ok(); ++round) {
-        for (size_t k = 0; k < c.levels.size() && outcome.ok(); ++k) {
-            // Rotate the order each round so drift hits every level alike.
-            auto& level = c.levels[(k + static_cast<size_t>(round)) % c.levels.size()];
-            std::map<int, LatencyLimit> wanted;
-            if (level.limit)
-                wanted[c.cpu] = level.limit;
-            holder.apply(wanted, std::chrono::steady_clock::now());
-            std::vector<double> samples;
-            for (int i = 0; i < c.ios_per_level; ++i) {
-                if (stop.load()) {
-                    outcome = make_error("interrupted");
-                    break;
+    auto outcome = run_on_cpu(c.submit_cpu, [&]() -> Result<void> {
+        Ring ring(4);
+        if (!ring.ok())
+            return make_error("Failed to set up io_uring");
+        constexpr unsigned block = 4096;
+        void* buffer = nullptr;
+        if (::posix_memalign(&buffer, block, block) != 0)
+            return make_error("out of memory");
+        std::unique_ptr<void, decltype(&std::free)> owned(buffer, std::free);
+        std::mt19937_64 rng(42);
+        std::uniform_int_distribution<std::uint64_t> pick(0, size / block - 1);
+
+        PerCpuHolder holder(root, options.runtime_dir / "journal",
+                            [&](const std::string& line) { log_lines += line + "\n"; });
+        const auto deadline = std::chrono::steady_clock::now() + options.max_time;
+        Result<void> probed;
+        for (int i = 0; i < 100 && probed.ok(); ++i) // warm-up
+            if (auto r = ring.read(fd.get(), buffer, block, pick(rng) * block); !r)
+                probed = r.error();
+        for (int round = 0; round < c.rounds && probed.ok(); ++round) {
+            for (size_t k = 0; k < c.levels.size() && probed.ok(); ++k) {
+                // Rotate the order each round so drift hits every level alike.
+                auto& level = c.levels[(k + static_cast<size_t>(round)) % c.levels.size()];
+                std::map<int, LatencyLimit> wanted;
+                if (level.limit)
+                    wanted[c.cpu] = level.limit;
+                holder.apply(wanted, std::chrono::steady_clock::now());
+                std::vector<double> samples;
+                for (int i = 0; i < c.ios_per_level; ++i) {
+                    if (stop.load()) {
+                        probed = make_error("interrupted");
+                        break;
+                    }
+                    if (std::chrono::steady_clock::now() > deadline) {
+                        probed = make_error("time bound reached");
+                        break;
+                    }
+                    auto latency = ring.read(fd.get(), buffer, block, pick(rng) * block);
+                    if (!latency) {
+                        probed = latency.error();
+                        break;
+                    }
+                    samples.push_back(*latency);
                 }
-                if (std::chrono::steady_clock::now() > deadline) {
-                    outcome = make_error("time bound reached");
-                    break;
-                }
-                auto latency = ring.read(fd.get(), buffer, block, pick(rng) * block);
-                if (!latency) {
-                    outcome = latency.error();
-                    break;
-                }
-                samples.push_back(*latency);
+                std::vector<double> sorted = samples;
+                std::sort(sorted.begin(), sorted.end());
+                if (!sorted.empty())
+                    level.round_medians_us.push_back(sorted[sorted.size() / 2]);
+                level.samples_us.insert(level.samples_us.end(), samples.begin(), samples.end());
             }
-            std::vector<double> sorted = samples;
-            std::sort(sorted.begin(), sorted.end());
-            if (!sorted.empty())
-                level.round_medians_us.push_back(sorted[sorted.size() / 2]);
-            level.samples_us.insert(level.samples_us.end(), samples.begin(), samples.end());
         }
-    }
-    holder.release_all();
+        holder.release_all();
+        return probed;
+    });
     if (!outcome)
         return make_error("Calibration stopped (" + outcome.error().message +
                           "); every value was put back" +
