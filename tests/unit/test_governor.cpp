@@ -83,7 +83,8 @@ TEST_CASE("by default NVMe is governed, IRQ-less loop is not, poll queues are le
     CHECK(g.devices()[0].name == "nvme0n1");
     CHECK(g.devices()[0].queues.size() == 2);
     CHECK(g.stat_sources() == std::vector<std::string>{"nvme0n1"});
-    CHECK(g.watched_devs() == std::vector<std::uint32_t>{259u << 20});
+    // loop0's requests must not wake the daemon.
+    CHECK(g.watched_devs() == WatchedDevs{{259u << 20}, false, {7u << 20}});
 }
 
 TEST_CASE("a [[device]] entry brings an IRQ-less disk under governance") {
@@ -165,9 +166,10 @@ TEST_CASE("a multipath path disk is sampled through its head") {
     t.devices[0].multipath_head = "nvme1n1";
     Governor g(t, default_config(), declared_costs(t));
     CHECK(g.stat_sources() == std::vector<std::string>{"nvme1n1"});
-    // Its dev_t is not in sysfs: every request wakes the daemon, and one of
-    // an unknown disk goes to the path disk's queue for that CPU.
-    CHECK(g.watched_devs().empty());
+    // Its dev_t is not in sysfs: requests of the disks sysfs does not show
+    // wake the daemon (loop0's do not), and one of an unknown disk goes to
+    // the path disk's queue for that CPU.
+    CHECK(g.watched_devs() == WatchedDevs{{}, true, {7u << 20}});
     g.observe(sample(0, 0, 0, 0), t0);
     CHECK_FALSE(g.on_request_issued(7u << 20, 1, t0 + 1ms)); // loop0: a disk we know
     CHECK(g.on_request_issued(259u << 20, 1, t0 + 1ms));     // the hidden path's real dev_t

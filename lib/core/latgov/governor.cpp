@@ -46,8 +46,11 @@ Governor::Governor(const Topology& topology, const Config& config,
       kind_(idle_governor_kind(topology.cpuidle_driver, topology.cpuidle_governor)),
       book_(std::move(evidence)) {
     for (const auto& disk : topology.devices)
-        if (auto dev = parse_kernel_dev(disk.dev))
+        if (auto dev = parse_kernel_dev(disk.dev)) {
             known_devs_.push_back(*dev);
+            if (!disk.queues.empty())
+                request_devs_.push_back(*dev); // not a bio-based multipath head
+        }
     for (const auto& disk : topology.devices) {
         if (disk.queues.empty())
             continue; // a multipath head: its paths carry the IO
@@ -200,15 +203,19 @@ std::vector<QueueTags> Governor::queue_tags() const {
     return tags;
 }
 
-std::vector<std::uint32_t> Governor::watched_devs() const {
-    std::vector<std::uint32_t> devs;
+WatchedDevs Governor::watched_devs() const {
+    WatchedDevs watched;
     for (const auto& d : devices_) {
         if (d.kernel_dev == 0)
-            return {}; // a hidden path disk: no filter can name it
-        if (std::find(devs.begin(), devs.end(), d.kernel_dev) == devs.end())
-            devs.push_back(d.kernel_dev);
+            watched.hidden_paths = true;
+        else if (std::find(watched.devs.begin(), watched.devs.end(), d.kernel_dev) ==
+                 watched.devs.end())
+            watched.devs.push_back(d.kernel_dev);
     }
-    return devs;
+    for (auto dev : request_devs_)
+        if (std::find(watched.devs.begin(), watched.devs.end(), dev) == watched.devs.end())
+            watched.others.push_back(dev);
+    return watched;
 }
 
 bool Governor::evidence_decides(const GovernedDevice& device) const {

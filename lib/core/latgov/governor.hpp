@@ -6,6 +6,7 @@
 #include "latgov/config.hpp"
 #include "latgov/cost_model.hpp"
 #include "latgov/policy.hpp"
+#include "latgov/request_filter.hpp"
 #include "latgov/sample.hpp"
 #include "latgov/topology.hpp"
 #include "latgov/waiters.hpp"
@@ -94,10 +95,10 @@ class Governor {
     // A request was issued on `dev` from `cpu`: activate the queue it went
     // to at once, before the next sample. True if a queue became active.
     bool on_request_issued(std::uint32_t dev, int cpu, TimePoint now);
-    // The devices whose requests wake an idle daemon; empty = every device:
-    // hidden multipath path disks have a dev_t that sysfs does not show, so
-    // their requests can only be told apart as "not a disk we know".
-    std::vector<std::uint32_t> watched_devs() const;
+    // The devices whose requests wake an idle daemon. Hidden multipath path
+    // disks have a dev_t that sysfs does not show, so their requests can only
+    // be told apart as "not a disk we know" (`hidden_paths`).
+    WatchedDevs watched_devs() const;
     Holds holds() const;
     bool any_active() const;
     // The submit CPUs of the active queues whose waiters are held (sorted):
@@ -126,7 +127,8 @@ class Governor {
 
     std::vector<GovernedDevice> devices_;
     std::vector<std::string> stat_sources_;
-    std::vector<std::uint32_t> known_devs_; // every disk's dev_t that sysfs shows
+    std::vector<std::uint32_t> known_devs_;   // every disk's dev_t that sysfs shows
+    std::vector<std::uint32_t> request_devs_; // those of them with request queues
     std::map<int, std::vector<IdleCost>> costs_;
     IdleGovernorKind kind_;
     std::optional<IoSample> previous_;

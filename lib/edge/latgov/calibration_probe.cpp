@@ -177,8 +177,14 @@ Result<Calibration> run_calibration(const SysRoot& root, const CalibrateOptions&
         if (!s.disabled)
             c.states.push_back({s.name, s.exit_latency_us, 0});
 
-    const auto path = options.file.empty() ? root.resolve("/dev/" + c.device) : options.file;
-    Fd fd(::open(path.c_str(), O_RDONLY | O_DIRECT | O_CLOEXEC));
+    const std::string device_node = "/dev/" + c.device;
+    const auto path = options.file.empty() ? root.resolve(device_node) : options.file;
+    constexpr int flags = O_RDONLY | O_DIRECT | O_CLOEXEC;
+    Fd fd;
+    if (!options.file.empty())
+        fd = Fd(::open(path.c_str(), flags));
+    else if (auto opened = root.open(device_node, flags))
+        fd = std::move(*opened);
     if (!fd)
         return make_error(
             "Failed to open " + path.string() + ": " + errno_message(errno) +

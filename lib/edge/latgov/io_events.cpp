@@ -43,11 +43,17 @@ Result<TracepointFormat> read_block_rq_issue_format(const SysRoot& root) {
     return tp;
 }
 
-std::string dev_filter(const std::vector<std::uint32_t>& devs) {
-    std::string filter;
-    for (auto dev : devs)
-        filter += (filter.empty() ? "" : " || ") + std::string("dev == ") + std::to_string(dev);
-    return filter;
+std::size_t max_filter_length() {
+    const long page = ::sysconf(_SC_PAGESIZE);
+    return static_cast<std::size_t>(page > 0 ? page : 4096) - 1;
+}
+
+std::vector<std::string> device_filters(const WatchedDevs& watched, std::size_t suffix_length,
+                                        std::size_t max_length) {
+    constexpr std::size_t wrapping = std::string_view("() && ").size();
+    const std::size_t room =
+        max_length > suffix_length + wrapping ? max_length - suffix_length - wrapping : 0;
+    return join_terms_within(request_filter_terms(watched), room);
 }
 
 std::string own_requests_excluded(const std::string& filter) {
@@ -61,8 +67,15 @@ std::string own_requests_excluded(const std::string& filter) {
     return filter.empty() ? self : "(" + filter + ") && " + self;
 }
 
+std::vector<std::string> wakeup_filters(const WatchedDevs& watched, std::size_t max_length) {
+    std::vector<std::string> filters;
+    for (const auto& part : device_filters(watched, own_requests_excluded("").size(), max_length))
+        filters.push_back(own_requests_excluded(part));
+    return filters;
+}
+
 Result<IoIssueEvents> IoIssueEvents::open(const SysRoot& root, const std::vector<int>& cpus,
-                                          const std::vector<std::uint32_t>& devs) {
+                                          const WatchedDevs& watched) {
     auto tp = read_block_rq_issue_format(root);
     if (!tp)
         return tp.error();
@@ -71,45 +84,62 @@ Result<IoIssueEvents> IoIssueEvents::open(const SysRoot& root, const std::vector
     // write would take a hold whose release is written again, for ever.
     // ext4 submits a file replaced by rename in the renaming task, so the
     // request carries our comm; writeback by kernel threads still counts.
-    std::string filter = own_requests_excluded(dev_filter(devs));
+    // Devices that need more than a page of filter get several events.
+    const auto parts =
+        device_filters(watched, own_requests_excluded("").size(), max_filter_length());
+    bool narrowed = true; // false once the kernel refused to filter on comm
 
     IoIssueEvents events;
     events.dev_offset_ = tp->dev_offset;
+    std::vector<std::string> filters(parts.size());
     const long page = ::sysconf(_SC_PAGESIZE);
     for (int cpu : cpus) {
-        perf_event_attr attr{};
-        attr.size = sizeof attr;
-        attr.type = PERF_TYPE_TRACEPOINT;
-        attr.config = tp->id;
-        attr.sample_period = 1;
-        attr.sample_type = PERF_SAMPLE_TIME | PERF_SAMPLE_RAW;
-        attr.wakeup_events = 1;
-        attr.disabled = 1;
-        attr.use_clockid = 1;
-        attr.clockid = CLOCK_MONOTONIC;
-        long fd = perf_event_open(&attr, cpu);
-        if (fd < 0)
-            return make_error("Failed to open a block_rq_issue perf event on cpu " +
-                              std::to_string(cpu) + ": " + errno_message(errno));
-        CpuEvent event{cpu, Fd(static_cast<int>(fd)), nullptr, 0};
-        if (!filter.empty() &&
-            ::ioctl(event.fd.get(), PERF_EVENT_IOC_SET_FILTER, filter.c_str()) != 0) {
-            // A kernel that cannot filter on comm: the devices alone.
-            filter = dev_filter(devs);
+        for (std::size_t i = 0; i < parts.size(); ++i) {
+            perf_event_attr attr{};
+            attr.size = sizeof attr;
+            attr.type = PERF_TYPE_TRACEPOINT;
+            attr.config = tp->id;
+            attr.sample_period = 1;
+            attr.sample_type = PERF_SAMPLE_TIME | PERF_SAMPLE_RAW;
+            attr.wakeup_events = 1;
+            attr.disabled = 1;
+            attr.use_clockid = 1;
+            attr.clockid = CLOCK_MONOTONIC;
+            long fd = perf_event_open(&attr, cpu);
+            if (fd < 0)
+                return make_error("Failed to open a block_rq_issue perf event on cpu " +
+                                  std::to_string(cpu) + ": " + errno_message(errno));
+            CpuEvent event{cpu, Fd(static_cast<int>(fd)), nullptr, 0};
+            std::string filter = narrowed ? own_requests_excluded(parts[i]) : parts[i];
             if (!filter.empty() &&
-                ::ioctl(event.fd.get(), PERF_EVENT_IOC_SET_FILTER, filter.c_str()) != 0)
-                return make_error("Failed to set filter \"" + filter +
-                                  "\": " + errno_message(errno));
+                ::ioctl(event.fd.get(), PERF_EVENT_IOC_SET_FILTER, filter.c_str()) != 0) {
+                if (!narrowed)
+                    return make_error("Failed to set filter \"" + filter +
+                                      "\": " + errno_message(errno));
+                // A kernel that cannot filter on comm: the devices alone.
+                narrowed = false;
+                filter = parts[i];
+                if (!filter.empty() &&
+                    ::ioctl(event.fd.get(), PERF_EVENT_IOC_SET_FILTER, filter.c_str()) != 0)
+                    return make_error("Failed to set filter \"" + filter +
+                                      "\": " + errno_message(errno));
+            }
+            filters[i] = filter;
+            event.ring_size = static_cast<std::size_t>(page) * (ring_pages + 1);
+            event.ring = ::mmap(nullptr, event.ring_size, PROT_READ | PROT_WRITE, MAP_SHARED,
+                                event.fd.get(), 0);
+            if (event.ring == MAP_FAILED) {
+                event.ring = nullptr;
+                return make_error("Failed to map the perf ring buffer: " + errno_message(errno));
+            }
+            events.events_.push_back(std::move(event));
         }
-        events.filter_ = filter;
-        event.ring_size = static_cast<std::size_t>(page) * (ring_pages + 1);
-        event.ring =
-            ::mmap(nullptr, event.ring_size, PROT_READ | PROT_WRITE, MAP_SHARED, event.fd.get(), 0);
-        if (event.ring == MAP_FAILED) {
-            event.ring = nullptr;
-            return make_error("Failed to map the perf ring buffer: " + errno_message(errno));
-        }
-        events.events_.push_back(std::move(event));
+    }
+    if (filters.size() == 1) {
+        events.filter_ = filters.front();
+    } else {
+        for (const auto& f : filters)
+            events.filter_ += (events.filter_.empty() ? "(" : " || (") + f + ")";
     }
     return events;
 }

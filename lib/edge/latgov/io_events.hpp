@@ -1,15 +1,18 @@
 // Wakes the daemon on the first block request after idle, with no periodic
-// timer: a perf tracepoint event on block/block_rq_issue per CPU, filtered
-// to the governed devices, with wakeup_events=1. Armed only while everything
+// timer: perf tracepoint events on block/block_rq_issue per CPU, filtered
+// to the governed devices (one event per filter where the devices need more
+// than one page of filter), with wakeup_events=1. Armed only while everything
 // is idle, so it costs nothing per IO while latgovd is sampling.
 #pragma once
 
 #include "latgov/fd.hpp"
 #include "latgov/parse.hpp"
 #include "latgov/perf_records.hpp"
+#include "latgov/request_filter.hpp"
 #include "latgov/result.hpp"
 #include "latgov/sysroot.hpp"
 
+#include <cstddef>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -19,27 +22,36 @@ namespace latgov {
 // block_rq_issue's format read from tracefs (either mount point); shared by
 // the onset events and the per-CPU issue counters.
 Result<TracepointFormat> read_block_rq_issue_format(const SysRoot& root);
-// A perf filter matching the requests of `devs`: "dev == N || ..."; empty
-// (every disk) when `devs` is.
-std::string dev_filter(const std::vector<std::uint32_t>& devs);
+// The longest filter the kernel takes: a page less the terminating NUL.
+std::size_t max_filter_length();
+// The devices' filter in parts (request_filter.hpp), each short enough that
+// "(part) && " and `suffix_length` more characters fit in `max_length`.
+// One empty part: every disk.
+std::vector<std::string> device_filters(const WatchedDevs& watched, std::size_t suffix_length,
+                                        std::size_t max_length);
 // `filter` narrowed to requests that this process did not issue
-// ("(...) && comm != \"latgovd\"").
+// ("(...) && comm != \"latgovd\""); "" (every disk) gives the narrowing alone.
 std::string own_requests_excluded(const std::string& filter);
+// The filters of the wake-up events: one perf event per filter and CPU,
+// each within `max_length`, together matching the requests of `watched`
+// that latgovd did not issue.
+std::vector<std::string> wakeup_filters(const WatchedDevs& watched, std::size_t max_length);
 
 class IoIssueEvents {
   public:
     // Fails (the caller falls back to sampling) when tracefs is not mounted
-    // or perf_event_open is refused (no CAP_PERFMON, seccomp, ...). Empty
-    // `devs` watches requests of every disk.
+    // or perf_event_open is refused (no CAP_PERFMON, seccomp, ...). Nothing
+    // in `watched` watches requests of every disk.
     static Result<IoIssueEvents> open(const SysRoot& root, const std::vector<int>& cpus,
-                                      const std::vector<std::uint32_t>& devs);
+                                      const WatchedDevs& watched);
 
-    // The fds to wait on (one per CPU).
+    // The fds to wait on (one per CPU and filter).
     std::vector<int> fds() const;
     Result<void> arm();
     void disarm();
     bool armed() const { return armed_; }
-    // The perf filter in use (empty: every request wakes).
+    // The perf filters in use as one ("(f1) || (f2)" when split; empty:
+    // every request wakes).
     const std::string& filter() const { return filter_; }
     // Drains every ring buffer; the requests seen since the last call.
     std::vector<IssuedRequest> drain();

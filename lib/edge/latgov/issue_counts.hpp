@@ -9,6 +9,7 @@
 
 #include "latgov/fd.hpp"
 #include "latgov/parse.hpp"
+#include "latgov/request_filter.hpp"
 #include "latgov/result.hpp"
 #include "latgov/sysroot.hpp"
 
@@ -20,10 +21,10 @@ namespace latgov {
 class IssueCounters {
   public:
     // Fails when tracefs is not mounted or perf_event_open is refused; the
-    // caller then finds waiters from iowait alone. Empty `devs` counts the
-    // requests of every disk.
+    // caller then finds waiters from iowait alone. Nothing in `watched`
+    // counts the requests of every disk.
     static Result<IssueCounters> open(const SysRoot& root, const std::vector<int>& cpus,
-                                      const std::vector<std::uint32_t>& devs);
+                                      const WatchedDevs& watched);
     // counts[cpu] = requests issued from `cpu` so far, for the CPUs of
     // `only` (sorted; every opened CPU when empty); others keep their value.
     Result<void> read(const CpuSet& only, std::vector<std::uint64_t>& counts);
@@ -31,7 +32,7 @@ class IssueCounters {
   private:
     struct CpuCounter {
         int cpu = 0;
-        Fd fd;
+        std::vector<Fd> fds; // one per filter, when the devices need several
     };
     std::vector<CpuCounter> counters_;
 };

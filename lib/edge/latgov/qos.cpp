@@ -14,18 +14,19 @@
 namespace latgov {
 
 ResumeLatencyFile::ResumeLatencyFile(const SysRoot& root, int cpu)
-    : path_(root.resolve("/sys/devices/system/cpu/cpu" + std::to_string(cpu) +
-                         "/power/pm_qos_resume_latency_us")
-                .string()) {}
+    : root_(root),
+      abs_("/sys/devices/system/cpu/cpu" + std::to_string(cpu) + "/power/pm_qos_resume_latency_us"),
+      path_(root.resolve(abs_).string()) {}
 
 Result<void> ResumeLatencyFile::open_once() {
     if (fd_)
         return {};
-    fd_ = Fd(::open(path_.c_str(), O_RDWR | O_CLOEXEC));
-    if (!fd_ && (errno == EACCES || errno == EPERM || errno == EROFS))
-        fd_ = Fd(::open(path_.c_str(), O_RDONLY | O_CLOEXEC)); // enough to read
-    if (!fd_)
-        return make_error("Failed to open " + path_ + ": " + errno_message(errno));
+    auto fd = root_.open(abs_, O_RDWR | O_CLOEXEC);
+    if (!fd && (errno == EACCES || errno == EPERM || errno == EROFS))
+        fd = root_.open(abs_, O_RDONLY | O_CLOEXEC); // enough to read
+    if (!fd)
+        return fd.error();
+    fd_ = std::move(*fd);
     struct statfs fs {};
     truncate_ = ::fstatfs(fd_.get(), &fs) == 0 && fs.f_type != SYSFS_MAGIC;
     return {};
@@ -421,12 +422,12 @@ void GlobalHolder::apply(LatencyLimit wanted, SteadyTime now) {
     if (fd_ && held_ == wanted)
         return;
     if (!fd_) {
-        const auto path = root_.resolve("/dev/cpu_dma_latency");
-        fd_ = Fd(::open(path.c_str(), O_WRONLY | O_CLOEXEC));
-        if (!fd_) {
-            log_("Failed to open " + path.string() + ": " + errno_message(errno));
+        auto fd = root_.open("/dev/cpu_dma_latency", O_WRONLY | O_CLOEXEC);
+        if (!fd) {
+            log_(fd.error().message);
             return;
         }
+        fd_ = std::move(*fd);
         since_ = now;
     }
     // Exactly 4 bytes: the kernel takes them as a binary s32 (clamped, so a

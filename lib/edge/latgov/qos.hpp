@@ -33,6 +33,8 @@ class ResumeLatencyFile {
 
   private:
     Result<void> open_once();
+    SysRoot root_;
+    std::string abs_; // as on the live system
     std::string path_;
     Fd fd_;
     bool truncate_ = false; // a plain file (a test tree), not sysfs

@@ -2,6 +2,7 @@
 
 #include "latgov/waiters.hpp"
 
+#include <algorithm>
 #include <cerrno>
 #include <fcntl.h>
 #include <unistd.h>
@@ -9,11 +10,10 @@
 namespace latgov {
 
 Result<PreadFile> PreadFile::open(const SysRoot& root, const std::string& abs) {
-    auto path = root.resolve(abs).string();
-    Fd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
+    auto fd = root.open(abs, O_RDONLY | O_CLOEXEC);
     if (!fd)
-        return make_error("Failed to open " + path + ": " + errno_message(errno));
-    return PreadFile(std::move(fd), std::move(path));
+        return fd.error();
+    return PreadFile(std::move(*fd), root.resolve(abs).string(), read_cap(abs));
 }
 
 Result<std::string_view> PreadFile::read() {
@@ -29,9 +29,14 @@ Result<std::string_view> PreadFile::read() {
             return make_error("Failed to read " + path_ + ": " + errno_message(errno));
         }
         total += static_cast<size_t>(n);
+        if (total > cap_)
+            return make_error("Failed to read " + path_ + ": larger than " + std::to_string(cap_) +
+                              " bytes");
         if (n == 0 || total < buffer_.size())
             break;
-        buffer_.resize(buffer_.size() * 2); // /proc/stat grows with IRQs and CPUs
+        // /proc/stat grows with IRQs and CPUs; one byte past the cap tells
+        // a file at the cap from a larger one.
+        buffer_.resize(std::min(buffer_.size() * 2, cap_ + 1));
     }
     return std::string_view(buffer_.data(), total);
 }

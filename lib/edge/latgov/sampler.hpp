@@ -8,6 +8,7 @@
 #include "latgov/sample.hpp"
 #include "latgov/sysroot.hpp"
 
+#include <cstddef>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -23,9 +24,11 @@ class PreadFile {
     const std::string& path() const { return path_; }
 
   private:
-    PreadFile(Fd fd, std::string path) : fd_(std::move(fd)), path_(std::move(path)) {}
+    PreadFile(Fd fd, std::string path, std::size_t cap)
+        : fd_(std::move(fd)), path_(std::move(path)), cap_(cap) {}
     Fd fd_;
     std::string path_;
+    std::size_t cap_; // read_cap() of the file
     std::string buffer_;
 };
 
