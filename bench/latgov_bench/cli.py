@@ -21,7 +21,7 @@ from .meta import DaemonInfo, RunMeta, Settings
 from .report import summary_text
 from .results import ResultsWriter, columns, read_rows
 from .runner import (ALL_MODES, BENCH, DAEMON_MODES, DEFAULT_CONFIG, Interrupted, Runner,
-                     Session, Tools, calibrate, log)
+                     Session, Tools, calibrate, existing_calibration, log)
 from .sysstate import SysRoot
 from .target import DEFAULT_TARGET, HarnessError, create_file, resolve_target
 from .targets import DEFAULT_TARGETS, TargetsError, evaluate, load_targets
@@ -96,6 +96,9 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     p.add_argument("--resummarize", metavar="OUT",
                    help="only rebuild summary.md, aggregate.json and the plots of an "
                    "earlier run from its results.csv and run-meta.json")
+    p.add_argument("--calibrate", action="store_true",
+                   help="run `latgov calibrate` first when no calibration file exists "
+                   "(default: latgovd starts as installed, learning what it needs)")
     p.add_argument("--keep-calibration", action="store_true",
                    help="keep a calibration file that `latgov calibrate` wrote for this "
                    "run (default: removed at exit)")
@@ -352,7 +355,8 @@ def run(args: argparse.Namespace, session: Session, root: SysRoot) -> int:
         config_desc = args.latgov_config or (
             DEFAULT_CONFIG if os.path.exists(DEFAULT_CONFIG)
             else "embedded default (no %s)" % DEFAULT_CONFIG)
-        cal = calibrate(session, raw, target, args.keep_calibration)
+        cal = (calibrate(session, raw, target, args.keep_calibration) if args.calibrate
+               else existing_calibration(args.latgov_config))
         log("wake-up costs: %s" % cal)
         daemon = DaemonInfo(args.latgovd, git, config_desc, cal, "; ".join(
             describe_binary(b) for b in (args.latgovd, args.latgov)))

@@ -397,6 +397,14 @@ def calibration_file(config: str | None) -> str:
     return DEFAULT_CALIBRATION
 
 
+def existing_calibration(config: str | None) -> str:
+    """What latgovd starts with when the bench runs no calibration."""
+    path = calibration_file(config)
+    if os.path.exists(path):
+        return "calibration file %s existed before the run (not re-run)" % path
+    return "none: no %s, latgovd learns from live IO (--calibrate was not given)" % path
+
+
 def calibrate(session: Session, raw: Path, target: Target, keep: bool) -> str:
     """Run `latgov calibrate` when no calibration file exists; describe what
     happened for the report."""

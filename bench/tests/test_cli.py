@@ -25,10 +25,11 @@ def test_every_earlier_flag_still_parses():
     a = parse_args(["--device", "vda", "--rounds", "2", "--modes", "static,off",
                     "--workloads", "qd1-randread-4k,idle", "--latgov-config", "x.toml",
                     "--out", "o", "--latgovd", "d", "--latgov", "c", "--fio", "f",
-                    "--keep-calibration", "--runtime", "4", "--ramp", "0.5",
+                    "--calibrate", "--keep-calibration", "--runtime", "4", "--ramp", "0.5",
                     "--burst-sec", "2", "--idle-sec", "6", "--size", "256M",
                     "--cooldown", "0"])
     assert a.workload_list == ["qd1-randread-4k", "idle"] and a.size_bytes == 256 << 20
+    assert a.calibrate and not parse_args([]).calibrate
     assert parse_args(["--resummarize", "OUT"]).resummarize == "OUT"
 
 
