@@ -3,6 +3,7 @@
 #include "latgov/discovery.hpp"
 #include "latgov/governor.hpp"
 #include "latgov/io_events.hpp"
+#include "scratch.hpp"
 
 #include <cstdio>
 #include <cstdlib>
@@ -102,21 +103,6 @@ Topology many_disks(int disks) {
     return t;
 }
 
-class TempDir {
-  public:
-    TempDir() {
-        char pattern[] = "/tmp/latgov-io-events.XXXXXX";
-        path_ = ::mkdtemp(pattern);
-    }
-    ~TempDir() { fs::remove_all(path_); }
-    TempDir(const TempDir&) = delete;
-    TempDir& operator=(const TempDir&) = delete;
-    const fs::path& path() const { return path_; }
-
-  private:
-    fs::path path_;
-};
-
 } // namespace
 
 TEST_CASE("the wake-up filter names the governed disks and leaves out latgovd's own IO") {
@@ -186,7 +172,7 @@ TEST_CASE("a governed multipath path disk is matched by the extended major, less
     // The captured VM: nvme1n1 (259:2) is a multipath head over the hidden
     // path disks nvme1c0n1 and nvme1c1n1, whose dev_t sysfs does not show;
     // nullb0 (254:0) is not governed.
-    TempDir tmp;
+    test::TempDir tmp("latgov-io-events");
     const std::string tarball =
         std::string(LATGOV_SOURCE_DIR) + "/tests/golden/vm-multipath.tar.gz";
     const std::string untar = "tar -xzf '" + tarball + "' -C '" + tmp.path().string() + "'";

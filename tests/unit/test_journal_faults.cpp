@@ -3,6 +3,7 @@
 // always brings back the original, keeps values others set, and keeps the
 // entries it cannot put back.
 #include "latgov/qos.hpp"
+#include "scratch.hpp"
 
 #include <doctest/doctest.h>
 #include <filesystem>
@@ -16,40 +17,9 @@ namespace fs = std::filesystem;
 
 namespace {
 
-class Tree {
-  public:
-    explicit Tree(int cpus, const std::string& initial) {
-        char pattern[] = "/tmp/latgov-faults.XXXXXX";
-        root_ = ::mkdtemp(pattern);
-        for (int cpu = 0; cpu < cpus; ++cpu)
-            set(cpu, initial);
-        fs::create_directories(root_ / "run");
-    }
-    ~Tree() { fs::remove_all(root_); }
-    Tree(const Tree&) = delete;
-    Tree& operator=(const Tree&) = delete;
-
-    fs::path slot(int cpu) const {
-        return root_ / ("sys/devices/system/cpu/cpu" + std::to_string(cpu) +
-                        "/power/pm_qos_resume_latency_us");
-    }
-    void set(int cpu, const std::string& text) const {
-        fs::create_directories(slot(cpu).parent_path());
-        std::ofstream(slot(cpu), std::ios::trunc) << text;
-    }
-    LatencyLimit value(int cpu) const {
-        std::ifstream in(slot(cpu));
-        std::stringstream text;
-        text << in.rdbuf();
-        auto parsed = parse_resume_latency(text.str());
-        REQUIRE(parsed);
-        return *parsed;
-    }
-    fs::path journal() const { return root_ / "run/journal"; }
-    SysRoot sysroot() const { return SysRoot(root_); }
-
-  private:
-    fs::path root_;
+// The journal in <root>/run.
+struct Tree : test::QosTree {
+    Tree(int cpus, const std::string& initial) : QosTree(cpus, initial, "run") {}
 };
 
 struct Killed : std::runtime_error {

@@ -2,6 +2,7 @@
 // /dev/cpu_dma_latency are plain files: what latgov writes, journals and puts
 // back, and what it leaves to others.
 #include "latgov/qos.hpp"
+#include "scratch.hpp"
 
 #include <cstdint>
 #include <cstring>
@@ -16,47 +17,7 @@ namespace fs = std::filesystem;
 
 namespace {
 
-// A root with `cpus` CPUs, each slot holding `initial` as the kernel shows it
-// ("0\n" = no limit), and a run directory for the journal.
-class QosTree {
-  public:
-    explicit QosTree(int cpus = 4, const std::string& initial = "0\n") {
-        char pattern[] = "/tmp/latgov-qos.XXXXXX";
-        root_ = ::mkdtemp(pattern);
-        for (int cpu = 0; cpu < cpus; ++cpu)
-            set(cpu, initial);
-        fs::create_directories(root_ / "run/latgov");
-    }
-    ~QosTree() { fs::remove_all(root_); }
-    QosTree(const QosTree&) = delete;
-    QosTree& operator=(const QosTree&) = delete;
-
-    fs::path slot(int cpu) const {
-        return root_ / ("sys/devices/system/cpu/cpu" + std::to_string(cpu) +
-                        "/power/pm_qos_resume_latency_us");
-    }
-    // What someone else (or the kernel) puts in the slot; the trailing
-    // newline tells it apart from latgov's writes, which have none.
-    void set(int cpu, const std::string& text) const {
-        fs::create_directories(slot(cpu).parent_path());
-        std::ofstream(slot(cpu), std::ios::trunc) << text;
-    }
-    std::string get(int cpu) const { return slurp(slot(cpu)); }
-
-    static std::string slurp(const fs::path& path) {
-        std::ifstream in(path, std::ios::binary);
-        std::stringstream text;
-        text << in.rdbuf();
-        return text.str();
-    }
-
-    const fs::path& root() const { return root_; }
-    fs::path journal() const { return root_ / "run/latgov/journal"; }
-    SysRoot sysroot() const { return SysRoot(root_); }
-
-  private:
-    fs::path root_;
-};
+using test::QosTree;
 
 struct Log {
     std::vector<std::string> lines;
@@ -363,7 +324,7 @@ bool process_has_open(const fs::path& path) {
 }
 
 std::vector<std::int32_t> s32_writes(const fs::path& path) {
-    const std::string bytes = QosTree::slurp(path);
+    const std::string bytes = test::slurp(path);
     REQUIRE(bytes.size() % 4 == 0);
     std::vector<std::int32_t> values(bytes.size() / 4);
     std::memcpy(values.data(), bytes.data(), bytes.size());

@@ -4,6 +4,7 @@
 #include "latgov/calibration_file.hpp"
 #include "latgov/parse.hpp"
 #include "latgov/runtime_dir.hpp"
+#include "scratch.hpp"
 
 #include <doctest/doctest.h>
 #include <filesystem>
@@ -17,21 +18,6 @@ namespace fs = std::filesystem;
 
 namespace {
 
-class TempDir {
-  public:
-    TempDir() {
-        char pattern[] = "/tmp/latgov-rundir.XXXXXX";
-        path_ = ::mkdtemp(pattern);
-    }
-    ~TempDir() { fs::remove_all(path_); }
-    TempDir(const TempDir&) = delete;
-    TempDir& operator=(const TempDir&) = delete;
-    const fs::path& path() const { return path_; }
-
-  private:
-    fs::path path_;
-};
-
 std::string slurp(const fs::path& path) {
     std::ifstream in(path);
     std::stringstream text;
@@ -42,7 +28,7 @@ std::string slurp(const fs::path& path) {
 } // namespace
 
 TEST_CASE("a new runtime directory is created ours and not writable by others") {
-    TempDir tmp;
+    test::TempDir tmp("latgov-rundir");
     const auto dir = tmp.path() / "a/run";
     auto opened = RuntimeDir::open(dir, true);
     REQUIRE(opened);
@@ -53,7 +39,7 @@ TEST_CASE("a new runtime directory is created ours and not writable by others") 
 }
 
 TEST_CASE("a runtime directory others may write is refused") {
-    TempDir tmp;
+    test::TempDir tmp("latgov-rundir");
     const auto dir = tmp.path() / "run";
     fs::create_directory(dir);
     ::chmod(dir.c_str(), 01777);
@@ -63,7 +49,7 @@ TEST_CASE("a runtime directory others may write is refused") {
 }
 
 TEST_CASE("a runtime directory created by another user is refused") {
-    TempDir tmp;
+    test::TempDir tmp("latgov-rundir");
     fs::path dir = tmp.path() / "run";
     if (::geteuid() == 0) {
         fs::create_directory(dir);
@@ -77,7 +63,7 @@ TEST_CASE("a runtime directory created by another user is refused") {
 }
 
 TEST_CASE("a runtime directory that is a symlink is refused") {
-    TempDir tmp;
+    test::TempDir tmp("latgov-rundir");
     fs::create_directory(tmp.path() / "real");
     fs::create_directory_symlink(tmp.path() / "real", tmp.path() / "run");
     auto opened = RuntimeDir::open(tmp.path() / "run", true);
@@ -86,7 +72,7 @@ TEST_CASE("a runtime directory that is a symlink is refused") {
 }
 
 TEST_CASE("only one process-wide owner holds the runtime directory's lock") {
-    TempDir tmp;
+    test::TempDir tmp("latgov-rundir");
     auto first = RuntimeDir::open(tmp.path() / "run", true);
     auto second = RuntimeDir::open(tmp.path() / "run", true);
     REQUIRE(first);
@@ -104,7 +90,7 @@ TEST_CASE("only one process-wide owner holds the runtime directory's lock") {
 }
 
 TEST_CASE("an atomic write replaces a planted symlink instead of writing through it") {
-    TempDir tmp;
+    test::TempDir tmp("latgov-rundir");
     auto dir = RuntimeDir::open(tmp.path() / "run", true);
     REQUIRE(dir);
     const auto victim = tmp.path() / "victim";
@@ -124,7 +110,7 @@ TEST_CASE("an atomic write replaces a planted symlink instead of writing through
 }
 
 TEST_CASE("reads refuse symlinks, non-regular files and files past the size cap") {
-    TempDir tmp;
+    test::TempDir tmp("latgov-rundir");
     auto dir = RuntimeDir::open(tmp.path() / "run", true);
     REQUIRE(dir);
     fs::create_symlink("/dev/zero", tmp.path() / "run/zero");
@@ -143,7 +129,7 @@ TEST_CASE("reads refuse symlinks, non-regular files and files past the size cap"
 
 TEST_CASE("a calibration file is written atomically, never through a symlink, and a cut one "
           "is rejected") {
-    TempDir tmp;
+    test::TempDir tmp("latgov-rundir");
     Calibration c;
     c.machine = {"model", "6.18", "haltpoll", "haltpoll"};
     c.device = "vda";

@@ -4,6 +4,7 @@
 #include "latgov/sampler.hpp"
 #include "latgov/sysroot.hpp"
 #include "latgov/text_file.hpp"
+#include "scratch.hpp"
 
 #include <doctest/doctest.h>
 #include <fcntl.h>
@@ -18,21 +19,6 @@ using namespace latgov;
 namespace fs = std::filesystem;
 
 namespace {
-
-class TempDir {
-  public:
-    TempDir() {
-        char pattern[] = "/tmp/latgov-sysroot.XXXXXX";
-        path_ = ::mkdtemp(pattern);
-    }
-    ~TempDir() { fs::remove_all(path_); }
-    TempDir(const TempDir&) = delete;
-    TempDir& operator=(const TempDir&) = delete;
-    const fs::path& path() const { return path_; }
-
-  private:
-    fs::path path_;
-};
 
 void write(const fs::path& path, const std::string& text) {
     fs::create_directories(path.parent_path());
@@ -50,7 +36,7 @@ std::string slurp(const fs::path& path) {
 // its own copy of that absolute path, so a path that resolves inside the
 // root reads "tree" and one that escapes reads "host".
 struct EscapeTree {
-    TempDir tmp;
+    test::TempDir tmp{"latgov-sysroot"};
     fs::path root = tmp.path() / "root";
     fs::path host_dir = tmp.path() / "host";
     // host_dir as an absolute path, then the same path inside the tree
@@ -230,7 +216,7 @@ TEST_CASE("on the live root a file that never ends is an error, not a hang") {
 }
 
 TEST_CASE("a FIFO in a sysroot does not block the reader") {
-    TempDir tmp;
+    test::TempDir tmp("latgov-sysroot");
     fs::create_directories(tmp.path() / "sys");
     REQUIRE(::mkfifo((tmp.path() / "sys/fifo").c_str(), 0600) == 0);
     const SysRoot root(tmp.path());
