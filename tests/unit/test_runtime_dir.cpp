@@ -4,6 +4,7 @@
 #include "latgov/calibration_file.hpp"
 #include "latgov/parse.hpp"
 #include "latgov/runtime_dir.hpp"
+#include "latgov/status.hpp"
 #include "scratch.hpp"
 
 #include <doctest/doctest.h>
@@ -16,16 +17,7 @@
 using namespace latgov;
 namespace fs = std::filesystem;
 
-namespace {
-
-std::string slurp(const fs::path& path) {
-    std::ifstream in(path);
-    std::stringstream text;
-    text << in.rdbuf();
-    return text.str();
-}
-
-} // namespace
+using test::slurp;
 
 TEST_CASE("a new runtime directory is created ours and not writable by others") {
     test::TempDir tmp("latgov-rundir");
@@ -158,4 +150,16 @@ TEST_CASE("a calibration file is written atomically, never through a symlink, an
     auto missing = load_calibration(path);
     REQUIRE(missing);
     CHECK_FALSE(*missing);
+}
+
+TEST_CASE("a status naming a file that is not UTF-8 is written, not thrown") {
+    // A drop-in's file name comes from the machine: bytes, not text.
+    test::TempDir tmp("latgov-rundir");
+    auto dir = RuntimeDir::open(tmp.path() / "run", true);
+    REQUIRE(dir);
+    nlohmann::ordered_json status = {{"config", "/etc/latgov/latgov.toml.d/50-\xff\xfe.toml"}};
+    auto written = write_status(*dir, status);
+    REQUIRE(written);
+    const auto text = slurp(tmp.path() / "run/status.json");
+    CHECK(text.find("50-\xef\xbf\xbd\xef\xbf\xbd.toml") != std::string::npos);
 }
