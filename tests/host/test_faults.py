@@ -387,6 +387,31 @@ class FaultTest(HostTestCase):
         self.assertEqual(d.stop(), 0)
         self.assert_back(self.baseline, "after stop")
 
+    def test_12_restore_follows_the_named_runtime_dir(self):
+        """`latgovd --restore --runtime-dir DIR` restores the journal in DIR
+        even when the configuration names another runtime_dir (as after an
+        edit of the file): the unit names its directory on both ExecStart
+        and ExecStopPost, so a changed key cannot orphan the journal."""
+        runtime = os.path.join(self.tmp, "run-named")
+        d = self.start_daemon(config_path=self.config(), runtime_dir=runtime)
+        fio = self.start_fio_held(2)
+        d.proc.kill()
+        d.proc.wait()
+        d.logf.close()
+        fio.wait()
+        self.assertEqual(read_cpu(self.comp), "n/a", "the kill left nothing to restore")
+        journal = os.path.join(runtime, "journal")
+        self.assertTrue(os.path.exists(journal), "kill -9 while holding left no journal")
+        elsewhere = os.path.join(self.tmp, "run-elsewhere")
+        edited = self.write_config(CONFIG.format(backend="percpu", limit=0).replace(
+            "[daemon]\n", f'[daemon]\nruntime_dir = "{elsewhere}"\n'), "edited.toml")
+        out = self.run_cmd(self.latgovd, "--restore", "--config", edited,
+                           "--runtime-dir", runtime)
+        self.assertEqual(out.returncode, 0, out.stderr)
+        self.assert_back(self.baseline, "after --restore of the named directory")
+        self.assertFalse(os.path.exists(journal), "journal left after a complete restore")
+        self.assertFalse(os.path.exists(elsewhere), "restore looked in the configured directory")
+
     def test_08_onset_after_idle(self):
         """Single 4k reads 30 ms apart (each after the 3 ms linger released
         the CPU): the onset delay, from the request's issue to the constraint
