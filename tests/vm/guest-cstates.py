@@ -30,30 +30,13 @@ import sys
 import tempfile
 import time
 
-CPU_SYS = "/sys/devices/system/cpu"
+from guestlib import CPU_SYS, FAILED, nvme_disk, qos, read, report, wait_for
+
 # Under software emulation fio's own time between two QD1 reads reaches tens
 # of ms: a long linger keeps the queue active between reads.
 LINGER_MS = 300
 FRACTION = 0.1
 HOLD_SECONDS = 3.0
-FAILED = []
-
-
-def report(ok, what):
-    up = open("/proc/uptime").read().split()[0]
-    print(f"{'PASS' if ok else 'FAIL'} {what} [t={up}]", flush=True)
-    if not ok:
-        FAILED.append(what)
-    return ok
-
-
-def read(path):
-    with open(path) as f:
-        return f.read().strip()
-
-
-def qos(cpu):
-    return read(f"{CPU_SYS}/cpu{cpu}/power/pm_qos_resume_latency_us")
 
 
 def cpus():
@@ -90,16 +73,6 @@ def expected_limit(sts, allowed_us):
 
 def sysfs_value(limit):
     return "0" if limit is None else ("n/a" if limit == 0 else str(limit))
-
-
-def nvme_disk():
-    for _ in range(200):
-        disks = sorted(os.path.basename(p) for p in glob.glob("/sys/block/nvme*n*")
-                       if re.fullmatch(r"nvme\d+n\d+", os.path.basename(p)))
-        if disks:
-            return disks[0]
-        time.sleep(0.1)
-    raise SystemExit("FAIL no NVMe namespace appeared")
 
 
 def completion_cpu(disk, submit_cpu):
@@ -154,15 +127,6 @@ def fio(cpu, disk, seconds):
          "--readonly", "--rw=randread", "--bs=4k", "--iodepth=1", "--ioengine=psync",
          "--direct=1", f"--runtime={seconds}", "--time_based", "--output=/dev/null"],
         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-
-
-def wait_for(check, timeout, step=0.01):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if check():
-            return True
-        time.sleep(step)
-    return check()
 
 
 def config(mode_lines):

@@ -39,7 +39,8 @@ import sys
 import tempfile
 import time
 
-CPU_SYS = "/sys/devices/system/cpu"
+from guestlib import CPU_SYS, FAILED, nvme_disk, qos, read, report, wait_for
+
 # Under software emulation fio's own time between two QD1 reads reaches tens
 # of ms: a long linger keeps the queue active between reads. The waiter
 # window (300 ms since the CPU's last request) covers the same gaps.
@@ -53,20 +54,6 @@ RELEASE_MAX_MS = LINGER_MS + 20 + 400
 # (seconds under emulation) must fit in it.
 JOB_SECONDS = 10
 WINDOW_SECONDS = 1.0
-FAILED = []
-
-
-def report(ok, what):
-    up = open("/proc/uptime").read().split()[0]
-    print(f"{'PASS' if ok else 'FAIL'} {what} [t={up}]", flush=True)
-    if not ok:
-        FAILED.append(what)
-    return ok
-
-
-def read(path):
-    with open(path) as f:
-        return f.read().strip()
 
 
 def cpu_set(text):
@@ -84,10 +71,6 @@ def cpu_set(text):
 def all_cpus():
     return sorted(int(re.search(r"cpu(\d+)/power", p).group(1))
                   for p in glob.glob(f"{CPU_SYS}/cpu[0-9]*/power/pm_qos_resume_latency_us"))
-
-
-def qos(cpu):
-    return read(f"{CPU_SYS}/cpu{cpu}/power/pm_qos_resume_latency_us")
 
 
 def qos_all(cpus):
@@ -121,25 +104,6 @@ def irq_counts(irq):
             if fields and fields[0] == f"{irq}:":
                 return [int(x) for x in fields[1:1 + ncpu]]
     return []
-
-
-def wait_for(check, timeout, step=0.01):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if check():
-            return True
-        time.sleep(step)
-    return check()
-
-
-def nvme_disk():
-    for _ in range(200):
-        disks = sorted(os.path.basename(p) for p in glob.glob("/sys/block/nvme*n*")
-                       if re.fullmatch(r"nvme\d+n\d+", os.path.basename(p)))
-        if disks:
-            return disks[0]
-        time.sleep(0.1)
-    raise SystemExit("FAIL no NVMe namespace appeared")
 
 
 def queues_of(disk):
