@@ -48,10 +48,13 @@ bool save_evidence_if_changed(Governor& governor, const DaemonSettings& settings
         return false;
     for (const auto& [cls, e] : governor.evidence().gaps)
         if (e.verdict != Verdict::uncertain)
-            spdlog::info("learnt at gaps {} on {}: {} ({} window pairs, cycle gain {:+.1f}%, "
-                         "service gain {:+.1f}%)",
+            spdlog::info("learnt at gaps {} on {}: {} ({} window pairs, wait gain {:+.1f}%, "
+                         "service gain {:+.1f}%{})",
                          gap_class_label(cls), e.device, to_string(e.verdict), e.gains.pairs,
-                         100 * e.gains.cycle_mean(), 100 * e.gains.service_mean());
+                         100 * e.gains.wait_mean(), 100 * e.gains.service_mean(),
+                         e.inferred_from
+                             ? "; carried over from gaps " + gap_class_label(*e.inferred_from)
+                             : std::string{});
     if (!write_file)
         return true;
     if (auto saved = save_evidence(settings.evidence_file, governor.evidence()); !saved)

@@ -89,11 +89,21 @@ double standard_error(double sum, double sq, int n) {
 bool Gains::add(const IoWindow& on, const IoWindow& off) {
     if (on.ios == 0 || off.ios == 0 || !(off.cycle_us() > 0))
         return false;
-    const double c = (off.cycle_us() - on.cycle_us()) / off.cycle_us();
+    // The wait gain's scale is the pair's mean request time, trusted from
+    // half the busy time a comparison needs: a scale off by a fifth only
+    // moves the margin, the sign and significance of the gain stay.
+    const double pair_busy_ms = on.busy_ms + off.busy_ms;
+    const double scale = pair_busy_ms >= min_busy_ms / 2
+                             ? pair_busy_ms * 1e3 / static_cast<double>(on.ios + off.ios)
+                             : off.cycle_us();
+    if (!(scale > 0))
+        return false;
+    const double c = (off.cycle_us() - on.cycle_us()) / scale;
+    const bool service_known = on.busy_ms >= min_busy_ms && off.busy_ms >= min_busy_ms;
     ++pairs;
-    cycle_sum += c;
-    cycle_sq += c * c;
-    if (on.busy_ms >= min_busy_ms && off.busy_ms >= min_busy_ms) {
+    wait_sum += c;
+    wait_sq += c * c;
+    if (service_known) {
         const double s = (off.service_us() - on.service_us()) / off.service_us();
         ++service_pairs;
         service_sum += s;
@@ -102,11 +112,11 @@ bool Gains::add(const IoWindow& on, const IoWindow& off) {
     return true;
 }
 
-double Gains::cycle_mean() const {
-    return mean(cycle_sum, pairs);
+double Gains::wait_mean() const {
+    return mean(wait_sum, pairs);
 }
-double Gains::cycle_se() const {
-    return standard_error(cycle_sum, cycle_sq, pairs);
+double Gains::wait_se() const {
+    return standard_error(wait_sum, wait_sq, pairs);
 }
 double Gains::service_mean() const {
     return mean(service_sum, service_pairs);
@@ -136,22 +146,20 @@ Verdict judge(const Gains& gains, const EvidenceRules& rules) {
         bool usable;
     };
     const Measure measures[] = {
-        {gains.cycle_mean(), gains.cycle_se(), true},
+        {gains.wait_mean(), gains.wait_se(), true},
         {gains.service_mean(), gains.service_se(), gains.service_pairs >= rules.min_pairs},
     };
     bool surely_better = false;
     bool surely_worse = false;
     bool surely_small = true;
-    bool better_point = false;
-    bool worse_point = false;
+    bool every_point_better = true;
     for (const Measure& m : measures) {
         if (!m.usable)
             continue;
         surely_better |= m.mean > rules.margin && m.mean - rules.z * m.se > 0;
         surely_worse |= m.mean < 0 && m.mean + rules.z * m.se < 0;
         surely_small &= m.mean + rules.z * m.se < rules.margin;
-        better_point |= m.mean > rules.margin;
-        worse_point |= m.mean < 0;
+        every_point_better &= m.mean > rules.margin;
     }
     if (surely_worse)
         return Verdict::no_hold;
@@ -159,9 +167,47 @@ Verdict judge(const Gains& gains, const EvidenceRules& rules) {
         return Verdict::hold;
     if (surely_small)
         return Verdict::no_hold;
+    // Still unclear after max_pairs: hold only where every measure points
+    // to a gain worth having; otherwise "nothing measurable", which is
+    // measured again later (refresh_verdicts) while "hold" stays.
     if (gains.pairs >= rules.max_pairs)
-        return better_point && !worse_point ? Verdict::hold : Verdict::no_hold;
+        return every_point_better ? Verdict::hold : Verdict::no_hold;
     return Verdict::uncertain;
+}
+
+GapEvidence judge_at(const EvidenceBook& book, int cls, const Gains& gains,
+                     const EvidenceRules& rules) {
+    GapEvidence out;
+    out.gains = gains;
+    out.verdict = judge(gains, rules);
+    if (out.verdict != Verdict::uncertain || gains.pairs < rules.min_pairs)
+        return out;
+    const bool service_usable = gains.service_pairs >= rules.min_pairs;
+    const bool no_loss = gains.wait_mean() > -rules.margin &&
+                         (!service_usable || gains.service_mean() > -rules.margin);
+    const bool no_gain = gains.wait_mean() < rules.margin &&
+                         (!service_usable || gains.service_mean() < rules.margin);
+    // The nearest decided class on the side that can carry over.
+    const auto nearest = [&](Verdict wanted, int step) -> std::optional<int> {
+        for (int c = cls + step; c >= 0 && c < gap_classes; c += step) {
+            auto it = book.gaps.find(c);
+            if (it != book.gaps.end() && it->second.verdict == wanted)
+                return c;
+        }
+        return std::nullopt;
+    };
+    if (no_loss)
+        if (auto shorter = nearest(Verdict::hold, -1)) {
+            out.verdict = Verdict::hold;
+            out.inferred_from = shorter;
+            return out;
+        }
+    if (no_gain)
+        if (auto longer = nearest(Verdict::no_hold, +1)) {
+            out.verdict = Verdict::no_hold;
+            out.inferred_from = longer;
+        }
+    return out;
 }
 
 bool refresh_verdicts(EvidenceBook& book, std::int64_t now_s, std::chrono::seconds max_age) {
@@ -224,17 +270,20 @@ std::string format_evidence(const EvidenceBook& book) {
     out += "cpuidle_governor = " + escape(book.machine.cpuidle_governor) + "\n";
     for (const auto& [cls, e] : book.gaps) {
         out += fmt::format(
-            "# gap {}: {}, {} pairs, cycle gain {:+.1f}% +- {:.1f}, service gain "
+            "# gap {}: {}, {} pairs, wait gain {:+.1f}% +- {:.1f}, service gain "
             "{:+.1f}% +- {:.1f}\n",
-            gap_class_label(cls), to_string(e.verdict), e.gains.pairs, 100 * e.gains.cycle_mean(),
-            e.gains.pairs > 1 ? 100 * e.gains.cycle_se() : 0.0, 100 * e.gains.service_mean(),
+            gap_class_label(cls), to_string(e.verdict), e.gains.pairs, 100 * e.gains.wait_mean(),
+            e.gains.pairs > 1 ? 100 * e.gains.wait_se() : 0.0, 100 * e.gains.service_mean(),
             e.gains.service_pairs > 1 ? 100 * e.gains.service_se() : 0.0);
-        out += fmt::format("gap class={} verdict={} pairs={} cycle_sum={:.9g} cycle_sq={:.9g} "
+        if (e.inferred_from)
+            out += fmt::format("# carried over from gap {}\n", gap_class_label(*e.inferred_from));
+        out += fmt::format("gap class={} verdict={} pairs={} wait_sum={:.9g} wait_sq={:.9g} "
                            "service_pairs={} service_sum={:.9g} service_sq={:.9g} device={} "
-                           "learnt_at={}\n",
-                           cls, to_string(e.verdict), e.gains.pairs, e.gains.cycle_sum,
-                           e.gains.cycle_sq, e.gains.service_pairs, e.gains.service_sum,
-                           e.gains.service_sq, e.device.empty() ? "-" : e.device, e.learnt_at);
+                           "learnt_at={}{}\n",
+                           cls, to_string(e.verdict), e.gains.pairs, e.gains.wait_sum,
+                           e.gains.wait_sq, e.gains.service_pairs, e.gains.service_sum,
+                           e.gains.service_sq, e.device.empty() ? "-" : e.device, e.learnt_at,
+                           e.inferred_from ? fmt::format(" from={}", *e.inferred_from) : "");
     }
     return out;
 }
@@ -274,8 +323,8 @@ Result<EvidenceBook> parse_evidence(std::string_view text, const std::string& so
             GapEvidence e;
             int cls = 0;
             const std::pair<std::string_view, double*> doubles[] = {
-                {"cycle_sum", &e.gains.cycle_sum},
-                {"cycle_sq", &e.gains.cycle_sq},
+                {"wait_sum", &e.gains.wait_sum},
+                {"wait_sq", &e.gains.wait_sq},
                 {"service_sum", &e.gains.service_sum},
                 {"service_sq", &e.gains.service_sq}};
             const std::pair<std::string_view, int*> ints[] = {
@@ -316,6 +365,14 @@ Result<EvidenceBook> parse_evidence(std::string_view text, const std::string& so
             if (auto at = fields.find("learnt_at");
                 at != fields.end() && (!parse_number(at->second, e.learnt_at) || e.learnt_at < 0))
                 return make_error(where() + ": bad learnt_at \"" + at->second + "\"");
+            if (auto from = fields.find("from"); from != fields.end()) {
+                int c = -1;
+                if (!parse_number(from->second, c) || c < 0 || c >= gap_classes || c == cls)
+                    return make_error(where() + ": bad from \"" + from->second +
+                                      "\" (another gap class, 0.." +
+                                      std::to_string(gap_classes - 1) + ")");
+                e.inferred_from = c;
+            }
             book.gaps[cls] = std::move(e);
             continue;
         }
@@ -421,8 +478,10 @@ bool HoldEvidence::finish_window(EvidenceBook& book, const std::string& device,
     ++pattern_;
     if (!evidence.gains.add(on, off))
         return false;
+    GapEvidence judged = judge_at(book, cls, evidence.gains, rules);
+    evidence.verdict = judged.verdict;
+    evidence.inferred_from = judged.inferred_from;
     evidence.device = device;
-    evidence.verdict = judge(evidence.gains, rules);
     return evidence.verdict != Verdict::uncertain;
 }
 

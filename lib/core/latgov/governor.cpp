@@ -275,17 +275,20 @@ std::string Governor::limit_reason(const GovernedDevice& device) const {
     auto it = book_.gaps.find(*d.gap_class);
     const Gains gains = it == book_.gaps.end() ? Gains{} : it->second.gains;
     const std::string figures =
-        fmt::format("{} window pairs, cycle {:+.1f}%, service {:+.1f}% with the hold", gains.pairs,
-                    -100 * gains.cycle_mean(), -100 * gains.service_mean());
+        fmt::format("{} window pairs, wait {:+.1f}%, service {:+.1f}% with the hold", gains.pairs,
+                    -100 * gains.wait_mean(), -100 * gains.service_mean());
     if (d.experimenting)
         return fmt::format("live IO at gaps {}: uncertain, alternating windows with and without "
                            "the hold ({} so far)",
                            gap, figures);
-    return fmt::format("live IO at gaps {}: {} ({}{})", gap,
-                       d.hold ? "holding buys latency" : "holding buys nothing measurable", figures,
-                       it != book_.gaps.end() && !it->second.device.empty()
-                           ? ", learnt on " + it->second.device
-                           : std::string());
+    const bool known = it != book_.gaps.end();
+    return fmt::format(
+        "live IO at gaps {}: {} ({}{}{})", gap,
+        d.hold ? "holding buys latency" : "holding buys nothing measurable", figures,
+        known && it->second.inferred_from
+            ? ", undecided alone: as at gaps " + gap_class_label(*it->second.inferred_from)
+            : std::string(),
+        known && !it->second.device.empty() ? ", learnt on " + it->second.device : std::string());
 }
 
 Holds Governor::holds() const {

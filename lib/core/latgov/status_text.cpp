@@ -23,6 +23,15 @@ T whole(const nlohmann::json& v) {
     throw std::invalid_argument("expected a whole number, got " + v.dump());
 }
 
+// " (as at gaps X)" for a verdict carried over from another gap class; older
+// status files have no such field.
+std::string carried_from(const nlohmann::json& evidence) {
+    auto it = evidence.find("carried_from");
+    if (it == evidence.end() || it->is_null())
+        return {};
+    return " (as at gaps " + it->get<std::string>() + ")";
+}
+
 } // namespace
 
 std::string format_status(const nlohmann::json& s) {
@@ -80,12 +89,12 @@ std::string format_status(const nlohmann::json& s) {
     if (s.contains("evidence") && !s.at("evidence").empty()) {
         out += "\nLearnt from live IO (held vs not, relative gain of the hold):\n";
         for (const auto& e : s.at("evidence"))
-            out += fmt::format("  gaps {:<14} {:<9} {:>3} pairs  cycle {:+.1f}%  service {:+.1f}%  "
-                               "on {}\n",
+            out += fmt::format("  gaps {:<14} {:<9} {:>3} pairs  wait {:+.1f}%  service {:+.1f}%  "
+                               "on {}{}\n",
                                e.at("gap").get<std::string>(), e.at("verdict").get<std::string>(),
-                               whole<int>(e.at("pairs")), 100 * e.at("cycle_gain").get<double>(),
+                               whole<int>(e.at("pairs")), 100 * e.at("wait_gain").get<double>(),
                                100 * e.at("service_gain").get<double>(),
-                               e.at("device").get<std::string>());
+                               e.at("device").get<std::string>(), carried_from(e));
     }
     return out;
 }

@@ -76,12 +76,15 @@ json build_status(const StatusInput& in) {
     for (const auto& [cls, e] : in.governor.evidence().gaps) {
         if (e.gains.pairs == 0 && e.verdict == Verdict::uncertain)
             continue;
-        evidence.push_back({{"gap", gap_class_label(cls)},
-                            {"verdict", to_string(e.verdict)},
-                            {"pairs", e.gains.pairs},
-                            {"cycle_gain", e.gains.cycle_mean()},
-                            {"service_gain", e.gains.service_mean()},
-                            {"device", e.device}});
+        evidence.push_back(
+            {{"gap", gap_class_label(cls)},
+             {"verdict", to_string(e.verdict)},
+             {"pairs", e.gains.pairs},
+             {"wait_gain", e.gains.wait_mean()},
+             {"service_gain", e.gains.service_mean()},
+             {"carried_from",
+              e.inferred_from ? json(gap_class_label(*e.inferred_from)) : json(nullptr)},
+             {"device", e.device}});
     }
     json status = {
         {"schema", "latgov.status/1"},
