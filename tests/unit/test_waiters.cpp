@@ -87,6 +87,32 @@ TEST_CASE("a CPU is a waiter while its iowait grew within the window, inside the
     CHECK(w.select({5, 7}, t0 + 400ms, waiter_window).empty());
 }
 
+TEST_CASE("a waiter that moves away and comes back keeps its CPU held longer") {
+    WaiterCpus w;
+    w.observe_submit(0, t0);
+    CHECK(w.select({0, 1}, t0 + 300ms, waiter_window) == CpuSet{0});
+    CHECK(w.select({0, 1}, t0 + 301ms, waiter_window).empty()); // it left: released
+    // It comes back: from now on a lapse of up to 2 s keeps the CPU.
+    w.observe_submit(0, t0 + 700ms);
+    CHECK(w.select({0, 1}, t0 + 700ms + 1500ms, waiter_window) == CpuSet{0});
+    CHECK(w.select({0, 1}, t0 + 700ms + returning_waiter_window, waiter_window) == CpuSet{0});
+    CHECK(w.select({0, 1}, t0 + 701ms + returning_waiter_window, waiter_window).empty());
+    // Seen again within the memory of its last sign: still a returning one.
+    const auto back = t0 + 700ms + 4s;
+    w.observe_submit(0, back);
+    CHECK(w.select({0, 1}, back + 1500ms, waiter_window) == CpuSet{0});
+    // Away longer than waiter_memory: a newcomer again, 300 ms.
+    const auto later = back + waiter_memory + 1ms;
+    w.observe_submit(0, later);
+    CHECK(w.select({0, 1}, later + 300ms, waiter_window) == CpuSet{0});
+    CHECK(w.select({0, 1}, later + 301ms, waiter_window).empty());
+    // A CPU seen steadily (every tick) never counts as returning.
+    WaiterCpus steady;
+    for (int i = 0; i < 50; ++i)
+        steady.observe_submit(1, t0 + std::chrono::milliseconds(20 * i));
+    CHECK(steady.select({0, 1}, t0 + 980ms + 301ms, waiter_window).empty());
+}
+
 TEST_CASE("an active queue holds its completion CPU and the CPU where its IO is waited for") {
     Governor g(virtio_machine(), fixed_zero(), declared_costs(virtio_machine()));
     g.observe(vda_sample(0, 0, 0, {0, 0}), t0);

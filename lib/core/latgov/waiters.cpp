@@ -68,6 +68,14 @@ void WaiterCpus::seen(int cpu, Clock::time_point now) {
     if (last_seen_.size() <= i) {
         last_seen_.resize(i + 1);
         ever_seen_.resize(i + 1, false);
+        returning_.resize(i + 1, false);
+    }
+    if (ever_seen_[i] && now > last_seen_[i]) {
+        const auto unseen = now - last_seen_[i];
+        if (unseen > waiter_memory)
+            returning_[i] = false;
+        else if (unseen > waiter_window)
+            returning_[i] = true;
     }
     last_seen_[i] = std::max(last_seen_[i], now);
     ever_seen_[i] = true;
@@ -100,7 +108,10 @@ CpuSet WaiterCpus::select(const CpuSet& bound, Clock::time_point now,
     CpuSet cpus;
     for (int cpu : bound) {
         const auto i = static_cast<size_t>(cpu);
-        if (cpu >= 0 && i < last_seen_.size() && ever_seen_[i] && now - last_seen_[i] <= window)
+        if (cpu < 0 || i >= last_seen_.size() || !ever_seen_[i])
+            continue;
+        const auto held_for = returning_[i] ? std::max(window, returning_waiter_window) : window;
+        if (now - last_seen_[i] <= held_for)
             cpus.push_back(cpu);
     }
     return cpus;

@@ -46,8 +46,9 @@ class WaiterCpus {
     void observe_issues(std::span<const std::uint64_t> issues, Clock::time_point now);
     // A request was issued from `cpu` at `now`.
     void observe_submit(int cpu, Clock::time_point now);
-    // The CPUs of `bound` (sorted) seen waiting or submitting within
-    // `window` before `now`, sorted.
+    // The CPUs of `bound` (sorted) that are waiters at `now`, sorted: seen
+    // waiting or submitting within `window` before it, or within
+    // returning_waiter_window for a CPU whose waiter came back (below).
     CpuSet select(const CpuSet& bound, Clock::time_point now,
                   std::chrono::milliseconds window) const;
     // Whether any CPU was seen waiting within `window` before `now`.
@@ -65,6 +66,7 @@ class WaiterCpus {
     Counters issues_;
     std::vector<Clock::time_point> last_seen_; // by CPU; epoch = never
     std::vector<bool> ever_seen_;
+    std::vector<bool> returning_; // its waiter left and came back (see below)
 };
 
 // How long a CPU stays a waiter after its last sign of one. /proc/stat
@@ -72,5 +74,14 @@ class WaiterCpus {
 // shows a tick every 10 ms / f: 300 ms keeps a waiter that sleeps 4% of the
 // time (a 4k read every 1 ms with 40 us to wait) held between ticks.
 constexpr std::chrono::milliseconds waiter_window{300};
+// A task that is not pinned moves between the CPUs of its queue (measured
+// here: fio with 1 ms of think time on 2 CPUs ran on each about half the
+// time, changing every few hundred ms), and each return to a released CPU
+// pays its exit until the next tick sees it: with 300 ms alone that CPU was
+// held a fifth of the run. A CPU seen again within waiter_memory of a
+// lapse is a returning waiter's: it stays held for returning_waiter_window
+// after each sign, until it goes unseen for longer than waiter_memory.
+constexpr std::chrono::milliseconds returning_waiter_window{2000};
+constexpr std::chrono::milliseconds waiter_memory{5000};
 
 } // namespace latgov
