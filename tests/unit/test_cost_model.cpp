@@ -162,6 +162,10 @@ TEST_CASE("judge_at: an undecided class takes a shorter gap's hold or a longer g
     CHECK(carried.verdict == Verdict::hold);
     CHECK(carried.inferred_from == 0);
     CHECK(carried.gains.pairs == rules.min_pairs);
+    // A nearer shorter class that holds nothing stands in between.
+    book.gaps[2].verdict = Verdict::no_hold;
+    CHECK(judge_at(book, 4, small_gain, rules).verdict == Verdict::uncertain);
+    book.gaps.erase(2);
     // Not before min_pairs of its own, and not over a point loss beyond the
     // margin, nor to a shorter gap.
     CHECK(judge_at(book, 4, gains(rules.min_pairs - 1, 0.01, 0.08), rules).verdict ==

@@ -187,12 +187,16 @@ GapEvidence judge_at(const EvidenceBook& book, int cls, const Gains& gains,
                          (!service_usable || gains.service_mean() > -rules.margin);
     const bool no_gain = gains.wait_mean() < rules.margin &&
                          (!service_usable || gains.service_mean() < rules.margin);
-    // The nearest decided class on the side that can carry over.
+    // The nearest decided class on one side, when its verdict is `wanted`
+    // (a nearer class that decided otherwise stands in between).
     const auto nearest = [&](Verdict wanted, int step) -> std::optional<int> {
         for (int c = cls + step; c >= 0 && c < gap_classes; c += step) {
             auto it = book.gaps.find(c);
-            if (it != book.gaps.end() && it->second.verdict == wanted)
+            if (it == book.gaps.end() || it->second.verdict == Verdict::uncertain)
+                continue;
+            if (it->second.verdict == wanted)
                 return c;
+            return std::nullopt;
         }
         return std::nullopt;
     };
