@@ -67,6 +67,14 @@ struct Simulation {
     }
 };
 
+// An evidence file's gap line for class `cls` with nothing learnt, then `tail`.
+std::string gap_line(int cls, std::string_view tail) {
+    return "gap class=" + std::to_string(cls) +
+           " verdict=hold pairs=1 wait_sum=0 wait_sq=0 service_pairs=0 service_sum=0 "
+           "service_sq=0" +
+           std::string(tail) + "\n";
+}
+
 Verdict verdict_at(const EvidenceBook& book, double gap_us) {
     auto it = book.gaps.find(gap_class(gap_us));
     return it == book.gaps.end() ? Verdict::uncertain : it->second.verdict;
@@ -341,9 +349,7 @@ TEST_CASE("the evidence file: format, parse back, and errors with file:line") {
     auto reread = parse_evidence(carried, "evidence");
     REQUIRE(reread);
     CHECK(reread->gaps.at(5).inferred_from == 4);
-    auto self = parse_evidence("gap class=5 verdict=hold pairs=4 wait_sum=0 wait_sq=0 "
-                               "service_pairs=0 service_sum=0 service_sq=0 from=5\n",
-                               "e");
+    auto self = parse_evidence(gap_line(5, " from=5"), "e");
     REQUIRE_FALSE(self);
     CHECK(self.error().message == "e:1: bad from \"5\" (another gap class, 0..8)");
 
@@ -356,9 +362,7 @@ TEST_CASE("the evidence file: format, parse back, and errors with file:line") {
     auto missing = parse_evidence("gap class=4 verdict=hold\n", "e");
     REQUIRE_FALSE(missing);
     CHECK(missing.error().message == "e:1: gap line without pairs");
-    auto range = parse_evidence("gap class=99 verdict=hold pairs=1 wait_sum=0 wait_sq=0 "
-                                "service_pairs=0 service_sum=0 service_sq=0\n",
-                                "e");
+    auto range = parse_evidence(gap_line(99, ""), "e");
     REQUIRE_FALSE(range);
     CHECK(range.error().message == "e:1: gap class 99 out of range (0..8)");
     CHECK_FALSE(parse_evidence("colour = blue\n", "e"));
@@ -471,9 +475,7 @@ TEST_CASE("new verdicts are stamped; a no-hold verdict is measured again after m
     auto parsed = parse_evidence(format_evidence(book), "e");
     REQUIRE(parsed);
     CHECK(parsed->gaps.at(3).learnt_at == 1000);
-    auto bad = parse_evidence("gap class=1 verdict=hold pairs=1 wait_sum=0 wait_sq=0 "
-                              "service_pairs=0 service_sum=0 service_sq=0 learnt_at=-5\n",
-                              "e");
+    auto bad = parse_evidence(gap_line(1, " learnt_at=-5"), "e");
     REQUIRE_FALSE(bad);
     CHECK(bad.error().message == "e:1: bad learnt_at \"-5\"");
 }
