@@ -304,6 +304,23 @@ def place_waiter(root: SysRoot, host: ss.HostInfo,
                        q.irq_name, q.irq))
 
 
+TRACEFS = ("/sys/kernel/tracing", "/sys/kernel/debug/tracing")
+
+
+def ensure_tracefs() -> None:
+    """latgovd's IO events need tracefs, which systemd mounts at boot
+    (sys-kernel-tracing.mount); a machine booted without it would measure a
+    daemon that samples while idle instead. Mounted here as systemd would."""
+    if any(os.path.isdir(os.path.join(d, "events")) for d in TRACEFS):
+        return
+    r = subprocess.run(["mount", "-t", "tracefs", "nodev", TRACEFS[0]],
+                       capture_output=True, text=True)
+    if r.returncode != 0:
+        raise HarnessError("tracefs is not mounted and mounting it at %s failed: %s"
+                           % (TRACEFS[0], r.stderr.strip()))
+    log("mounted tracefs at %s (latgovd's IO events need it)" % TRACEFS[0])
+
+
 def run(args: argparse.Namespace, session: Session, root: SysRoot) -> int:
     if os.geteuid() != 0:
         raise HarnessError("run as root: the harness writes /dev/cpu_dma_latency and "
@@ -324,6 +341,8 @@ def run(args: argparse.Namespace, session: Session, root: SysRoot) -> int:
             raise HarnessError("no such config %s" % args.latgov_config)
     if not root.dma_latency.exists():
         raise HarnessError("%s missing" % root.dma_latency)
+    if daemon_modes:
+        ensure_tracefs()
 
     target = resolve_target(root, args.device, args.size_bytes, wls)
     date = datetime.date.today().isoformat()
