@@ -193,11 +193,22 @@ StatusInput Daemon::status_input(TimePoint now) const {
             global_,
             state_->topology,
             state_->cost_source,
-            state_->events_state,
+            io_events_state(),
             onset_.summary(),
             onset_wake_.summary(),
             onset_work_.summary(),
             now};
+}
+
+std::string Daemon::io_events_state() const {
+    if (!state_->events || !isolated_)
+        return state_->events_state;
+    return fmt::format(
+        "{}; paused: the last {} requests after idle came alone, so idle IO is "
+        "sampled every {} ms until requests come closer together (less than {} ms apart, or a "
+        "longer fixed linger)",
+        state_->events_state, Governor::isolated_after, config_.daemon.idle_interval.count(),
+        stream_gap.count());
 }
 
 void Daemon::write_status(TimePoint now) {
@@ -320,7 +331,18 @@ void Daemon::on_uevents(TimePoint now) {
 void Daemon::arm_timer(TimePoint now) {
     const bool active = state_->governor.any_active();
     auto& events = state_->events;
-    if (!active && events && !events->armed()) {
+    const bool isolated = state_->governor.isolated_requests();
+    if (isolated != isolated_) {
+        isolated_ = isolated;
+        status_dirty_ = true;
+        if (events && isolated)
+            spdlog::debug("{} requests in a row came alone: sampling while idle instead of "
+                          "waking on each",
+                          Governor::isolated_after);
+        else if (events)
+            spdlog::debug("requests come together again: waking on the first");
+    }
+    if (!active && events && !events->armed() && !isolated) {
         // Journal now what the first request will hold, so that the onset
         // itself only writes the CPU files.
         percpu_.prepare(likely_holds());
@@ -331,7 +353,7 @@ void Daemon::arm_timer(TimePoint now) {
         }
     }
     const ScheduleState schedule{active,
-                                 !active && events.has_value(),
+                                 !active && events && events->armed(),
                                  last_change_,
                                  next_tick_,
                                  status_dirty_,

@@ -61,6 +61,8 @@ class Daemon {
     void tick(TimePoint now);
     void apply(const Holds& holds, TimePoint now);
     StatusInput status_input(TimePoint now) const;
+    // How an idle daemon wakes, for the status.
+    std::string io_events_state() const;
     void write_status(TimePoint now);
     void write_metrics(TimePoint now);
     void reload(TimePoint now);
@@ -104,6 +106,7 @@ class Daemon {
     OnsetDelays onset_wake_; // of that, request issued -> latgovd running
     OnsetDelays onset_work_; // and latgovd running -> constraint written
     TimePoint last_change_{};
+    bool isolated_ = false; // the governor's isolated_requests() at the last arm_timer
     MetricsRecorder metrics_;
     TimePoint last_metrics_{};
     bool metrics_failed_ = false; // warn once until a write succeeds again

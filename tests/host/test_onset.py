@@ -9,6 +9,7 @@ root; a missing prerequisite
 FAILS, it never skips. Helpers and the per-test setup/teardown: hostlib.py.
 """
 
+import json
 import mmap
 import os
 import random
@@ -236,6 +237,8 @@ class OnsetTest(HostTestCase):
         self.assertLess(onset["p99_us"], 2000, st)
 
         # 20 more, each after the previous hold's release (0.5 s > linger).
+        # Each is followed by a second read while held: reads that each came
+        # alone would stop the wake-ups (test_04).
         seen_ms, skipped = [], 0
         next_read = time.monotonic()
         for i in range(20):
@@ -248,6 +251,7 @@ class OnsetTest(HostTestCase):
             self.assertIsNotNone(held, f"read {i + 2}: cpu {self.comp} not \"n/a\" within "
                                        f"{ONSET_SEEN_MAX_MS} ms of the read returning")
             seen_ms.append(1000 * (held - returned))
+            self.reader.read()
         st, onset = self.onset(d, 21)
         seen_ms.sort()
         log(f"  20 reads 0.5 s apart ({skipped} waited for a background hold first): held "
@@ -265,6 +269,71 @@ class OnsetTest(HostTestCase):
         # host stretches to a few ms. (The sampling fallback records none.)
         self.assertLess(onset["p50_us"], 1000, st)
         self.assertLess(onset["p99_us"], 10000, st)
+        self.assertEqual(d.stop(), 0)
+        self.assertEqual(read_all(), self.baseline)
+
+    def test_04_isolated_reads_stop_the_wakeups(self):
+        """Reads 100 ms apart, each alone (the 3 ms linger releases the CPU
+        before the next): waking latgovd for each only costs the read, since
+        it completes before the hold matters. After 8 such onsets in a row
+        latgovd stops waking on requests (io_events says paused) and holds
+        nothing for further isolated reads; a burst is seen by the next
+        idle sample (50 ms) and held, and after it the first read after idle
+        wakes latgovd again."""
+        d = self.start_daemon(IDLE_CONFIG)
+        self.settle(1.0)
+
+        def status():
+            with open(d.status_path) as f:
+                return json.load(f)
+
+        def paused():
+            return "paused" in status().get("io_events", "")
+
+        reads = 0
+        while not paused():
+            # Background IO on vda (journal commits) during a hold makes that
+            # onset not alone and starts the count again.
+            self.assertLess(reads, 60, f"not paused after {reads} isolated reads: {status()}")
+            self.settle(0.1)
+            _, _, held = self.read_and_watch_onset()
+            self.assertIsNotNone(held, f"isolated read {reads + 1} before the pause: cpu "
+                                       f"{self.comp} not held within {ONSET_SEEN_MAX_MS} ms")
+            reads += 1
+            time.sleep(0.15)  # released, and the status rewritten
+        log(f"  paused after {reads} isolated reads: {status()['io_events']!r}")
+        self.assertGreaterEqual(reads, 8, "paused before 8 onsets came alone")
+        onsets = status()["onset_delay"]["count"]
+
+        # Further isolated reads: no wake-up, no hold.
+        for i in range(10):
+            time.sleep(0.1)
+            _, _, held = self.read_and_watch_onset(timeout=0.06)
+            self.assertIsNone(held, f"isolated read {i + 1} after the pause was held")
+        self.assertTrue(paused(), status())
+        self.assertEqual(status()["onset_delay"]["count"], onsets,
+                         "latgovd woke on requests while paused")
+
+        # A burst: reads back to back for 300 ms. The next sample sees it.
+        start = time.monotonic()
+        held_after = None
+        while time.monotonic() - start < 0.3:
+            self.reader.read()
+            if held_after is None and read_cpu(self.comp) == "n/a":
+                held_after = time.monotonic() - start
+        self.assertIsNotNone(held_after, f"a 300 ms burst of reads was not held: {read_all()}")
+        log(f"  burst after the pause: held {1000 * held_after:.0f} ms into it "
+            f"(idle_interval {IDLE_INTERVAL_MS} ms)")
+        self.assertLess(held_after, 3 * IDLE_INTERVAL_MS / 1000)
+        st = self.wait_status(d, lambda s: "paused" not in s.get("io_events", ""),
+                              "io_events no longer paused")
+
+        # And the first read after idle wakes latgovd again.
+        self.settle(0.5)
+        _, _, held = self.read_and_watch_onset()
+        self.assertIsNotNone(held, "the first read after the burst was not held")
+        st = self.wait_status(d, lambda s: s["onset_delay"]["count"] > onsets,
+                              "an onset after the burst")
         self.assertEqual(d.stop(), 0)
         self.assertEqual(read_all(), self.baseline)
 

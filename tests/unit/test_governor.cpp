@@ -191,3 +191,87 @@ TEST_CASE("a queue with requests in flight on it stays active without completion
     g.observe(busy, t0 + 100ms);
     CHECK(g.holds().percpu.count(1) == 1);
 }
+
+namespace {
+
+// One isolated request on queue 1 at `at`: the event activates the queue,
+// the sample 5 ms later sees its one completion, the next one releases it.
+// Returns the IRQ 11 count after it.
+std::uint64_t isolated_read(Governor& g, TimePoint at, std::uint64_t irq11) {
+    CHECK(g.on_request_issued(259u << 20, 1, at));
+    ++irq11;
+    g.observe(sample(0, irq11, irq11, irq11), at + 5ms, false);
+    g.observe(sample(0, irq11, irq11, irq11), at + 10ms, false);
+    CHECK_FALSE(g.any_active());
+    return irq11;
+}
+
+} // namespace
+
+TEST_CASE("isolated requests: eight onsets in a row that came alone stop the wake-ups") {
+    Governor g(machine(), default_config(), declared_costs(machine()));
+    g.observe(sample(0, 0, 0, 0), t0);
+    std::uint64_t irq11 = 0;
+    TimePoint at = t0;
+    for (int i = 0; i < Governor::isolated_after; ++i) {
+        CHECK_FALSE(g.isolated_requests());
+        at += 20ms;
+        irq11 = isolated_read(g, at, irq11);
+        CHECK(g.lonely_onsets() == i + 1);
+    }
+    CHECK(g.isolated_requests());
+
+    // Sampled every 50 ms from here: two requests in 50 ms are still
+    // isolated and activate nothing, so nothing is held for them.
+    irq11 += 2;
+    CHECK_FALSE(g.observe(sample(0, irq11, irq11, irq11), at + 60ms, false));
+    CHECK_FALSE(g.any_active());
+    CHECK(g.isolated_requests());
+    // Nor does one request in a sample 5 ms after the last: one is no stream.
+    irq11 += 1;
+    CHECK_FALSE(g.observe(sample(0, irq11, irq11, irq11), at + 65ms, false));
+    CHECK_FALSE(g.any_active());
+    CHECK(g.isolated_requests());
+
+    // Six in 50 ms: less than 10 ms apart, a stream. It is held, and the
+    // daemon wakes on requests again.
+    irq11 += 6;
+    CHECK(g.observe(sample(0, irq11, irq11, irq11), at + 115ms, false));
+    CHECK(g.any_active());
+    CHECK(g.holds().percpu.count(1));
+    CHECK_FALSE(g.isolated_requests());
+    CHECK(g.lonely_onsets() == 0);
+}
+
+TEST_CASE("isolated requests: an onset followed by a second request breaks the streak") {
+    Governor g(machine(), default_config(), declared_costs(machine()));
+    g.observe(sample(0, 0, 0, 0), t0);
+    std::uint64_t irq11 = 0;
+    TimePoint at = t0;
+    for (int i = 0; i < Governor::isolated_after - 1; ++i) {
+        at += 20ms;
+        irq11 = isolated_read(g, at, irq11);
+    }
+    CHECK(g.lonely_onsets() == Governor::isolated_after - 1);
+    // The next onset has company: two completions by the first sample.
+    at += 20ms;
+    CHECK(g.on_request_issued(259u << 20, 1, at));
+    irq11 += 2;
+    g.observe(sample(0, irq11, irq11, irq11), at + 5ms, false);
+    CHECK(g.any_active());
+    g.observe(sample(0, irq11, irq11, irq11), at + 10ms, false);
+    CHECK_FALSE(g.any_active());
+    CHECK(g.lonely_onsets() == 0);
+    CHECK_FALSE(g.isolated_requests());
+}
+
+TEST_CASE("isolated requests: the onset's own completion does not keep its queue active") {
+    Governor g(machine(), default_config(), declared_costs(machine()));
+    g.observe(sample(0, 0, 0, 0), t0);
+    CHECK(g.on_request_issued(259u << 20, 1, t0 + 1ms));
+    // The first sample sees the onset request's interrupt: not new IO, so
+    // the queue is released once the linger (3 ms) from the onset is over.
+    CHECK(g.observe(sample(0, 1, 1, 1), t0 + 6ms, false));
+    CHECK_FALSE(g.any_active());
+    CHECK(g.lonely_onsets() == 1);
+}

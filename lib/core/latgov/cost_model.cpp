@@ -527,10 +527,9 @@ std::chrono::milliseconds choose_linger(std::optional<std::chrono::milliseconds>
                                         std::optional<double> gap_us) {
     using std::chrono::milliseconds;
     constexpr milliseconds floor{3};
-    constexpr double stream_gap_us = 10'000.0;
     if (fixed)
         return *fixed;
-    if (!gap_us || !(*gap_us < stream_gap_us))
+    if (!gap_us || !(*gap_us < std::chrono::duration<double, std::micro>(stream_gap).count()))
         return floor;
     const auto twice = milliseconds(static_cast<long>(std::ceil(2.0 * *gap_us / 1000.0)));
     return std::max(floor, twice);

@@ -211,6 +211,7 @@ class HoldEvidence {
 // polling through a gap costs at most that gap once per request while each
 // wake-up it saves grows with the gap; a longer gap is idle, released after
 // 3 ms.
+inline constexpr std::chrono::milliseconds stream_gap{10};
 std::chrono::milliseconds choose_linger(std::optional<std::chrono::milliseconds> fixed,
                                         std::optional<double> gap_us);
 

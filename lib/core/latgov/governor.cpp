@@ -112,24 +112,42 @@ bool Governor::observe(const IoSample& sample, TimePoint now, bool idle_wakes_on
         const auto delta = block_stat_delta(old_stat, now_stat);
         const std::uint64_t ios = delta.ios;
         device.latency.add(ios, delta.ticks_ms, device.policy.min_samples);
-        const bool busy = ios > 0 || now_stat.in_flight > 0;
         for (auto& queue : device.queues) {
-            bool io_seen;
-            if (queue.irq)
-                // A completion interrupt is the queue's own sign of IO; an
-                // active queue stays so while its device has IO in flight.
-                io_seen =
-                    irq_delta(*queue.irq) > 0 || (queue.activity.active && now_stat.in_flight > 0);
-            else
-                io_seen = busy;
+            // A completion interrupt is the queue's own sign of IO; without
+            // IRQs of its own, the device's completions are.
+            std::uint64_t requests = queue.irq ? irq_delta(*queue.irq) : ios;
+            if (std::exchange(queue.onset_pending, false) && requests > 0)
+                --requests; // the request that activated it
+            // An active queue stays so while its device has IO in flight.
+            bool io_seen =
+                requests > 0 || ((queue.activity.active || !queue.irq) && now_stat.in_flight > 0);
             if (tag_index < sample.queue_busy.size() && sample.queue_busy[tag_index] > 0)
                 io_seen = true; // requests in flight on this very queue
             ++tag_index;
             if (idle_wakes_on_events && !queue.activity.active)
                 io_seen = false;
-            if (update_activity(queue.activity, io_seen, now, linger_of(device)) !=
-                Transition::none)
+            if (io_seen && !queue.activity.active && !idle_wakes_on_events && isolated_requests()) {
+                // Sampling because requests came alone: only requests closer
+                // together than a stream's gap end that (two at least: a
+                // sample may follow the last one closely).
+                const auto bound =
+                    std::max<std::chrono::nanoseconds>(linger_of(device), stream_gap);
+                if (requests >= 2 &&
+                    static_cast<double>(requests) * static_cast<double>(bound.count()) >
+                        static_cast<double>((now - previous_time_).count()))
+                    lonely_streak_ = 0;
+                else
+                    io_seen = false;
+            }
+            if (io_seen)
+                queue.lonely = false;
+            const Transition t = update_activity(queue.activity, io_seen, now, linger_of(device));
+            if (t != Transition::none)
                 changed = true;
+            if (t == Transition::released) {
+                lonely_streak_ = queue.lonely ? lonely_streak_ + 1 : 0;
+                queue.lonely = false;
+            }
         }
         const bool active = std::any_of(device.queues.begin(), device.queues.end(),
                                         [](const GovernedQueue& q) { return q.activity.active; });
@@ -187,8 +205,10 @@ bool Governor::on_request_issued(std::uint32_t dev, int cpu, TimePoint now) {
             if (!std::binary_search(queue.submit_cpus.begin(), queue.submit_cpus.end(), cpu))
                 continue;
             if (update_activity(queue.activity, true, now, linger_of(device)) ==
-                Transition::activated)
+                Transition::activated) {
                 activated = true;
+                queue.onset_pending = queue.lonely = true;
+            }
         }
         update_waiters(device, now);
     }

@@ -40,6 +40,11 @@ struct GovernedQueue {
     CpuSet submit_cpus; // who submits to it: maps a request's CPU to the queue
     QueueActivity activity;
     CpuSet waiters{}; // submit CPUs where its IO's waiters sleep, while active
+    // Activated by a request event: the next sample's interrupts include
+    // that request's completion, which is not news.
+    bool onset_pending = false;
+    // Activated by one request and no other seen since.
+    bool lonely = false;
 };
 
 struct GovernedDevice {
@@ -105,6 +110,18 @@ class Governor {
     // where waiter evidence is worth reading.
     CpuSet waiter_bound() const;
 
+    // Isolated requests: the last `isolated_after` queues that a request
+    // event activated saw no second request before their release. Each
+    // such request completes before latgovd's hold can matter to it, while
+    // waking latgovd for it costs the request itself, so an idle daemon
+    // should not wake on requests but sample. Then an idle queue is
+    // activated only by a sample whose requests come less than stream_gap
+    // (or the device's fixed linger, if longer) apart on average, which
+    // ends the isolation.
+    static constexpr int isolated_after = 8;
+    bool isolated_requests() const { return lonely_streak_ >= isolated_after; }
+    int lonely_onsets() const { return lonely_streak_; }
+
     // What was learnt so far; true once after it gained a verdict (time to
     // persist it).
     const EvidenceBook& evidence() const { return book_; }
@@ -136,6 +153,7 @@ class Governor {
     EvidenceBook book_;
     bool evidence_changed_ = false;
     WaiterCpus waiters_;
+    int lonely_streak_ = 0; // activations in a row that saw one request only
 };
 
 // The idle-state costs the kernel declares, per online CPU.
