@@ -273,15 +273,53 @@ class OnsetTest(HostTestCase):
         self.assertEqual(read_all(), self.baseline)
 
     def test_04_isolated_reads_stop_the_wakeups(self):
-        """Reads 100 ms apart, each alone (the 3 ms linger releases the CPU
+        """Reads 100 ms apart, each alone (the 3 ms linger releases the CPUs
         before the next): waking latgovd for each only costs the read, since
         it completes before the hold matters. After 8 such onsets in a row
         latgovd stops waking on requests (io_events says paused) and holds
         nothing for further isolated reads; a burst is seen by the next
         idle sample (50 ms) and held, and after it the first read after idle
-        wakes latgovd again."""
-        d = self.start_daemon(IDLE_CONFIG)
-        self.settle(1.0)
+        wakes latgovd again. On a loop device over a file in the test's
+        tmpfs directory, as test_02: background IO on vda (writeback, journal
+        commits) during a hold would keep its onset from being alone."""
+        loop = self.loop_device()
+        d = self.start_daemon(f"""\
+[daemon]
+log_level = "debug"
+status_interval_ms = 100
+
+[defaults]
+mode = "off"
+
+[[device]]
+name = "{loop}"
+mode = "fixed"
+limit_us = 0
+waiter_cpus = false
+""")
+        fd = os.open(f"/dev/{loop}", os.O_RDONLY | os.O_DIRECT)
+        self.addCleanup(os.close, fd)
+        buf = mmap.mmap(-1, 4096)
+        self.addCleanup(buf.close)
+        blocks = (64 << 20) // 4096
+
+        def read():
+            os.preadv(fd, [buf], random.randrange(blocks) * 4096)
+
+        def held():
+            return "n/a" in read_all().values()
+
+        def read_and_watch(timeout):
+            """One read with nothing held before it; whether a hold was
+            seen within `timeout` s of its return."""
+            self.assertIsNotNone(self.wait_value(held, False, 1.0), "still held before a read")
+            read()
+            deadline = time.monotonic() + timeout
+            while time.monotonic() < deadline:
+                if held():
+                    return True
+                time.sleep(0.0001)
+            return False
 
         def status():
             with open(d.status_path) as f:
@@ -290,26 +328,23 @@ class OnsetTest(HostTestCase):
         def paused():
             return "paused" in status().get("io_events", "")
 
-        reads = 0
-        while not paused():
-            # Background IO on vda (journal commits) during a hold makes that
-            # onset not alone and starts the count again.
-            self.assertLess(reads, 60, f"not paused after {reads} isolated reads: {status()}")
-            self.settle(0.1)
-            _, _, held = self.read_and_watch_onset()
-            self.assertIsNotNone(held, f"isolated read {reads + 1} before the pause: cpu "
-                                       f"{self.comp} not held within {ONSET_SEEN_MAX_MS} ms")
-            reads += 1
+        time.sleep(0.5)
+        for i in range(8):
+            self.assertFalse(paused(), f"paused after {i} isolated reads: {status()}")
+            self.assertTrue(read_and_watch(ONSET_SEEN_MAX_MS / 1000),
+                            f"isolated read {i + 1} before the pause was not held")
             time.sleep(0.15)  # released, and the status rewritten
-        log(f"  paused after {reads} isolated reads: {status()['io_events']!r}")
-        self.assertGreaterEqual(reads, 8, "paused before 8 onsets came alone")
-        onsets = status()["onset_delay"]["count"]
+        st = self.wait_status(d, lambda s: "paused" in s.get("io_events", ""),
+                              "io_events paused after 8 isolated reads")
+        log(f"  paused after 8 isolated reads: {st['io_events']!r}")
+        onsets = st["onset_delay"]["count"]
+        self.assertEqual(onsets, 8, st)
 
         # Further isolated reads: no wake-up, no hold.
         for i in range(10):
             time.sleep(0.1)
-            _, _, held = self.read_and_watch_onset(timeout=0.06)
-            self.assertIsNone(held, f"isolated read {i + 1} after the pause was held")
+            self.assertFalse(read_and_watch(0.12), f"isolated read {i + 1} after the pause "
+                                                   "was held")
         self.assertTrue(paused(), status())
         self.assertEqual(status()["onset_delay"]["count"], onsets,
                          "latgovd woke on requests while paused")
@@ -318,22 +353,22 @@ class OnsetTest(HostTestCase):
         start = time.monotonic()
         held_after = None
         while time.monotonic() - start < 0.3:
-            self.reader.read()
-            if held_after is None and read_cpu(self.comp) == "n/a":
+            read()
+            if held_after is None and held():
                 held_after = time.monotonic() - start
         self.assertIsNotNone(held_after, f"a 300 ms burst of reads was not held: {read_all()}")
         log(f"  burst after the pause: held {1000 * held_after:.0f} ms into it "
             f"(idle_interval {IDLE_INTERVAL_MS} ms)")
         self.assertLess(held_after, 3 * IDLE_INTERVAL_MS / 1000)
-        st = self.wait_status(d, lambda s: "paused" not in s.get("io_events", ""),
-                              "io_events no longer paused")
+        self.wait_status(d, lambda s: "paused" not in s.get("io_events", ""),
+                         "io_events no longer paused")
 
         # And the first read after idle wakes latgovd again.
-        self.settle(0.5)
-        _, _, held = self.read_and_watch_onset()
-        self.assertIsNotNone(held, "the first read after the burst was not held")
-        st = self.wait_status(d, lambda s: s["onset_delay"]["count"] > onsets,
-                              "an onset after the burst")
+        time.sleep(0.3)
+        self.assertTrue(read_and_watch(ONSET_SEEN_MAX_MS / 1000),
+                        "the first read after the burst was not held")
+        self.wait_status(d, lambda s: s["onset_delay"]["count"] > onsets,
+                         "an onset after the burst")
         self.assertEqual(d.stop(), 0)
         self.assertEqual(read_all(), self.baseline)
 
