@@ -60,6 +60,27 @@ limit_us = 0
 waiter_cpus = false  # the completion CPU only, as above
 """
 
+
+def loop_config(loop, linger_ms=None):
+    """Governs the loop device `loop` alone (poll only while active; the
+    reader's CPU keeps its value), with linger_ms if given."""
+    linger = "" if linger_ms is None else f"linger_ms = {linger_ms}\n"
+    return f"""\
+[daemon]
+log_level = "debug"
+status_interval_ms = 100
+
+[defaults]
+mode = "off"
+
+[[device]]
+name = "{loop}"
+mode = "fixed"
+limit_us = 0
+{linger}waiter_cpus = false
+"""
+
+
 # CAP_SYS_ADMIN and CAP_PERFMON: either allows CPU-wide perf events.
 CAP_SYS_ADMIN, CAP_PERFMON = 21, 38
 DROP_PERF_CAPS = ["setpriv", "--inh-caps=-perfmon,-sys_admin",
@@ -283,20 +304,7 @@ class OnsetTest(HostTestCase):
         tmpfs directory, as test_02: background IO on vda (writeback, journal
         commits) during a hold would keep its onset from being alone."""
         loop = self.loop_device()
-        d = self.start_daemon(f"""\
-[daemon]
-log_level = "debug"
-status_interval_ms = 100
-
-[defaults]
-mode = "off"
-
-[[device]]
-name = "{loop}"
-mode = "fixed"
-limit_us = 0
-waiter_cpus = false
-""")
+        d = self.start_daemon(loop_config(loop))
         fd = os.open(f"/dev/{loop}", os.O_RDONLY | os.O_DIRECT)
         self.addCleanup(os.close, fd)
         buf = mmap.mmap(-1, 4096)
@@ -380,21 +388,7 @@ waiter_cpus = false
         is its own. One read on the loop device at the end must still wake
         it and take the hold (the events are armed, not merely silent)."""
         loop = self.loop_device()
-        d = self.start_daemon(f"""\
-[daemon]
-log_level = "debug"
-status_interval_ms = 100
-
-[defaults]
-mode = "off"
-
-[[device]]
-name = "{loop}"
-mode = "fixed"
-limit_us = 0
-linger_ms = {LINGER_MS}
-waiter_cpus = false  # the reader's CPU must keep its value
-""")
+        d = self.start_daemon(loop_config(loop, LINGER_MS))
         self.assertRegex(d.log(), rf"governing {loop} ")
         self.assertNotRegex(d.log(), rf"governing {DISK} \(mode fixed")
         time.sleep(1.0)
