@@ -205,13 +205,17 @@ class HoldEvidence {
     IoWindow last_window_{};
 };
 
+// Requests less than this apart on average are a stream: auto linger holds
+// through its gaps (choose_linger), and it ends a pause for isolated requests
+// (Governor::isolated_requests).
+inline constexpr std::chrono::milliseconds stream_gap{10};
+
 // How long a queue stays active after its last IO. `fixed` (linger_ms set):
 // that. Automatic: a stream whose requests come less than 10 ms apart keeps
 // its CPUs held through its gaps (twice the mean gap, at least 3 ms), since
 // polling through a gap costs at most that gap once per request while each
 // wake-up it saves grows with the gap; a longer gap is idle, released after
 // 3 ms.
-inline constexpr std::chrono::milliseconds stream_gap{10};
 std::chrono::milliseconds choose_linger(std::optional<std::chrono::milliseconds> fixed,
                                         std::optional<double> gap_us);
 

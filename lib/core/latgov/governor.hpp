@@ -110,14 +110,14 @@ class Governor {
     // where waiter evidence is worth reading.
     CpuSet waiter_bound() const;
 
-    // Isolated requests: the last `isolated_after` queues that a request
-    // event activated saw no second request before their release. Each
-    // such request completes before latgovd's hold can matter to it, while
+    // Isolated requests: the last `isolated_after` queues released were
+    // each activated by a request event and saw no second request. Such a
+    // request completes before latgovd's hold can matter to it, while
     // waking latgovd for it costs the request itself, so an idle daemon
     // should not wake on requests but sample. Then an idle queue is
-    // activated only by a sample whose requests come less than stream_gap
-    // (or the device's fixed linger, if longer) apart on average, which
-    // ends the isolation.
+    // activated only by a sample with two requests or more, less than
+    // stream_gap (or the device's fixed linger, if longer) apart on
+    // average, which ends the isolation.
     static constexpr int isolated_after = 8;
     bool isolated_requests() const { return lonely_streak_ >= isolated_after; }
     int lonely_onsets() const { return lonely_streak_; }
