@@ -1,6 +1,7 @@
-// latgovd's event loop: one thread, one epoll over signals, the tick timer
-// and the IO issue events. Ticks sample IO, let the governor decide and
-// apply what it decides; SIGHUP reloads, SIGTERM/SIGINT release and stop.
+// latgovd's event loop: one thread, one epoll over signals, uevents and the IO
+// issue events, whose timeout is the next tick. Ticks sample IO, let the
+// governor decide and apply what it decides; SIGHUP reloads, SIGTERM/SIGINT
+// release and stop.
 #pragma once
 
 #include "governed.hpp"
@@ -16,6 +17,7 @@
 #include "latgov/uevent_monitor.hpp"
 
 #include <chrono>
+#include <ctime>
 #include <filesystem>
 #include <map>
 #include <memory>
@@ -67,7 +69,10 @@ class Daemon {
     void write_metrics(TimePoint now);
     void reload(TimePoint now);
     void shutdown();
+    // Arms the IO events while idle and sets wake_at_ to the next deadline.
     void arm_timer(TimePoint now);
+    // What is left until wake_at_, for epoll_pwait2.
+    timespec wait_timeout() const;
     void on_io_events(TimePoint now);
     void watch(int fd);
     int run_loop();
@@ -85,7 +90,8 @@ class Daemon {
     std::unique_ptr<GovernedState> state_;
     IoSample sample_;
     Holds holds_;
-    Fd epoll_, signals_, timer_;
+    Fd epoll_, signals_;
+    TimePoint wake_at_{}; // the next tick, epoll's timeout
     TimePoint next_tick_{};
     TimePoint last_status_{};
     TimePoint last_watchdog_{};
