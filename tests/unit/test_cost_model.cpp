@@ -140,6 +140,41 @@ TEST_CASE("judge: a clear gain holds, no gain or a loss holds nothing, noise wai
     CHECK(judge(noisy, rules) != Verdict::uncertain);
 }
 
+TEST_CASE("student_t_quantile: Student's t at the confidence of z, from 3 degrees of freedom") {
+    // Exact quantiles at one-sided p = Phi(-2.5) = 0.00621, by numerical
+    // integration of the t density.
+    CHECK(student_t_quantile(2.5, 3) == doctest::Approx(5.405).epsilon(0.01));
+    CHECK(student_t_quantile(2.5, 4) == doctest::Approx(4.323).epsilon(0.002));
+    CHECK(student_t_quantile(2.5, 7) == doctest::Approx(3.340).epsilon(0.001));
+    CHECK(student_t_quantile(2.5, 15) == doctest::Approx(2.840).epsilon(0.001));
+    CHECK(student_t_quantile(1.96, 3) == doctest::Approx(3.182).epsilon(0.002)); // t(0.975, 3)
+    CHECK(student_t_quantile(2.5, 1000) == doctest::Approx(2.5).epsilon(0.002));
+    CHECK(std::isinf(student_t_quantile(2.5, 2)));
+}
+
+TEST_CASE("judge: four noisy pairs are not sure, whatever their mean") {
+    // Wait gains of -4%, -13%, -6% and -14% (too little busy time for the
+    // service gain): 2.5 standard errors (6.2 points) would call it a sure
+    // loss; Student's t at 3 degrees of freedom (13.4 points) does not.
+    EvidenceRules rules;
+    const auto window = [](bool held, double cycle_us) {
+        IoWindow w{held, cycle_us * 100 / 1e6, 100, 0};
+        w.busy_ms = 100 * 100 / 1e3;
+        return w;
+    };
+    Gains noisy;
+    for (double loss : {0.04, 0.13, 0.06, 0.14})
+        noisy.add(window(true, 1000 + loss * 100), window(false, 1000));
+    REQUIRE(noisy.pairs == 4);
+    REQUIRE(noisy.wait_mean() == doctest::Approx(-0.0925));
+    REQUIRE(noisy.wait_mean() + rules.z * noisy.wait_se() < 0);
+    CHECK(judge(noisy, rules) == Verdict::uncertain);
+    // The same spread over 8 pairs is a sure loss.
+    for (double loss : {0.04, 0.13, 0.06, 0.14})
+        noisy.add(window(true, 1000 + loss * 100), window(false, 1000));
+    CHECK(judge(noisy, rules) == Verdict::no_hold);
+}
+
 TEST_CASE("judge_at: an undecided class takes a shorter gap's hold or a longer gap's no-hold") {
     EvidenceRules rules;
     // Pairs with the given mean relative gains (cycle, service) and a spread
@@ -197,7 +232,7 @@ TEST_CASE("judge_at: an undecided class takes a shorter gap's hold or a longer g
 
     // The class's own clear verdict always wins, and is its own.
     book.gaps[0].verdict = Verdict::hold;
-    const Gains worse = gains(rules.min_pairs, -0.3, -0.3);
+    const Gains worse = gains(2 * rules.min_pairs, -0.3, -0.3);
     GapEvidence own = judge_at(book, 4, worse, rules);
     CHECK(own.verdict == Verdict::no_hold);
     CHECK_FALSE(own.inferred_from);
@@ -285,9 +320,13 @@ TEST_CASE("a workload whose gap changes is measured again, and a known gap is de
     sim.run(thinking, 500);
     REQUIRE(verdict_at(sim.book, 1000) == Verdict::hold);
 
-    Workload sleepy = thinking; // 5 ms gaps where, say, the wake-up is free
+    // 5 ms gaps where, say, holding costs 10 us per request (a host that
+    // takes CPU time from a polling vCPU). A hold that merely bought nothing
+    // here would take the 1 ms class's verdict once its own 4 pairs were
+    // unsure (judge_at: a wake-up is no cheaper after a longer sleep).
+    Workload sleepy = thinking;
     sleepy.think_us = 5000;
-    sleepy.completion_wake_us = 0;
+    sleepy.completion_wake_us = -10;
     sleepy.waiter_wake_us = 0;
     sim.run(sleepy, 20, false); // the first window shows the new gap
     CHECK(sim.evidence.decide(sim.book).experimenting);

@@ -99,9 +99,12 @@ enum class Verdict { uncertain, hold, no_hold };
 std::string_view to_string(Verdict verdict);
 
 struct EvidenceRules {
-    int min_pairs = 4;    // never decide on fewer
-    int max_pairs = 16;   // then hold only where every point gain clears the margin
-    double z = 2.5;       // standard errors that make a difference sure
+    int min_pairs = 4;  // never decide on fewer
+    int max_pairs = 16; // then hold only where every point gain clears the margin
+    // The confidence that makes a difference sure, as a normal quantile: 2.5
+    // (one-sided 0.6%). With n pairs the standard errors are multiplied by
+    // Student's t with n - 1 degrees of freedom at that confidence.
+    double z = 2.5;
     double margin = 0.03; // a gain below 3% is not worth holding for
     // After the hold is switched, this long is not measured: in a guest the
     // effect of a switch takes time to show (the host adapts its own
@@ -115,6 +118,10 @@ struct EvidenceRules {
     std::chrono::milliseconds max_window{2000};
     std::uint64_t min_ios = 32;
 };
+
+// The one-sided Student t quantile with `df` degrees of freedom at the
+// confidence of the normal quantile `z`; infinite below 3 degrees of freedom.
+double student_t_quantile(double z, int df);
 
 Verdict judge(const Gains& gains, const EvidenceRules& rules);
 
