@@ -533,15 +533,25 @@ int Daemon::run_loop() {
         // syscalls (steady_clock is CLOCK_MONOTONIC, read in the vDSO).
         epoll_event events[16];
         const timespec timeout = wait_timeout();
-        int n = ::epoll_pwait2(epoll_.get(), events, 16, &timeout, nullptr);
-        if (n < 0 && errno == ENOSYS) // before Linux 5.11: milliseconds, rounded up
+        int n = -1;
+        if (have_epoll_pwait2_) {
+            n = ::epoll_pwait2(epoll_.get(), events, 16, &timeout, nullptr);
+            // Before Linux 5.11, or refused by a seccomp filter that does not
+            // know it: whole milliseconds, rounded up, from here on.
+            if (n < 0 && (errno == ENOSYS || errno == EPERM)) {
+                have_epoll_pwait2_ = false;
+                spdlog::debug("epoll_pwait2: {}; ticks in whole milliseconds",
+                              errno_message(errno));
+            }
+        }
+        if (!have_epoll_pwait2_)
             n = ::epoll_wait(
                 epoll_.get(), events, 16,
                 static_cast<int>(timeout.tv_sec * 1000 + (timeout.tv_nsec + 999999) / 1000000));
         if (n < 0) {
             if (errno == EINTR)
                 continue;
-            spdlog::error("epoll_pwait2 failed: {}", errno_message(errno));
+            spdlog::error("Failed to wait for events: {}", errno_message(errno));
             shutdown();
             return 1;
         }

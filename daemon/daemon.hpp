@@ -91,7 +91,8 @@ class Daemon {
     IoSample sample_;
     Holds holds_;
     Fd epoll_, signals_;
-    TimePoint wake_at_{}; // the next tick, epoll's timeout
+    TimePoint wake_at_{};           // the next tick, epoll's timeout
+    bool have_epoll_pwait2_ = true; // else epoll_wait, in milliseconds
     TimePoint next_tick_{};
     TimePoint last_status_{};
     TimePoint last_watchdog_{};
