@@ -364,16 +364,6 @@ void Daemon::arm_timer(TimePoint now) {
     wake_at_ = deadline.wake;
 }
 
-timespec Daemon::wait_timeout() const {
-    const auto left = std::max(std::chrono::nanoseconds::zero(),
-                               std::chrono::duration_cast<std::chrono::nanoseconds>(
-                                   wake_at_ - std::chrono::steady_clock::now()));
-    timespec ts{};
-    ts.tv_sec = static_cast<time_t>(left.count() / 1000000000);
-    ts.tv_nsec = static_cast<long>(left.count() % 1000000000);
-    return ts;
-}
-
 void Daemon::reload(TimePoint now) {
     sd_notifyf(
         0, "RELOADING=1\nSTATUS=Reloading configuration\nMONOTONIC_USEC=%llu",
@@ -532,7 +522,7 @@ int Daemon::run_loop() {
         // The tick's deadline is epoll's timeout: a tick costs no timer
         // syscalls (steady_clock is CLOCK_MONOTONIC, read in the vDSO).
         epoll_event events[16];
-        const timespec timeout = wait_timeout();
+        const timespec timeout = wait_timeout(wake_at_, std::chrono::steady_clock::now());
         int n = -1;
         if (have_epoll_pwait2_) {
             n = ::epoll_pwait2(epoll_.get(), events, 16, &timeout, nullptr);
@@ -545,9 +535,7 @@ int Daemon::run_loop() {
             }
         }
         if (!have_epoll_pwait2_)
-            n = ::epoll_wait(
-                epoll_.get(), events, 16,
-                static_cast<int>(timeout.tv_sec * 1000 + (timeout.tv_nsec + 999999) / 1000000));
+            n = ::epoll_wait(epoll_.get(), events, 16, wait_timeout_ms(timeout));
         if (n < 0) {
             if (errno == EINTR)
                 continue;

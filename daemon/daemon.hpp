@@ -17,7 +17,6 @@
 #include "latgov/uevent_monitor.hpp"
 
 #include <chrono>
-#include <ctime>
 #include <filesystem>
 #include <map>
 #include <memory>
@@ -71,8 +70,6 @@ class Daemon {
     void shutdown();
     // Arms the IO events while idle and sets wake_at_ to the next deadline.
     void arm_timer(TimePoint now);
-    // What is left until wake_at_, for epoll_pwait2.
-    timespec wait_timeout() const;
     void on_io_events(TimePoint now);
     void watch(int fd);
     int run_loop();

@@ -165,3 +165,26 @@ TEST_CASE("a rescan already due wakes the daemon at once") {
     const auto d = next_deadline(state, settings(), t0 + 30ms);
     CHECK(ms(d.wake) == 30);
 }
+
+TEST_CASE("the wait until the next tick: nanoseconds for epoll_pwait2, rounded up for epoll_wait") {
+    const timespec left = wait_timeout(t0 + 1500ms + 250ns, t0);
+    CHECK(left.tv_sec == 1);
+    CHECK(left.tv_nsec == 500000250);
+    CHECK(wait_timeout_ms(left) == 1501); // never early
+
+    const timespec exact = wait_timeout(t0 + 5ms, t0);
+    CHECK(exact.tv_sec == 0);
+    CHECK(exact.tv_nsec == 5000000);
+    CHECK(wait_timeout_ms(exact) == 5);
+
+    // A deadline already passed: return at once, whatever the gap.
+    const timespec late = wait_timeout(t0, t0 + 3s);
+    CHECK(late.tv_sec == 0);
+    CHECK(late.tv_nsec == 0);
+    CHECK(wait_timeout_ms(late) == 0);
+
+    // The longest wait the loop asks for (housekeeping while idle).
+    const timespec idle = wait_timeout(t0 + housekeeping_interval, t0);
+    CHECK(idle.tv_sec == 10);
+    CHECK(wait_timeout_ms(idle) == 10000);
+}

@@ -28,4 +28,17 @@ Deadline next_deadline(const ScheduleState& state, const DaemonSettings& setting
     return out;
 }
 
+timespec wait_timeout(TimePoint wake, TimePoint now) {
+    const auto left = std::max(std::chrono::nanoseconds::zero(),
+                               std::chrono::duration_cast<std::chrono::nanoseconds>(wake - now));
+    timespec ts{};
+    ts.tv_sec = static_cast<time_t>(left.count() / 1000000000);
+    ts.tv_nsec = static_cast<long>(left.count() % 1000000000);
+    return ts;
+}
+
+int wait_timeout_ms(const timespec& timeout) {
+    return static_cast<int>(timeout.tv_sec * 1000 + (timeout.tv_nsec + 999999) / 1000000);
+}
+
 } // namespace latgov

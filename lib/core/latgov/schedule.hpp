@@ -6,6 +6,7 @@
 #include "latgov/policy.hpp"
 
 #include <chrono>
+#include <ctime>
 #include <optional>
 
 namespace latgov {
@@ -52,5 +53,12 @@ struct Deadline {
 // status is flushed status_interval after the last write, not later; a
 // pending rescan wakes the daemon at its time.
 Deadline next_deadline(const ScheduleState& state, const DaemonSettings& settings, TimePoint now);
+
+// The time left from `now` until `wake` as epoll_pwait2's timeout; zero
+// once it passed.
+timespec wait_timeout(TimePoint wake, TimePoint now);
+// The same for epoll_wait: whole milliseconds, rounded up so that the tick
+// never comes early.
+int wait_timeout_ms(const timespec& timeout);
 
 } // namespace latgov
