@@ -39,21 +39,30 @@ const char* const files[] = {
     "dev/cpu_dma_latency",
 };
 
-// The capture named by LATGOV_FUZZ_TREE (a .tar.gz), unpacked once.
+// The capture named by LATGOV_FUZZ_TREE (a .tar.gz), unpacked once into
+// LATGOV_FUZZ_DIR (an empty directory that the caller removes, as ctest's
+// wrapper does), or into a new directory in /dev/shm whose removal at exit
+// libFuzzer skips when it stops on -max_total_time.
 const fs::path& root() {
     static const fs::path path = [] {
         const char* tree = std::getenv("LATGOV_FUZZ_TREE");
+        const char* given = std::getenv("LATGOV_FUZZ_DIR");
         char pattern[] = "/dev/shm/latgov-fuzz.XXXXXX";
-        const char* made = tree ? ::mkdtemp(pattern) : nullptr;
-        if (!made) {
+        if (!tree) {
             std::fprintf(stderr, "fuzz_sysfs_tree: set LATGOV_FUZZ_TREE to a capture .tar.gz\n");
             std::abort();
         }
-        fs::path p = made;
+        const char* dir = given ? given : ::mkdtemp(pattern);
+        if (!dir) {
+            std::perror("fuzz_sysfs_tree: mkdtemp /dev/shm/latgov-fuzz.XXXXXX");
+            std::abort();
+        }
+        fs::path p = dir;
         const std::string unpack = "tar -xzf '" + std::string(tree) + "' -C '" + p.string() + "'";
         if (std::system(unpack.c_str()) != 0)
             std::abort();
-        std::atexit([] { fs::remove_all(root()); });
+        if (!given)
+            std::atexit([] { fs::remove_all(root()); });
         return p;
     }();
     return path;
