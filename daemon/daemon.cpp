@@ -157,7 +157,7 @@ void Daemon::on_io_events(TimePoint now) {
             onset_work_.record(std::chrono::nanoseconds(done_ns - woken_ns));
         }
     }
-    // Only once the constraint is written: disarming costs a call per CPU.
+    // Only once the constraint is written: disarming pauses a ring per CPU.
     // From here sampling follows the IO; the events would only cost.
     events->disarm();
     events->drain();

@@ -89,11 +89,7 @@ void read_issue_counters(GovernedState& state, IoSample& sample) {
         sample.cpu_issues.clear();
         return;
     }
-    if (auto read = state.issue_counters->read(bound, sample.cpu_issues); !read) {
-        spdlog::warn("{}; waiter CPUs from iowait only", read.error().message);
-        state.issue_counters.reset();
-        sample.cpu_issues.clear();
-    }
+    state.issue_counters->read(bound, sample.cpu_issues);
 }
 
 void log_governed_state(const GovernedState& state) {

@@ -6,7 +6,6 @@
 #include <cstring>
 #include <linux/perf_event.h>
 #include <sys/ioctl.h>
-#include <sys/mman.h>
 #include <sys/prctl.h>
 #include <sys/syscall.h>
 #include <time.h>
@@ -92,7 +91,6 @@ Result<IoIssueEvents> IoIssueEvents::open(const SysRoot& root, const std::vector
     IoIssueEvents events;
     events.dev_offset_ = tp->dev_offset;
     std::vector<std::string> filters(parts.size());
-    const long page = ::sysconf(_SC_PAGESIZE);
     for (int cpu : cpus) {
         for (std::size_t i = 0; i < parts.size(); ++i) {
             perf_event_attr attr{};
@@ -109,10 +107,10 @@ Result<IoIssueEvents> IoIssueEvents::open(const SysRoot& root, const std::vector
             if (fd < 0)
                 return make_error("Failed to open a block_rq_issue perf event on cpu " +
                                   std::to_string(cpu) + ": " + errno_message(errno));
-            CpuEvent event{cpu, Fd(static_cast<int>(fd)), nullptr, 0};
+            Fd event(static_cast<int>(fd));
             std::string filter = narrowed ? own_requests_excluded(parts[i]) : parts[i];
             if (!filter.empty() &&
-                ::ioctl(event.fd.get(), PERF_EVENT_IOC_SET_FILTER, filter.c_str()) != 0) {
+                ::ioctl(event.get(), PERF_EVENT_IOC_SET_FILTER, filter.c_str()) != 0) {
                 if (!narrowed)
                     return make_error("Failed to set filter \"" + filter +
                                       "\": " + errno_message(errno));
@@ -120,19 +118,23 @@ Result<IoIssueEvents> IoIssueEvents::open(const SysRoot& root, const std::vector
                 narrowed = false;
                 filter = parts[i];
                 if (!filter.empty() &&
-                    ::ioctl(event.fd.get(), PERF_EVENT_IOC_SET_FILTER, filter.c_str()) != 0)
+                    ::ioctl(event.get(), PERF_EVENT_IOC_SET_FILTER, filter.c_str()) != 0)
                     return make_error("Failed to set filter \"" + filter +
                                       "\": " + errno_message(errno));
             }
             filters[i] = filter;
-            event.ring_size = static_cast<std::size_t>(page) * (ring_pages + 1);
-            event.ring = ::mmap(nullptr, event.ring_size, PROT_READ | PROT_WRITE, MAP_SHARED,
-                                event.fd.get(), 0);
-            if (event.ring == MAP_FAILED) {
-                event.ring = nullptr;
-                return make_error("Failed to map the perf ring buffer: " + errno_message(errno));
-            }
-            events.events_.push_back(std::move(event));
+            auto ring = PerfRing::map(std::move(event), ring_pages);
+            if (!ring)
+                return ring.error();
+            // Enabled for good, its output paused until armed: pausing is a
+            // flag in the ring, while enabling or disabling a CPU's event
+            // interrupts that CPU and waits for it (a wake-up of every idle
+            // CPU at each arm and disarm).
+            if (::ioctl(ring->fd(), PERF_EVENT_IOC_PAUSE_OUTPUT, 1) != 0 ||
+                ::ioctl(ring->fd(), PERF_EVENT_IOC_ENABLE, 0) != 0)
+                return make_error("Failed to enable the perf event on cpu " + std::to_string(cpu) +
+                                  " paused: " + errno_message(errno));
+            events.events_.push_back({cpu, std::move(*ring)});
         }
     }
     if (filters.size() == 1) {
@@ -144,44 +146,18 @@ Result<IoIssueEvents> IoIssueEvents::open(const SysRoot& root, const std::vector
     return events;
 }
 
-IoIssueEvents::IoIssueEvents(IoIssueEvents&& other) noexcept
-    : filter_(std::move(other.filter_)), events_(std::move(other.events_)),
-      dev_offset_(other.dev_offset_), armed_(other.armed_) {
-    other.events_.clear();
-}
-
-IoIssueEvents& IoIssueEvents::operator=(IoIssueEvents&& other) noexcept {
-    if (this != &other) {
-        for (auto& e : events_)
-            if (e.ring)
-                ::munmap(e.ring, e.ring_size);
-        filter_ = std::move(other.filter_);
-        events_ = std::move(other.events_);
-        other.events_.clear();
-        dev_offset_ = other.dev_offset_;
-        armed_ = other.armed_;
-    }
-    return *this;
-}
-
-IoIssueEvents::~IoIssueEvents() {
-    for (auto& e : events_)
-        if (e.ring)
-            ::munmap(e.ring, e.ring_size);
-}
-
 std::vector<int> IoIssueEvents::fds() const {
     std::vector<int> fds;
     for (const auto& e : events_)
-        fds.push_back(e.fd.get());
+        fds.push_back(e.ring.fd());
     return fds;
 }
 
 Result<void> IoIssueEvents::arm() {
     drain(); // forget requests seen before arming
     for (auto& e : events_)
-        if (::ioctl(e.fd.get(), PERF_EVENT_IOC_ENABLE, 0) != 0)
-            return make_error("Failed to enable the perf event on cpu " + std::to_string(e.cpu) +
+        if (::ioctl(e.ring.fd(), PERF_EVENT_IOC_PAUSE_OUTPUT, 0) != 0)
+            return make_error("Failed to resume the perf event on cpu " + std::to_string(e.cpu) +
                               ": " + errno_message(errno));
     armed_ = true;
     return {};
@@ -189,20 +165,15 @@ Result<void> IoIssueEvents::arm() {
 
 void IoIssueEvents::disarm() {
     for (auto& e : events_)
-        ::ioctl(e.fd.get(), PERF_EVENT_IOC_DISABLE, 0);
+        ::ioctl(e.ring.fd(), PERF_EVENT_IOC_PAUSE_OUTPUT, 1);
     armed_ = false;
 }
 
 std::vector<IssuedRequest> IoIssueEvents::drain() {
     std::vector<IssuedRequest> requests;
-    for (auto& e : events_) {
-        auto* meta = static_cast<perf_event_mmap_page*>(e.ring);
-        auto* data = static_cast<unsigned char*>(e.ring) + meta->data_offset;
-        const std::uint64_t head = __atomic_load_n(&meta->data_head, __ATOMIC_ACQUIRE);
-        const std::uint64_t tail = read_issue_samples(data, meta->data_size, meta->data_tail, head,
-                                                      dev_offset_, e.cpu, requests);
-        __atomic_store_n(&meta->data_tail, tail, __ATOMIC_RELEASE);
-    }
+    for (auto& e : events_)
+        e.ring.set_tail(read_issue_samples(e.ring.data(), e.ring.data_size(), e.ring.tail(),
+                                           e.ring.head(), dev_offset_, e.cpu, requests));
     return requests;
 }
 

@@ -1,13 +1,19 @@
 // Wakes the daemon on the first block request after idle, with no periodic
 // timer: perf tracepoint events on block/block_rq_issue per CPU, filtered
 // to the governed devices (one event per filter where the devices need more
-// than one page of filter), with wakeup_events=1. Armed only while everything
-// is idle, so it costs nothing per IO while latgovd is sampling.
+// than one page of filter), with wakeup_events=1. The events stay enabled;
+// arming resumes their ring's output and disarming pauses it
+// (PERF_EVENT_IOC_PAUSE_OUTPUT, a flag in the ring), because enabling or
+// disabling a CPU's event interrupts that CPU and waits for it: every idle
+// CPU would wake at each arm and disarm. Armed only while everything is
+// idle; while latgovd samples, a request costs the kernel the filter and a
+// dropped sample, no wake-up.
 #pragma once
 
 #include "latgov/fd.hpp"
 #include "latgov/parse.hpp"
 #include "latgov/perf_records.hpp"
+#include "latgov/perf_ring.hpp"
 #include "latgov/request_filter.hpp"
 #include "latgov/result.hpp"
 #include "latgov/sysroot.hpp"
@@ -59,21 +65,10 @@ class IoIssueEvents {
   private:
     struct CpuEvent {
         int cpu = 0;
-        Fd fd;
-        void* ring = nullptr;
-        std::size_t ring_size = 0;
+        PerfRing ring;
     };
     IoIssueEvents() = default;
     std::string filter_;
-
-  public:
-    IoIssueEvents(IoIssueEvents&&) noexcept;
-    IoIssueEvents& operator=(IoIssueEvents&&) noexcept;
-    IoIssueEvents(const IoIssueEvents&) = delete;
-    IoIssueEvents& operator=(const IoIssueEvents&) = delete;
-    ~IoIssueEvents();
-
-  private:
     std::vector<CpuEvent> events_;
     std::uint32_t dev_offset_ = 0;
     bool armed_ = false;
