@@ -14,6 +14,8 @@
 #include <cstring>
 #include <exception>
 #include <linux/magic.h>
+#include <sched.h>
+#include <set>
 #include <spdlog/spdlog.h>
 #include <sys/epoll.h>
 #include <sys/signalfd.h>
@@ -115,6 +117,7 @@ void Daemon::install(GovernedState state, TimePoint now, RescanCause cause) {
         spdlog::info("online CPUs changed to {}", trim(online));
     online_text_ = std::move(online);
     last_online_check_ = now;
+    start_kicker();
     spdlog::info("topology scanned ({})", to_string(cause));
     log_governed_state(*state_);
     if (epoll_ && state_->events)
@@ -123,6 +126,21 @@ void Daemon::install(GovernedState state, TimePoint now, RescanCause cause) {
     // The new governor starts idle: what the old one held is released.
     apply(state_->governor.holds(), now);
     status_dirty_ = true;
+}
+
+void Daemon::start_kicker() {
+    const auto& cpus = state_->topology.online_cpus;
+    if (!root_.is_live() || (kicker_ && kicker_->cpus() == cpus))
+        return;
+    kicker_.reset(); // its threads stop before the new ones start
+    auto kicker = CpuKicker::start(cpus);
+    if (!kicker) {
+        spdlog::warn("{}; a CPU constrained while idle keeps its idle state until its next "
+                     "interrupt",
+                     kicker.error().message);
+        return;
+    }
+    kicker_ = std::move(*kicker);
 }
 
 void Daemon::watch(int fd) {
@@ -179,7 +197,17 @@ void Daemon::apply(const Holds& holds, TimePoint now) {
     if (!diff_holds(holds_.percpu, holds.percpu).empty() || holds.global != holds_.global ||
         !diff_holds(holds_.dry_run, holds.dry_run).empty())
         status_dirty_ = true;
+    std::set<int> held_before;
+    for (const auto& [cpu, held] : percpu_.held())
+        held_before.insert(cpu);
     percpu_.apply(wanted, now);
+    if (kicker_) {
+        // This CPU chooses its idle state again anyway when latgovd sleeps.
+        const int here = ::sched_getcpu();
+        for (const auto& [cpu, held] : percpu_.held())
+            if (cpu != here && !held_before.contains(cpu))
+                kicker_->kick(cpu);
+    }
     metrics_.observe_percpu(percpu_.held(), now);
     global_.apply(holds.global, now);
     holds_ = holds;

@@ -6,6 +6,7 @@
 
 #include "governed.hpp"
 #include "latgov/config.hpp"
+#include "latgov/cpu_kick.hpp"
 #include "latgov/fd.hpp"
 #include "latgov/metrics_recorder.hpp"
 #include "latgov/onset.hpp"
@@ -61,6 +62,8 @@ class Daemon {
     void on_uevents(TimePoint now);
     void tick(TimePoint now);
     void apply(const Holds& holds, TimePoint now);
+    // Starts a thread per online CPU to wake it, when the set changed.
+    void start_kicker();
     StatusInput status_input(TimePoint now) const;
     // How an idle daemon wakes, for the status.
     std::string io_events_state() const;
@@ -84,6 +87,9 @@ class Daemon {
     std::optional<RuntimeDir> runtime_;
     PerCpuHolder percpu_;
     GlobalHolder global_;
+    // Wakes the CPUs a per-CPU limit was just written for (none under
+    // --sysroot: the tree's CPUs are not this machine's).
+    std::unique_ptr<CpuKicker> kicker_;
     std::unique_ptr<GovernedState> state_;
     IoSample sample_;
     Holds holds_;

@@ -1,7 +1,7 @@
 """Host tests of latgovd's event-driven onset: while every governed queue is
 idle it sleeps with no periodic timer and is woken by a block_rq_issue perf
 event on the first request, constrains the queue's completion CPU at once
-and samples until idle again; without the capabilities for perf events it
+(and wakes it, so that it idles under the limit) and samples until idle again; without the capabilities for perf events it
 falls back to sampling every idle_interval.
 
 Runs on the virtio test bed (docs/platform.md: vda with one queue, 2+ CPUs), as
@@ -85,6 +85,30 @@ limit_us = 0
 CAP_SYS_ADMIN, CAP_PERFMON = 21, 38
 DROP_PERF_CAPS = ["setpriv", "--inh-caps=-perfmon,-sys_admin",
                   "--bounding-set=-perfmon,-sys_admin"]
+
+
+def kicker_threads(pid):
+    """{cpu: (voluntary context switches, CPU it last ran on)} of latgovd's
+    latgov-kick/N threads, the threads that wake a CPU it constrained."""
+    threads = {}
+    for tid in os.listdir(f"/proc/{pid}/task"):
+        try:
+            with open(f"/proc/{pid}/task/{tid}/comm") as f:
+                comm = f.read().strip()
+            with open(f"/proc/{pid}/task/{tid}/status") as f:
+                status = f.read()
+            with open(f"/proc/{pid}/task/{tid}/stat") as f:
+                stat = f.read()
+        except FileNotFoundError:
+            continue
+        m = re.fullmatch(r"latgov-kick/(\d+)", comm)
+        if not m:
+            continue
+        switches = int(re.search(r"^voluntary_ctxt_switches:\s*(\d+)", status, re.M).group(1))
+        # Field 39, "processor"; the fields after the command start at 3.
+        processor = int(stat.rsplit(")", 1)[1].split()[39 - 3])
+        threads[int(m.group(1))] = (switches, processor)
+    return threads
 
 
 def context_switches(pid):
@@ -377,6 +401,56 @@ class OnsetTest(HostTestCase):
                         "the first read after the burst was not held")
         self.wait_status(d, lambda s: s["onset_delay"]["count"] > onsets,
                          "an onset after the burst")
+        self.assertEqual(d.stop(), 0)
+        self.assertEqual(read_all(), self.baseline)
+
+    def test_05_a_cpu_constrained_while_idle_is_woken(self):
+        """A CPU reads its PM QoS limit when it enters idle, so one that
+        sleeps while latgovd constrains it would pay its exit at the
+        completion interrupt all the same. latgovd keeps a thread per online
+        CPU (latgov-kick/N) and wakes the thread of each CPU it has just
+        constrained, other than its own. With latgovd's main thread on the
+        submitting CPU, each onset constrains the idle completion CPU and
+        wakes its thread there; while nothing is constrained anew no thread
+        wakes."""
+        d = self.start_daemon(ONSET_CONFIG)
+        online = []
+        with open("/sys/devices/system/cpu/online") as f:
+            for part in f.read().strip().split(","):
+                first, _, last = part.partition("-")
+                online.extend(range(int(first), int(last or first) + 1))
+        threads = kicker_threads(d.proc.pid)
+        self.assertEqual(sorted(threads), online,
+                         f"latgov-kick threads {sorted(threads)}, online CPUs {online}")
+        # The main thread only (its tid is the pid): the kick threads stay
+        # put. (It inherits this test's affinity already; made sure here.)
+        os.sched_setaffinity(d.proc.pid, {self.submit_cpu})
+        self.settle(1.0)
+        before = kicker_threads(d.proc.pid)
+        time.sleep(1.0)
+        idle = kicker_threads(d.proc.pid)
+        self.assertEqual({c: v[0] for c, v in idle.items()},
+                         {c: v[0] for c, v in before.items()},
+                         "a kick thread woke while nothing was constrained")
+
+        onsets = 10
+        for _ in range(onsets):
+            self.settle(0.0)
+            issued, returned, held = self.read_and_watch_onset()
+            self.assertIsNotNone(held, f"cpu {self.comp} not held after a read")
+            self.reader.read()  # a second read while held: not a lonely onset
+            self.watch_release(returned)
+        after = kicker_threads(d.proc.pid)
+        woke = after[self.comp][0] - idle[self.comp][0]
+        log(f"  {onsets} onsets with latgovd on cpu {self.submit_cpu}: cpu {self.comp}'s "
+            f"thread woke {woke} times, last on cpu {after[self.comp][1]}")
+        self.assertGreaterEqual(woke, onsets, f"cpu {self.comp}'s thread woke {woke} times "
+                                              f"for {onsets} onsets: {after}")
+        self.assertEqual(after[self.comp][1], self.comp,
+                         f"cpu {self.comp}'s thread last ran on cpu {after[self.comp][1]}")
+        # The submitting CPU is latgovd's own and, with waiter_cpus off,
+        # never constrained: its thread is not woken.
+        self.assertEqual(after[self.submit_cpu][0], idle[self.submit_cpu][0], after)
         self.assertEqual(d.stop(), 0)
         self.assertEqual(read_all(), self.baseline)
 

@@ -1,0 +1,62 @@
+// Wakes idle CPUs so that they choose their idle state again.
+//
+// A CPU reads its PM QoS resume latency when it enters idle. A limit
+// written while it sleeps applies from its next wake-up, and for a CPU
+// that completes IO that wake-up is the completion interrupt itself: the
+// first request after idle pays the exit the limit is there to avoid. The
+// kernel's global request (/dev/cpu_dma_latency) wakes every idle CPU when
+// it changes for this reason; the per-CPU files wake none. So latgovd wakes
+// the CPUs it has just constrained, and only those: a thread per CPU,
+// pinned there and asleep on an eventfd, is woken by a write, runs for a
+// moment and sleeps again, and the CPU idles under its new limit. The
+// write does not wait for the CPU to wake.
+#pragma once
+
+#include "latgov/fd.hpp"
+#include "latgov/result.hpp"
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <pthread.h>
+#include <vector>
+
+namespace latgov {
+
+class CpuKicker {
+  public:
+    // One thread per CPU of `cpus`. A CPU that refuses a pinned thread (it
+    // went offline) is left out; none at all is an error.
+    static Result<std::unique_ptr<CpuKicker>> start(const std::vector<int>& cpus);
+
+    // Wakes the thread of `cpu`; false when the CPU has none.
+    bool kick(int cpu);
+    // The CPUs that have a thread, sorted.
+    std::vector<int> cpus() const;
+
+    // How often the thread of `cpu` woke, and where it last ran.
+    struct Wakes {
+        std::uint64_t count = 0;
+        int last_cpu = -1;
+    };
+    Wakes wakes(int cpu) const;
+
+    CpuKicker(const CpuKicker&) = delete;
+    CpuKicker& operator=(const CpuKicker&) = delete;
+    ~CpuKicker(); // stops and joins the threads
+
+  private:
+    struct Worker {
+        int cpu = 0;
+        Fd wake; // eventfd
+        pthread_t thread{};
+        std::atomic<std::uint64_t> count{0};
+        std::atomic<int> last_cpu{-1};
+        std::atomic<bool> stop{false};
+    };
+    CpuKicker() = default;
+    static void* run(void* worker);
+    std::vector<std::unique_ptr<Worker>> workers_;
+};
+
+} // namespace latgov
