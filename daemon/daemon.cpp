@@ -157,13 +157,20 @@ void Daemon::on_io_events(TimePoint now) {
         return;
     const std::uint64_t woken_ns = monotonic_ns();
     std::uint64_t first_ns = 0; // the earliest request that activated a queue
-    for (const auto& request : events->drain())
-        if (state_->governor.on_request_issued(request.dev, request.cpu, now) &&
-            (first_ns == 0 || request.time_ns < first_ns))
-            first_ns = request.time_ns;
+    std::vector<int> fired;     // the CPUs whose events fired
+    auto take = [&](const std::vector<IssuedRequest>& requests) {
+        for (const auto& request : requests) {
+            fired.push_back(request.cpu);
+            if (state_->governor.on_request_issued(request.dev, request.cpu, now) &&
+                (first_ns == 0 || request.time_ns < first_ns))
+                first_ns = request.time_ns;
+        }
+    };
+    take(events->drain());
+    // Writes what changed: a queue activated, or a waiter CPU seen first.
+    apply(state_->governor.holds(), now);
     if (first_ns != 0) {
         spdlog::debug("woken by a request issued at {} ns", first_ns);
-        apply(state_->governor.holds(), now);
         last_change_ = now;
         const auto done_ns = monotonic_ns();
         if (done_ns >= first_ns && woken_ns >= first_ns) {
@@ -175,10 +182,18 @@ void Daemon::on_io_events(TimePoint now) {
             onset_work_.record(std::chrono::nanoseconds(done_ns - woken_ns));
         }
     }
-    // Only once the constraint is written: disarming pauses a ring per CPU.
-    // From here sampling follows the IO; the events would only cost.
-    events->disarm();
-    events->drain();
+    // Only once the constraint is written: disabling interrupts each CPU.
+    // From here sampling follows the IO on these CPUs; their events would
+    // only cost. Requests that came meanwhile are taken too.
+    events->disarm(fired);
+    const auto before = fired.size();
+    take(events->drain());
+    if (fired.size() != before) {
+        apply(state_->governor.holds(), now);
+        events->disarm(fired);
+        // Dropped: a CPU still armed fires again on its next request.
+        events->drain();
+    }
 }
 
 void Daemon::apply(const Holds& holds, TimePoint now) {
@@ -369,6 +384,8 @@ void Daemon::arm_timer(TimePoint now) {
         else if (events)
             spdlog::debug("requests come together again: waking on the first");
     }
+    if (isolated && events && events->any_armed())
+        events->disarm_all(); // sampled while idle: no request wakes latgovd
     if (!active && events && !events->armed() && !isolated) {
         // Journal now what the first request will hold, so that the onset
         // itself only writes the CPU files.

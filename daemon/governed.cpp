@@ -84,12 +84,23 @@ Result<GovernedState> build_governed_state(const SysRoot& root, const Config& co
 }
 
 void read_issue_counters(GovernedState& state, IoSample& sample) {
-    const CpuSet bound = state.governor.waiter_bound();
+    CpuSet bound = state.governor.waiter_bound();
     if (!state.issue_counters || bound.empty()) {
         sample.cpu_issues.clear();
         return;
     }
-    state.issue_counters->read(bound, sample.cpu_issues);
+    // A CPU whose wake-up event is still armed has issued no request since
+    // the arm (it would have fired), so its count has not moved; reading it
+    // would interrupt that CPU, most likely idle. Its value stays as read.
+    if (state.events)
+        std::erase_if(bound, [&](int cpu) { return state.events->armed_on(cpu); });
+    if (bound.empty())
+        return;
+    if (auto read = state.issue_counters->read(bound, sample.cpu_issues); !read) {
+        spdlog::warn("{}; waiter CPUs from iowait only", read.error().message);
+        state.issue_counters.reset();
+        sample.cpu_issues.clear();
+    }
 }
 
 void log_governed_state(const GovernedState& state) {

@@ -80,9 +80,6 @@ extern "C" int LLVMFuzzerTestOneInput(const unsigned char* data, size_t size) {
         const auto end =
             read_issue_samples(ring, ring_size, tail, tail + ring_size, dev_offset % 4096, 0, out);
         check(end >= tail && end <= tail + ring_size);
-        // The same ring counted as bare samples: the scan ends inside it.
-        const auto count = count_ring_samples(ring, ring_size, tail, tail + ring_size);
-        check(count.tail >= tail && count.tail <= tail + ring_size);
         break;
     }
     default:

@@ -1,7 +1,6 @@
-// The perf ring records latgovd reads: block_rq_issue samples for the
-// onset, and bare samples counted per CPU (issue_counts), with the
-// requests the kernel dropped for want of space counted from its
-// PERF_RECORD_LOST records. Rings are built here byte by byte, wrapping.
+// The perf ring records latgovd reads: block_rq_issue samples, which wake
+// it on the first request after idle. Rings are built here byte by byte,
+// wrapping, as the kernel writes them.
 #include "latgov/perf_records.hpp"
 
 #include <cstdint>
@@ -52,45 +51,6 @@ struct Ring {
 };
 
 } // namespace
-
-TEST_CASE("bare samples are counted, and the requests a full ring dropped with them") {
-    Ring ring(256, 200); // starts near the end: the records wrap
-    const std::uint64_t tail = ring.head;
-    ring.record(PERF_RECORD_SAMPLE, {});
-    ring.record(PERF_RECORD_SAMPLE, {});
-    ring.record(PERF_RECORD_LOST, {7 /* id */, 1000 /* lost */});
-    ring.record(PERF_RECORD_THROTTLE, {1, 2, 3});
-    ring.record(PERF_RECORD_SAMPLE, {});
-    const auto count = count_ring_samples(ring.data.data(), ring.data.size(), tail, ring.head);
-    CHECK(count.samples == 1003);
-    CHECK(count.tail == ring.head);
-
-    // Read again from where the scan ended: nothing new.
-    const auto again =
-        count_ring_samples(ring.data.data(), ring.data.size(), count.tail, ring.head);
-    CHECK(again.samples == 0);
-    CHECK(again.tail == ring.head);
-}
-
-TEST_CASE("a record the kernel cannot have written ends the count") {
-    Ring ring(128, 0);
-    ring.record(PERF_RECORD_SAMPLE, {});
-    perf_event_header broken{};
-    broken.type = PERF_RECORD_SAMPLE;
-    broken.size = 4; // shorter than a header
-    ring.put(&broken, sizeof broken);
-    ring.record(PERF_RECORD_SAMPLE, {});
-    const auto count = count_ring_samples(ring.data.data(), ring.data.size(), 0, ring.head);
-    CHECK(count.samples == 1);
-    CHECK(count.tail == ring.head); // skipped: the next read starts at the head
-
-    // A record that would run past the head is not counted either.
-    Ring cut(128, 0);
-    cut.record(PERF_RECORD_SAMPLE, {});
-    cut.record(PERF_RECORD_LOST, {1, 50});
-    const auto partial = count_ring_samples(cut.data.data(), cut.data.size(), 0, cut.head - 8);
-    CHECK(partial.samples == 1);
-}
 
 TEST_CASE("issue samples give each request's CPU, disk and time; other records are skipped") {
     constexpr std::uint32_t dev_offset = 8;

@@ -70,29 +70,4 @@ std::uint64_t read_issue_samples(const unsigned char* data, std::uint64_t size, 
     return tail;
 }
 
-RingCount count_ring_samples(const unsigned char* data, std::uint64_t size, std::uint64_t tail,
-                             std::uint64_t head) {
-    RingCount count{0, head};
-    if (size == 0)
-        return count;
-    // PERF_RECORD_LOST: the header, u64 id, u64 lost.
-    constexpr std::uint64_t lost_at = sizeof(perf_event_header) + 8;
-    while (tail < head) {
-        perf_event_header header{};
-        copy_from_ring(data, size, tail, &header, sizeof header);
-        if (header.size < sizeof header || header.size > head - tail)
-            return count; // not a record the kernel writes: skip the rest
-        if (header.type == PERF_RECORD_SAMPLE) {
-            ++count.samples;
-        } else if (header.type == PERF_RECORD_LOST && header.size >= lost_at + 8) {
-            std::uint64_t lost = 0;
-            copy_from_ring(data, size, tail + lost_at, &lost, sizeof lost);
-            count.samples += lost;
-        }
-        tail += header.size;
-    }
-    count.tail = tail;
-    return count;
-}
-
 } // namespace latgov

@@ -32,15 +32,4 @@ std::uint64_t read_issue_samples(const unsigned char* data, std::uint64_t size, 
                                  std::uint64_t head, std::uint32_t dev_offset, int cpu,
                                  std::vector<IssuedRequest>& out);
 
-// Pure: how many samples a perf ring's data area holds from `tail` to
-// `head`, counting those the kernel dropped for want of space (the `lost`
-// of its PERF_RECORD_LOST records); other records (throttling) count
-// nothing. `tail` is where the scan ended, as read_issue_samples.
-struct RingCount {
-    std::uint64_t samples = 0;
-    std::uint64_t tail = 0;
-};
-RingCount count_ring_samples(const unsigned char* data, std::uint64_t size, std::uint64_t tail,
-                             std::uint64_t head);
-
 } // namespace latgov

@@ -2,6 +2,7 @@
 
 #include "latgov/parse.hpp"
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <linux/perf_event.h>
@@ -126,15 +127,7 @@ Result<IoIssueEvents> IoIssueEvents::open(const SysRoot& root, const std::vector
             auto ring = PerfRing::map(std::move(event), ring_pages);
             if (!ring)
                 return ring.error();
-            // Enabled for good, its output paused until armed: pausing is a
-            // flag in the ring, while enabling or disabling a CPU's event
-            // interrupts that CPU and waits for it (a wake-up of every idle
-            // CPU at each arm and disarm).
-            if (::ioctl(ring->fd(), PERF_EVENT_IOC_PAUSE_OUTPUT, 1) != 0 ||
-                ::ioctl(ring->fd(), PERF_EVENT_IOC_ENABLE, 0) != 0)
-                return make_error("Failed to enable the perf event on cpu " + std::to_string(cpu) +
-                                  " paused: " + errno_message(errno));
-            events.events_.push_back({cpu, std::move(*ring)});
+            events.events_.push_back({cpu, std::move(*ring), false});
         }
     }
     if (filters.size() == 1) {
@@ -155,18 +148,51 @@ std::vector<int> IoIssueEvents::fds() const {
 
 Result<void> IoIssueEvents::arm() {
     drain(); // forget requests seen before arming
-    for (auto& e : events_)
-        if (::ioctl(e.ring.fd(), PERF_EVENT_IOC_PAUSE_OUTPUT, 0) != 0)
-            return make_error("Failed to resume the perf event on cpu " + std::to_string(e.cpu) +
+    for (auto& e : events_) {
+        if (e.enabled)
+            continue;
+        if (::ioctl(e.ring.fd(), PERF_EVENT_IOC_ENABLE, 0) != 0)
+            return make_error("Failed to enable the perf event on cpu " + std::to_string(e.cpu) +
                               ": " + errno_message(errno));
-    armed_ = true;
+        e.enabled = true;
+    }
     return {};
 }
 
-void IoIssueEvents::disarm() {
+bool IoIssueEvents::armed() const {
+    return std::all_of(events_.begin(), events_.end(), [](const auto& e) { return e.enabled; });
+}
+
+bool IoIssueEvents::any_armed() const {
+    return std::any_of(events_.begin(), events_.end(), [](const auto& e) { return e.enabled; });
+}
+
+bool IoIssueEvents::armed_on(int cpu) const {
+    bool found = false;
+    for (const auto& e : events_) {
+        if (e.cpu != cpu)
+            continue;
+        if (!e.enabled)
+            return false;
+        found = true;
+    }
+    return found;
+}
+
+void IoIssueEvents::disarm(const std::vector<int>& cpus) {
     for (auto& e : events_)
-        ::ioctl(e.ring.fd(), PERF_EVENT_IOC_PAUSE_OUTPUT, 1);
-    armed_ = false;
+        if (e.enabled && std::find(cpus.begin(), cpus.end(), e.cpu) != cpus.end()) {
+            ::ioctl(e.ring.fd(), PERF_EVENT_IOC_DISABLE, 0);
+            e.enabled = false;
+        }
+}
+
+void IoIssueEvents::disarm_all() {
+    for (auto& e : events_)
+        if (e.enabled) {
+            ::ioctl(e.ring.fd(), PERF_EVENT_IOC_DISABLE, 0);
+            e.enabled = false;
+        }
 }
 
 std::vector<IssuedRequest> IoIssueEvents::drain() {

@@ -1,13 +1,15 @@
 // Wakes the daemon on the first block request after idle, with no periodic
 // timer: perf tracepoint events on block/block_rq_issue per CPU, filtered
 // to the governed devices (one event per filter where the devices need more
-// than one page of filter), with wakeup_events=1. The events stay enabled;
-// arming resumes their ring's output and disarming pauses it
-// (PERF_EVENT_IOC_PAUSE_OUTPUT, a flag in the ring), because enabling or
-// disabling a CPU's event interrupts that CPU and waits for it: every idle
-// CPU would wake at each arm and disarm. Armed only while everything is
-// idle; while latgovd samples, a request costs the kernel the filter and a
-// dropped sample, no wake-up.
+// than one page of filter), with wakeup_events=1.
+//
+// An enabled event costs every request on its CPU a sample, and enabling or
+// disabling a CPU's event interrupts that CPU and waits for it (an idle one
+// wakes). So all are armed only while everything is idle, and an event is
+// disabled once it fired: a burst costs its submitting CPUs one sample and
+// two interrupts each, and CPUs that issue nothing are never interrupted.
+// Events of CPUs that have not fired stay armed while IO runs, and the
+// first request from another CPU wakes the daemon too.
 #pragma once
 
 #include "latgov/fd.hpp"
@@ -53,9 +55,16 @@ class IoIssueEvents {
 
     // The fds to wait on (one per CPU and filter).
     std::vector<int> fds() const;
+    // Enables every event not enabled (interrupting only those CPUs).
     Result<void> arm();
-    void disarm();
-    bool armed() const { return armed_; }
+    // Disables the events of `cpus` (those that fired), or of every CPU.
+    void disarm(const std::vector<int>& cpus);
+    void disarm_all();
+    bool armed() const;     // every CPU's event enabled
+    bool any_armed() const; // at least one
+    // `cpu` has events and all are enabled: no governed request (but
+    // latgovd's own) was issued from it since they were armed.
+    bool armed_on(int cpu) const;
     // The perf filters in use as one ("(f1) || (f2)" when split; empty:
     // every request wakes).
     const std::string& filter() const { return filter_; }
@@ -66,12 +75,12 @@ class IoIssueEvents {
     struct CpuEvent {
         int cpu = 0;
         PerfRing ring;
+        bool enabled = false;
     };
     IoIssueEvents() = default;
     std::string filter_;
     std::vector<CpuEvent> events_;
     std::uint32_t dev_offset_ = 0;
-    bool armed_ = false;
 };
 
 } // namespace latgov

@@ -1,7 +1,6 @@
 #include "latgov/issue_counts.hpp"
 
 #include "latgov/io_events.hpp"
-#include "latgov/perf_records.hpp"
 
 #include <algorithm>
 #include <cerrno>
@@ -11,12 +10,6 @@
 #include <unistd.h>
 
 namespace latgov {
-
-namespace {
-
-constexpr std::size_t data_pages = 4; // 2048 requests between reads; a power of two
-
-} // namespace
 
 Result<IssueCounters> IssueCounters::open(const SysRoot& root, const std::vector<int>& cpus,
                                           const WatchedDevs& watched) {
@@ -30,23 +23,14 @@ Result<IssueCounters> IssueCounters::open(const SysRoot& root, const std::vector
     const auto parts = device_filters(watched, waited.size(), max_filter_length());
     bool narrowed = true; // false once the kernel refused to glob
 
-    const auto page = static_cast<std::size_t>(::sysconf(_SC_PAGESIZE));
     IssueCounters counters;
     for (int cpu : cpus) {
-        CpuCounter counter{cpu, {}, 0};
+        CpuCounter counter{cpu, {}};
         for (const auto& part : parts) {
-            // A sample of nothing but its header per request, read from the
-            // mapped ring: reading a counting event instead interrupts its
-            // CPU (an idle one wakes) at every tick. The ring wakes nobody
-            // until it is full; a request dropped then is still counted, in
-            // the PERF_RECORD_LOST that follows.
             perf_event_attr attr{};
             attr.size = sizeof attr;
             attr.type = PERF_TYPE_TRACEPOINT;
             attr.config = tp->id;
-            attr.sample_period = 1;
-            attr.watermark = 1;
-            attr.wakeup_watermark = static_cast<std::uint32_t>(data_pages * page);
             const long fd =
                 ::syscall(SYS_perf_event_open, &attr, -1, cpu, -1, PERF_FLAG_FD_CLOEXEC);
             if (fd < 0)
@@ -69,31 +53,31 @@ Result<IssueCounters> IssueCounters::open(const SysRoot& root, const std::vector
                     return make_error("Failed to set filter \"" + filter +
                                       "\": " + errno_message(errno));
             }
-            auto ring = PerfRing::map(std::move(event), data_pages);
-            if (!ring)
-                return ring.error();
-            counter.rings.push_back(std::move(*ring));
+            counter.fds.push_back(std::move(event));
         }
         counters.counters_.push_back(std::move(counter));
     }
     return counters;
 }
 
-void IssueCounters::read(const CpuSet& only, std::vector<std::uint64_t>& counts) {
-    for (auto& counter : counters_) {
+Result<void> IssueCounters::read(const CpuSet& only, std::vector<std::uint64_t>& counts) {
+    for (const auto& counter : counters_) {
         if (!only.empty() && !std::binary_search(only.begin(), only.end(), counter.cpu))
             continue;
-        for (auto& ring : counter.rings) {
-            const auto count =
-                count_ring_samples(ring.data(), ring.data_size(), ring.tail(), ring.head());
-            ring.set_tail(count.tail);
-            counter.total += count.samples;
+        std::uint64_t total = 0;
+        for (const auto& fd : counter.fds) {
+            std::uint64_t value = 0;
+            if (::read(fd.get(), &value, sizeof value) != sizeof value)
+                return make_error("Failed to read the block_rq_issue counter of cpu " +
+                                  std::to_string(counter.cpu) + ": " + errno_message(errno));
+            total += value;
         }
         const auto i = static_cast<size_t>(counter.cpu);
         if (counts.size() <= i)
             counts.resize(i + 1, 0);
-        counts[i] = counter.total;
+        counts[i] = total;
     }
+    return {};
 }
 
 } // namespace latgov

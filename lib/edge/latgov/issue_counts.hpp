@@ -1,15 +1,14 @@
 // Per-CPU counts of block requests issued to the governed disks: a perf
-// tracepoint event on block/block_rq_issue per CPU whose samples are bare
-// headers counted in its mapped ring (no system call, no interrupt of the
-// CPU counted, no wake-up), filtered to the governed devices and to reads
-// and synchronous writes (someone waits for those).
+// tracepoint event on block/block_rq_issue per CPU in counting mode (no
+// samples, no ring buffer, no wake-ups), filtered to the governed devices
+// and to reads and synchronous writes (someone waits for those).
 // Read every tick, a count that grew names a CPU where a task submitted IO
 // and, for synchronous IO, sleeps until it completes: a waiter CPU. The
 // kernel only increments a counter per request.
 #pragma once
 
+#include "latgov/fd.hpp"
 #include "latgov/parse.hpp"
-#include "latgov/perf_ring.hpp"
 #include "latgov/request_filter.hpp"
 #include "latgov/result.hpp"
 #include "latgov/sysroot.hpp"
@@ -28,13 +27,12 @@ class IssueCounters {
                                       const WatchedDevs& watched);
     // counts[cpu] = requests issued from `cpu` so far, for the CPUs of
     // `only` (sorted; every opened CPU when empty); others keep their value.
-    void read(const CpuSet& only, std::vector<std::uint64_t>& counts);
+    Result<void> read(const CpuSet& only, std::vector<std::uint64_t>& counts);
 
   private:
     struct CpuCounter {
         int cpu = 0;
-        std::vector<PerfRing> rings; // one per filter, when the devices need several
-        std::uint64_t total = 0;     // samples counted so far
+        std::vector<Fd> fds; // one per filter, when the devices need several
     };
     std::vector<CpuCounter> counters_;
 };
