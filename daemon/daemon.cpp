@@ -168,7 +168,10 @@ void Daemon::on_io_events(TimePoint now) {
     };
     take(events->drain());
     // Writes what changed: a queue activated, or a waiter CPU seen first.
-    apply(state_->governor.holds(), now);
+    // The CPUs held anew are woken once the onset is timed: an interrupt to
+    // another CPU is an exit to the host in a guest, and the limit is
+    // written already.
+    apply(state_->governor.holds(), now, false);
     if (first_ns != 0) {
         spdlog::debug("woken by a request issued at {} ns", first_ns);
         last_change_ = now;
@@ -182,6 +185,7 @@ void Daemon::on_io_events(TimePoint now) {
             onset_work_.record(std::chrono::nanoseconds(done_ns - woken_ns));
         }
     }
+    kick_held_anew();
     // Only once the constraint is written: disabling interrupts each CPU.
     // From here sampling follows the IO on these CPUs; their events would
     // only cost. Requests that came meanwhile are taken too.
@@ -196,7 +200,7 @@ void Daemon::on_io_events(TimePoint now) {
     }
 }
 
-void Daemon::apply(const Holds& holds, TimePoint now) {
+void Daemon::apply(const Holds& holds, TimePoint now, bool kick) {
     std::map<int, LatencyLimit> wanted;
     for (const auto& [cpu, hold] : holds.percpu)
         wanted[cpu] = hold.limit;
@@ -216,16 +220,25 @@ void Daemon::apply(const Holds& holds, TimePoint now) {
     for (const auto& [cpu, held] : percpu_.held())
         held_before.insert(cpu);
     percpu_.apply(wanted, now);
-    if (kicker_) {
-        // This CPU chooses its idle state again anyway when latgovd sleeps.
-        const int here = ::sched_getcpu();
-        for (const auto& [cpu, held] : percpu_.held())
-            if (cpu != here && !held_before.contains(cpu))
-                kicker_->kick(cpu);
-    }
+    for (const auto& [cpu, held] : percpu_.held())
+        if (!held_before.contains(cpu))
+            held_anew_.push_back(cpu);
+    if (kick)
+        kick_held_anew();
     metrics_.observe_percpu(percpu_.held(), now);
     global_.apply(holds.global, now);
     holds_ = holds;
+}
+
+void Daemon::kick_held_anew() {
+    if (kicker_) {
+        // This CPU chooses its idle state again anyway when latgovd sleeps.
+        const int here = ::sched_getcpu();
+        for (int cpu : held_anew_)
+            if (cpu != here)
+                kicker_->kick(cpu);
+    }
+    held_anew_.clear();
 }
 
 StatusInput Daemon::status_input(TimePoint now) const {

@@ -61,7 +61,10 @@ class Daemon {
     void rescan_if_due(TimePoint now);
     void on_uevents(TimePoint now);
     void tick(TimePoint now);
-    void apply(const Holds& holds, TimePoint now);
+    // Writes what changed; the CPUs held anew are woken (kick_held_anew)
+    // unless `kick` is false, when the caller does it later.
+    void apply(const Holds& holds, TimePoint now, bool kick = true);
+    void kick_held_anew();
     // Starts a thread per online CPU to wake it, when the set changed.
     void start_kicker();
     StatusInput status_input(TimePoint now) const;
@@ -90,6 +93,7 @@ class Daemon {
     // Wakes the CPUs a per-CPU limit was just written for (none under
     // --sysroot: the tree's CPUs are not this machine's).
     std::unique_ptr<CpuKicker> kicker_;
+    std::vector<int> held_anew_; // CPUs held since the last kick_held_anew()
     std::unique_ptr<GovernedState> state_;
     IoSample sample_;
     Holds holds_;
