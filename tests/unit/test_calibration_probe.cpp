@@ -3,6 +3,7 @@
 // per-CPU PM QoS slots that are plain files. What it must leave as it found
 // it: the values, and the CPU affinity of the thread that called it (latgovd
 // runs it before its loop: a pinned daemon would stay on one CPU for life).
+#include "allowed_cpus.hpp"
 #include "latgov/calibration_probe.hpp"
 #include "latgov/pinned_thread.hpp"
 
@@ -20,17 +21,6 @@ using namespace latgov;
 namespace fs = std::filesystem;
 
 namespace {
-
-std::vector<int> allowed_cpus() {
-    cpu_set_t set;
-    CPU_ZERO(&set);
-    REQUIRE(::sched_getaffinity(0, sizeof set, &set) == 0);
-    std::vector<int> cpus;
-    for (int cpu = 0; cpu < CPU_SETSIZE; ++cpu)
-        if (CPU_ISSET(static_cast<unsigned>(cpu), &set))
-            cpus.push_back(cpu);
-    return cpus;
-}
 
 std::string cpu_list(const std::vector<int>& cpus) {
     std::string text;

@@ -1,6 +1,7 @@
 // The threads that wake a CPU after latgovd constrains it: a kick wakes
 // the thread pinned to that CPU, it runs there, and the threads stop when
 // the kicker goes.
+#include "allowed_cpus.hpp"
 #include "latgov/cpu_kick.hpp"
 
 #include <chrono>
@@ -12,17 +13,6 @@
 using namespace latgov;
 
 namespace {
-
-std::vector<int> allowed_cpus() {
-    cpu_set_t set;
-    CPU_ZERO(&set);
-    REQUIRE(::sched_getaffinity(0, sizeof set, &set) == 0);
-    std::vector<int> cpus;
-    for (int cpu = 0; cpu < CPU_SETSIZE; ++cpu)
-        if (CPU_ISSET(static_cast<unsigned>(cpu), &set))
-            cpus.push_back(cpu);
-    return cpus;
-}
 
 // Waits up to 5 s for the thread of `cpu` to have woken `count` times.
 CpuKicker::Wakes wait_for(const CpuKicker& kicker, int cpu, std::uint64_t count) {
