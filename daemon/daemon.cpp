@@ -15,7 +15,6 @@
 #include <exception>
 #include <linux/magic.h>
 #include <sched.h>
-#include <set>
 #include <spdlog/spdlog.h>
 #include <sys/epoll.h>
 #include <sys/signalfd.h>
@@ -186,13 +185,19 @@ void Daemon::on_io_events(TimePoint now) {
         }
     }
     kick_held_anew();
+    auto distinct = [](std::vector<int>& cpus) {
+        std::sort(cpus.begin(), cpus.end());
+        cpus.erase(std::unique(cpus.begin(), cpus.end()), cpus.end());
+    };
+    distinct(fired);
     // Only once the constraint is written: disabling interrupts each CPU.
     // From here sampling follows the IO on these CPUs; their events would
     // only cost. Requests that came meanwhile are taken too.
     events->disarm(fired);
-    const auto before = fired.size();
+    const auto disarmed = fired;
     take(events->drain());
-    if (fired.size() != before) {
+    distinct(fired);
+    if (fired != disarmed) { // requests from CPUs still armed
         apply(state_->governor.holds(), now);
         events->disarm(fired);
         // Dropped: a CPU still armed fires again on its next request.
@@ -204,25 +209,31 @@ void Daemon::apply(const Holds& holds, TimePoint now, bool kick) {
     std::map<int, LatencyLimit> wanted;
     for (const auto& [cpu, hold] : holds.percpu)
         wanted[cpu] = hold.limit;
-    for (const auto& change : diff_holds(holds_.percpu, holds.percpu))
+    const auto percpu_changes = diff_holds(holds_.percpu, holds.percpu);
+    const auto dry_run_changes = diff_holds(holds_.dry_run, holds.dry_run);
+    for (const auto& change : percpu_changes)
         spdlog::debug("cpu {}: {} -> {}", change.cpu, describe_limit(change.from),
                       describe_limit(change.to));
-    for (const auto& change : diff_holds(holds_.dry_run, holds.dry_run))
+    for (const auto& change : dry_run_changes)
         spdlog::info("dry-run: cpu {} would go {} -> {}", change.cpu, describe_limit(change.from),
                      describe_limit(change.to));
     if (holds.global != holds_.global)
         spdlog::debug("global: {} -> {}", describe_limit(holds_.global),
                       describe_limit(holds.global));
-    if (!diff_holds(holds_.percpu, holds.percpu).empty() || holds.global != holds_.global ||
-        !diff_holds(holds_.dry_run, holds.dry_run).empty())
+    if (!percpu_changes.empty() || holds.global != holds_.global || !dry_run_changes.empty())
         status_dirty_ = true;
-    std::set<int> held_before;
-    for (const auto& [cpu, held] : percpu_.held())
-        held_before.insert(cpu);
+    // The CPUs held anew, looked for only when the wanted limits changed (a
+    // tick that changes nothing compares nothing).
+    const bool find_anew = kicker_ && !percpu_changes.empty();
+    std::vector<int> held_before; // sorted: the keys of a map
+    if (find_anew)
+        for (const auto& [cpu, held] : percpu_.held())
+            held_before.push_back(cpu);
     percpu_.apply(wanted, now);
-    for (const auto& [cpu, held] : percpu_.held())
-        if (!held_before.contains(cpu))
-            held_anew_.push_back(cpu);
+    if (find_anew)
+        for (const auto& [cpu, held] : percpu_.held())
+            if (!std::binary_search(held_before.begin(), held_before.end(), cpu))
+                held_anew_.push_back(cpu);
     if (kick)
         kick_held_anew();
     metrics_.observe_percpu(percpu_.held(), now);
