@@ -200,16 +200,22 @@ bool Governor::on_request_issued(std::uint32_t dev, int cpu, TimePoint now) {
         // A hidden path disk (kernel_dev 0) takes requests of unknown disks.
         if (device.kernel_dev != dev && !(device.kernel_dev == 0 && unknown_dev))
             continue;
-        waiters_.observe_submit(cpu, now); // the submitter most likely waits where it is
+        bool started = false;
         for (auto& queue : device.queues) {
             if (!std::binary_search(queue.submit_cpus.begin(), queue.submit_cpus.end(), cpu))
                 continue;
             if (update_activity(queue.activity, true, now, linger_of(device)) ==
                 Transition::activated) {
-                activated = true;
+                activated = started = true;
                 queue.onset_pending = queue.lonely = true;
             }
         }
+        // The submitter of a request that starts a queue most likely waits
+        // where it is. While the queue runs, the issue counters tell the
+        // waiters: they leave out requests nobody waits for (asynchronous
+        // writes), which wake latgovd too from a CPU whose event is armed.
+        if (started)
+            waiters_.observe_submit(cpu, now);
         update_waiters(device, now);
     }
     return activated;
