@@ -28,6 +28,9 @@ LINGER_MS = 300
 # (onset_delay p50 ~0.3 ms); the sampling fallback would take up to
 # idle_interval (50 ms), half of it on average, and fails these bounds.
 ONSET_SEEN_MAX_MS = 20
+# Request issued -> constraint written, at most: a busy 2-CPU host stretches
+# the wake-up and the write to a few ms (the median is checked apart).
+ONSET_P99_MAX_US = 10000
 ONSET_SEEN_MEDIAN_MS = 5
 
 # Events on (the default), a long linger so a single 4k read is visible.
@@ -279,7 +282,8 @@ class OnsetTest(HostTestCase):
         log(f"  status onset_delay after one read: count {onset['count']}, p50 "
             f"{onset['p50_us']:.0f} us, p99 {onset['p99_us']:.0f} us, max "
             f"{onset['max_us']:.0f} us")
-        self.assertLess(onset["p99_us"], 2000, st)
+        # One sample: the same bound as the p99 of 21 below.
+        self.assertLess(onset["p99_us"], ONSET_P99_MAX_US, st)
 
         # 20 more, each after the previous hold's release (0.5 s > linger).
         # Each is followed by a second read while held: reads that each came
@@ -313,7 +317,7 @@ class OnsetTest(HostTestCase):
         # the p99 of 21 reads is nearly their maximum, which a busy 2-CPU
         # host stretches to a few ms. (The sampling fallback records none.)
         self.assertLess(onset["p50_us"], 1000, st)
-        self.assertLess(onset["p99_us"], 10000, st)
+        self.assertLess(onset["p99_us"], ONSET_P99_MAX_US, st)
         self.assertEqual(d.stop(), 0)
         self.assertEqual(read_all(), self.baseline)
 
@@ -426,9 +430,17 @@ class OnsetTest(HostTestCase):
         # put. (It inherits this test's affinity already; made sure here.)
         os.sched_setaffinity(d.proc.pid, {self.submit_cpu})
         self.settle(1.0)
-        before = kicker_threads(d.proc.pid)
-        time.sleep(1.0)
-        idle = kicker_threads(d.proc.pid)
+        # A second without IO on vda: background IO (writeback, a journal
+        # commit) is an onset like any other and would rightly kick.
+        for _ in range(10):
+            irqs = irq_count(self.irq)
+            before = kicker_threads(d.proc.pid)
+            time.sleep(1.0)
+            idle = kicker_threads(d.proc.pid)
+            if irq_count(self.irq) == irqs:
+                break
+        else:
+            self.fail(f"{DISK} had IO in each of 10 seconds: no idle second to watch")
         self.assertEqual({c: v[0] for c, v in idle.items()},
                          {c: v[0] for c, v in before.items()},
                          "a kick thread woke while nothing was constrained")

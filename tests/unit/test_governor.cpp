@@ -275,3 +275,30 @@ TEST_CASE("isolated requests: the onset's own completion does not keep its queue
     CHECK_FALSE(g.any_active());
     CHECK(g.lonely_onsets() == 1);
 }
+
+TEST_CASE("isolated requests: an onset request still in flight at the first sample came alone") {
+    Governor g(machine(), default_config(), declared_costs(machine()));
+    g.observe(sample(0, 0, 0, 0), t0);
+    CHECK(g.on_request_issued(259u << 20, 1, t0 + 1ms));
+    // The first sample sees it in flight on queue 1, the next one its
+    // completion: both are the onset request itself, no company.
+    IoSample busy = sample(0, 0, 0, 0, 1);
+    busy.queue_busy = {0, 1};
+    g.observe(busy, t0 + 2ms, false);
+    CHECK(g.any_active());
+    g.observe(sample(0, 1, 1, 1), t0 + 4ms, false);
+    g.observe(sample(0, 1, 1, 1), t0 + 10ms, false);
+    CHECK_FALSE(g.any_active());
+    CHECK(g.lonely_onsets() == 1);
+
+    // A second request in flight once the onset's has completed is company.
+    CHECK(g.on_request_issued(259u << 20, 1, t0 + 100ms));
+    g.observe(sample(0, 2, 2, 2), t0 + 101ms, false);
+    busy = sample(0, 2, 2, 2, 1);
+    busy.queue_busy = {0, 1};
+    g.observe(busy, t0 + 102ms, false);
+    g.observe(sample(0, 3, 3, 3), t0 + 103ms, false);
+    g.observe(sample(0, 3, 3, 3), t0 + 110ms, false);
+    CHECK_FALSE(g.any_active());
+    CHECK(g.lonely_onsets() == 0);
+}

@@ -116,14 +116,16 @@ bool Governor::observe(const IoSample& sample, TimePoint now, bool idle_wakes_on
             // A completion interrupt is the queue's own sign of IO; without
             // IRQs of its own, the device's completions are.
             std::uint64_t requests = queue.irq ? irq_delta(*queue.irq) : ios;
-            if (std::exchange(queue.onset_pending, false) && requests > 0)
+            if (queue.onset_pending && requests > 0) {
                 --requests; // the request that activated it
+                queue.onset_pending = false;
+            }
             // An active queue stays so while its device has IO in flight.
-            bool io_seen =
-                requests > 0 || ((queue.activity.active || !queue.irq) && now_stat.in_flight > 0);
+            bool in_flight = (queue.activity.active || !queue.irq) && now_stat.in_flight > 0;
             if (tag_index < sample.queue_busy.size() && sample.queue_busy[tag_index] > 0)
-                io_seen = true; // requests in flight on this very queue
+                in_flight = true; // requests in flight on this very queue
             ++tag_index;
+            bool io_seen = requests > 0 || in_flight;
             if (idle_wakes_on_events && !queue.activity.active)
                 io_seen = false;
             if (io_seen && !queue.activity.active && !idle_wakes_on_events && isolated_requests()) {
@@ -139,14 +141,16 @@ bool Governor::observe(const IoSample& sample, TimePoint now, bool idle_wakes_on
                 else
                     io_seen = false;
             }
-            if (io_seen)
+            // Company for the onset request: another one completed, or one
+            // in flight once the onset's own has completed.
+            if (requests > 0 || (in_flight && !queue.onset_pending))
                 queue.lonely = false;
             const Transition t = update_activity(queue.activity, io_seen, now, linger_of(device));
             if (t != Transition::none)
                 changed = true;
             if (t == Transition::released) {
                 lonely_streak_ = queue.lonely ? lonely_streak_ + 1 : 0;
-                queue.lonely = false;
+                queue.lonely = queue.onset_pending = false;
             }
         }
         const bool active = std::any_of(device.queues.begin(), device.queues.end(),
