@@ -129,7 +129,7 @@ void Daemon::install(GovernedState state, TimePoint now, RescanCause cause) {
 
 void Daemon::start_kicker() {
     const auto& cpus = state_->topology.online_cpus;
-    if (!root_.is_live() || (kicker_ && kicker_->cpus() == cpus))
+    if (!root_.is_live() || (kicker_ && kicker_->asked() == cpus))
         return;
     kicker_.reset(); // its threads stop before the new ones start
     auto kicker = CpuKicker::start(cpus);
@@ -140,6 +140,10 @@ void Daemon::start_kicker() {
         return;
     }
     kicker_ = std::move(*kicker);
+    if (!kicker_->refused().empty())
+        spdlog::warn("No thread to wake cpu {} (a cpuset narrower than the online CPUs?): "
+                     "constrained while idle, it keeps its idle state until its next interrupt",
+                     kicker_->refused());
 }
 
 void Daemon::watch(int fd) {
@@ -150,10 +154,10 @@ void Daemon::watch(int fd) {
         spdlog::warn("Failed to watch fd {}: {}", fd, errno_message(errno));
 }
 
-void Daemon::on_io_events(TimePoint now) {
+bool Daemon::on_io_events(TimePoint now) {
     auto& events = state_->events;
     if (!events)
-        return;
+        return false;
     const std::uint64_t woken_ns = monotonic_ns();
     std::uint64_t first_ns = 0; // the earliest request that activated a queue
     std::vector<int> fired;     // the CPUs whose events fired
@@ -164,9 +168,11 @@ void Daemon::on_io_events(TimePoint now) {
                 (first_ns == 0 || request.time_ns < first_ns))
                 first_ns = request.time_ns;
         }
+        std::sort(fired.begin(), fired.end());
+        fired.erase(std::unique(fired.begin(), fired.end()), fired.end());
     };
     take(events->drain());
-    // Writes what changed: a queue activated, or a waiter CPU seen first.
+    // Writes what changed: a queue activated, with its submitter as waiter.
     // The CPUs held anew are woken once the onset is timed: an interrupt to
     // another CPU is an exit to the host in a guest, and the limit is
     // written already.
@@ -185,24 +191,25 @@ void Daemon::on_io_events(TimePoint now) {
         }
     }
     kick_held_anew();
-    auto distinct = [](std::vector<int>& cpus) {
-        std::sort(cpus.begin(), cpus.end());
-        cpus.erase(std::unique(cpus.begin(), cpus.end()), cpus.end());
-    };
-    distinct(fired);
     // Only once the constraint is written: disabling interrupts each CPU.
     // From here sampling follows the IO on these CPUs; their events would
-    // only cost. Requests that came meanwhile are taken too.
-    events->disarm(fired);
-    const auto disarmed = fired;
-    take(events->drain());
-    distinct(fired);
-    if (fired != disarmed) { // requests from CPUs still armed
+    // only cost. Requests that came meanwhile (from these CPUs before the
+    // disable, or from CPUs still armed) are taken too, until none is left:
+    // each round disables the CPUs it saw, so it ends (bounded all the same,
+    // should a CPU's event refuse to be disabled).
+    for (size_t round = 0; round <= 2 * events->fds().size(); ++round) {
+        if (auto disarmed = events->disarm(fired); !disarmed)
+            spdlog::warn("{}", disarmed.error().message);
+        auto more = events->drain();
+        if (more.empty())
+            break;
+        const std::uint64_t before = first_ns;
+        take(more);
         apply(state_->governor.holds(), now);
-        events->disarm(fired);
-        // Dropped: a CPU still armed fires again on its next request.
-        events->drain();
+        if (first_ns != before)
+            last_change_ = now;
     }
+    return first_ns != 0;
 }
 
 void Daemon::apply(const Holds& holds, TimePoint now, bool kick) {
@@ -222,18 +229,22 @@ void Daemon::apply(const Holds& holds, TimePoint now, bool kick) {
                       describe_limit(holds.global));
     if (!percpu_changes.empty() || holds.global != holds_.global || !dry_run_changes.empty())
         status_dirty_ = true;
-    // The CPUs held anew, looked for only when the wanted limits changed (a
-    // tick that changes nothing compares nothing).
+    // The CPUs held anew or more strictly, looked for only when the wanted
+    // limits changed (a tick that changes nothing compares nothing).
     const bool find_anew = kicker_ && !percpu_changes.empty();
-    std::vector<int> held_before; // sorted: the keys of a map
+    std::map<int, LatencyLimit> written_before;
     if (find_anew)
         for (const auto& [cpu, held] : percpu_.held())
-            held_before.push_back(cpu);
+            written_before[cpu] = held.written;
     percpu_.apply(wanted, now);
     if (find_anew)
-        for (const auto& [cpu, held] : percpu_.held())
-            if (!std::binary_search(held_before.begin(), held_before.end(), cpu))
+        for (const auto& [cpu, held] : percpu_.held()) {
+            auto before = written_before.find(cpu);
+            if (before == written_before.end() ||
+                (held.written != before->second &&
+                 at_least_as_strict(held.written, before->second)))
                 held_anew_.push_back(cpu);
+        }
     if (kick)
         kick_held_anew();
     metrics_.observe_percpu(percpu_.held(), now);
@@ -409,7 +420,8 @@ void Daemon::arm_timer(TimePoint now) {
             spdlog::debug("requests come together again: waking on the first");
     }
     if (isolated && events && events->any_armed())
-        events->disarm_all(); // sampled while idle: no request wakes latgovd
+        if (auto disarmed = events->disarm_all(); !disarmed) // sampled while idle instead
+            spdlog::warn("{}", disarmed.error().message);
     if (!active && events && !events->armed() && !isolated) {
         // Journal now what the first request will hold, so that the onset
         // itself only writes the CPU files.
@@ -633,8 +645,10 @@ int Daemon::run_loop() {
                 arm_timer(std::chrono::steady_clock::now()); // wake when the burst is due
             } else if (state_->events) {
                 now = std::chrono::steady_clock::now();
-                on_io_events(now);
-                next_tick_ = now; // sample from here on, one period after the wake
+                // Sample from an onset on, one period after it. A request
+                // during IO (from a CPU still armed) keeps the period.
+                if (on_io_events(now))
+                    next_tick_ = now;
                 arm_timer(now);
             }
         }

@@ -76,7 +76,8 @@ class Daemon {
     void shutdown();
     // Arms the IO events while idle and sets wake_at_ to the next deadline.
     void arm_timer(TimePoint now);
-    void on_io_events(TimePoint now);
+    // Takes the requests the events saw; true when one activated a queue.
+    bool on_io_events(TimePoint now);
     void watch(int fd);
     int run_loop();
     // What the first requests after idle would hold (journaled before sleeping).
@@ -93,7 +94,7 @@ class Daemon {
     // Wakes the CPUs a per-CPU limit was just written for (none under
     // --sysroot: the tree's CPUs are not this machine's).
     std::unique_ptr<CpuKicker> kicker_;
-    std::vector<int> held_anew_; // CPUs held since the last kick_held_anew()
+    std::vector<int> held_anew_; // CPUs held, or held more strictly, since the last kick
     std::unique_ptr<GovernedState> state_;
     IoSample sample_;
     Holds holds_;

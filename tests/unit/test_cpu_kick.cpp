@@ -56,6 +56,10 @@ TEST_CASE("a CPU without a thread is not kicked, and CPUs that refuse a thread a
     auto kicker = CpuKicker::start(asked);
     REQUIRE(kicker);
     CHECK((*kicker)->cpus() == std::vector<int>{cpus.front()});
+    // What was asked stays known (latgovd compares it with the online CPUs
+    // to tell a change), and the refusal is named for the log.
+    CHECK((*kicker)->asked() == asked);
+    CHECK((*kicker)->refused().find(std::to_string(CPU_SETSIZE - 1) + " (") == 0);
     CHECK_FALSE((*kicker)->kick(CPU_SETSIZE - 1));
     CHECK((*kicker)->wakes(CPU_SETSIZE - 1).count == 0);
 

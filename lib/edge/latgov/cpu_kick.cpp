@@ -22,7 +22,8 @@ constexpr std::size_t stack_size = 64 * 1024;
 
 Result<std::unique_ptr<CpuKicker>> CpuKicker::start(const std::vector<int>& cpus) {
     std::unique_ptr<CpuKicker> kicker(new CpuKicker());
-    std::string refused;
+    kicker->asked_ = cpus;
+    std::string& refused = kicker->refused_;
     for (int cpu : cpus) {
         if (cpu < 0 || cpu >= CPU_SETSIZE)
             continue;

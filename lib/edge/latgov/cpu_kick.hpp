@@ -19,6 +19,7 @@
 #include <cstdint>
 #include <memory>
 #include <pthread.h>
+#include <string>
 #include <vector>
 
 namespace latgov {
@@ -33,6 +34,10 @@ class CpuKicker {
     bool kick(int cpu);
     // The CPUs that have a thread, sorted.
     std::vector<int> cpus() const;
+    // The CPUs start() was given, and those that refused a thread with why
+    // ("" when none did).
+    const std::vector<int>& asked() const { return asked_; }
+    const std::string& refused() const { return refused_; }
 
     // How often the thread of `cpu` woke, and where it last ran.
     struct Wakes {
@@ -57,6 +62,8 @@ class CpuKicker {
     CpuKicker() = default;
     static void* run(void* worker);
     std::vector<std::unique_ptr<Worker>> workers_;
+    std::vector<int> asked_;
+    std::string refused_;
 };
 
 } // namespace latgov

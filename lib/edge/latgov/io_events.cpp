@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
+#include <functional>
 #include <linux/perf_event.h>
 #include <sys/ioctl.h>
 #include <sys/prctl.h>
@@ -147,10 +148,12 @@ std::vector<int> IoIssueEvents::fds() const {
 }
 
 Result<void> IoIssueEvents::arm() {
-    drain(); // forget requests seen before arming
     for (auto& e : events_) {
+        // An enabled event's requests are still to be taken; those of a
+        // disabled one came before it was disabled, and are dropped.
         if (e.enabled)
             continue;
+        e.ring.set_tail(e.ring.head());
         if (::ioctl(e.ring.fd(), PERF_EVENT_IOC_ENABLE, 0) != 0)
             return make_error("Failed to enable the perf event on cpu " + std::to_string(e.cpu) +
                               ": " + errno_message(errno));
@@ -179,20 +182,31 @@ bool IoIssueEvents::armed_on(int cpu) const {
     return found;
 }
 
-void IoIssueEvents::disarm(const std::vector<int>& cpus) {
-    for (auto& e : events_)
-        if (e.enabled && std::find(cpus.begin(), cpus.end(), e.cpu) != cpus.end()) {
-            ::ioctl(e.ring.fd(), PERF_EVENT_IOC_DISABLE, 0);
+// An event that cannot be disabled stays enabled, and is named.
+Result<void> IoIssueEvents::disable_if(const std::function<bool(int cpu)>& which) {
+    std::string failed;
+    for (auto& e : events_) {
+        if (!e.enabled || !which(e.cpu))
+            continue;
+        if (::ioctl(e.ring.fd(), PERF_EVENT_IOC_DISABLE, 0) == 0)
             e.enabled = false;
-        }
+        else
+            failed += (failed.empty() ? "" : ", ") + std::to_string(e.cpu) + " (" +
+                      errno_message(errno) + ")";
+    }
+    if (!failed.empty())
+        return make_error("Failed to disable the block_rq_issue perf event on cpu " + failed +
+                          "; it still wakes latgovd on each request");
+    return {};
 }
 
-void IoIssueEvents::disarm_all() {
-    for (auto& e : events_)
-        if (e.enabled) {
-            ::ioctl(e.ring.fd(), PERF_EVENT_IOC_DISABLE, 0);
-            e.enabled = false;
-        }
+Result<void> IoIssueEvents::disarm(const std::vector<int>& cpus) {
+    return disable_if(
+        [&](int cpu) { return std::find(cpus.begin(), cpus.end(), cpu) != cpus.end(); });
+}
+
+Result<void> IoIssueEvents::disarm_all() {
+    return disable_if([](int) { return true; });
 }
 
 std::vector<IssuedRequest> IoIssueEvents::drain() {

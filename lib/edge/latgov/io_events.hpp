@@ -7,7 +7,8 @@
 // disabling a CPU's event interrupts that CPU and waits for it (an idle one
 // wakes). So all are armed only while everything is idle, and an event is
 // disabled once it fired: a burst costs its submitting CPUs one sample and
-// two interrupts each, and CPUs that issue nothing are never interrupted.
+// two interrupts each, and CPUs that issue nothing are not interrupted (but
+// once, when the daemon disarms every event for isolated requests).
 // Events of CPUs that have not fired stay armed while IO runs, and the
 // first request from another CPU wakes the daemon too.
 #pragma once
@@ -22,6 +23,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -58,8 +60,9 @@ class IoIssueEvents {
     // Enables every event not enabled (interrupting only those CPUs).
     Result<void> arm();
     // Disables the events of `cpus` (those that fired), or of every CPU.
-    void disarm(const std::vector<int>& cpus);
-    void disarm_all();
+    // An event that cannot be disabled stays enabled, and the error names it.
+    Result<void> disarm(const std::vector<int>& cpus);
+    Result<void> disarm_all();
     bool armed() const;     // every CPU's event enabled
     bool any_armed() const; // at least one
     // `cpu` has events and all are enabled: no governed request (but
@@ -78,6 +81,7 @@ class IoIssueEvents {
         bool enabled = false;
     };
     IoIssueEvents() = default;
+    Result<void> disable_if(const std::function<bool(int cpu)>& which);
     std::string filter_;
     std::vector<CpuEvent> events_;
     std::uint32_t dev_offset_ = 0;
