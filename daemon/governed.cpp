@@ -89,9 +89,11 @@ void read_issue_counters(GovernedState& state, IoSample& sample) {
         sample.cpu_issues.clear();
         return;
     }
-    // A CPU whose wake-up event is still armed has issued no request since
-    // the arm (it would have fired), so its count has not moved; reading it
-    // would interrupt that CPU, most likely idle. Its value stays as read.
+    // A CPU whose wake-up event is still armed has issued no request the
+    // event watches since the arm (it would have fired); reading its counter
+    // would interrupt that CPU, most likely idle, so it is left as read.
+    // Requests the event leaves out (kworker, jbd2, latgovd's own) but the
+    // counter counts are seen late, at the first read after it fired.
     if (state.events)
         std::erase_if(bound, [&](int cpu) { return state.events->armed_on(cpu); });
     if (bound.empty())

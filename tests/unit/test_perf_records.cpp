@@ -35,9 +35,11 @@ struct Ring {
             put(&word, sizeof word);
     }
     // PERF_SAMPLE_TIME then PERF_SAMPLE_RAW (u32 size, the raw bytes with
-    // dev at `dev_offset`), padded to 8 bytes as the kernel pads it.
+    // dev at `dev_offset`), the raw bytes padded as the kernel pads them:
+    // size and bytes together a multiple of 8, as the whole record.
     void issue_sample(std::uint64_t time, std::uint32_t dev, std::uint32_t dev_offset) {
-        std::vector<unsigned char> raw(dev_offset + 4 + 4, 0);
+        std::vector<unsigned char> raw(dev_offset + 4, 0);
+        raw.resize(raw.size() + (8 - (4 + raw.size()) % 8) % 8, 0);
         std::memcpy(raw.data() + dev_offset, &dev, sizeof dev);
         const auto raw_size = static_cast<std::uint32_t>(raw.size());
         perf_event_header header{};
@@ -47,6 +49,7 @@ struct Ring {
         put(&time, sizeof time);
         put(&raw_size, sizeof raw_size);
         put(raw.data(), raw.size());
+        REQUIRE(header.size % 8 == 0);
     }
 };
 
