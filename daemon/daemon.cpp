@@ -164,7 +164,7 @@ bool Daemon::on_io_events(TimePoint now) {
     auto take = [&](const std::vector<IssuedRequest>& requests) {
         for (const auto& request : requests) {
             fired.push_back(request.cpu);
-            if (state_->governor.on_request_issued(request.dev, request.cpu, now) &&
+            if (state_->governor.on_request_issued(request.dev, request.cpu, now, request.waited) &&
                 (first_ns == 0 || request.time_ns < first_ns))
                 first_ns = request.time_ns;
         }
@@ -172,7 +172,7 @@ bool Daemon::on_io_events(TimePoint now) {
         fired.erase(std::unique(fired.begin(), fired.end()), fired.end());
     };
     take(events->drain());
-    // Writes what changed: a queue activated, with its submitter as waiter.
+    // Writes what changed: a queue activated, or a waiter seen first.
     // The CPUs held anew are woken once the onset is timed: an interrupt to
     // another CPU is an exit to the host in a guest, and the limit is
     // written already.

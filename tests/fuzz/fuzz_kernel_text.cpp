@@ -78,7 +78,8 @@ extern "C" int LLVMFuzzerTestOneInput(const unsigned char* data, size_t size) {
         tail %= ring_size + 1;
         std::vector<IssuedRequest> out;
         const auto end =
-            read_issue_samples(ring, ring_size, tail, tail + ring_size, dev_offset % 4096, 0, out);
+            read_issue_samples(ring, ring_size, tail, tail + ring_size,
+                               {0, dev_offset % 4096, dev_offset % 61, dev_offset % 17}, 0, out);
         check(end >= tail && end <= tail + ring_size);
         break;
     }

@@ -3,10 +3,14 @@
 // wrapping, as the kernel writes them.
 #include "latgov/perf_records.hpp"
 
+#include <algorithm>
 #include <cstdint>
 #include <cstring>
 #include <doctest/doctest.h>
 #include <linux/perf_event.h>
+#include <string>
+#include <string_view>
+#include <utility>
 #include <vector>
 
 using namespace latgov;
@@ -34,13 +38,17 @@ struct Ring {
         for (auto word : body)
             put(&word, sizeof word);
     }
-    // PERF_SAMPLE_TIME then PERF_SAMPLE_RAW (u32 size, the raw bytes with
-    // dev at `dev_offset`), the raw bytes padded as the kernel pads them:
-    // size and bytes together a multiple of 8, as the whole record.
-    void issue_sample(std::uint64_t time, std::uint32_t dev, std::uint32_t dev_offset) {
-        std::vector<unsigned char> raw(dev_offset + 4, 0);
+    // PERF_SAMPLE_TIME then PERF_SAMPLE_RAW (u32 size, then the raw bytes
+    // with dev and rwbs where `format` puts them), padded as the kernel pads
+    // them: size and bytes together a multiple of 8, as the whole record.
+    void issue_sample(std::uint64_t time, std::uint32_t dev, const TracepointFormat& format,
+                      std::string_view rwbs = "") {
+        std::vector<unsigned char> raw(
+            std::max<std::size_t>(format.dev_offset + 4, format.rwbs_offset + format.rwbs_size), 0);
         raw.resize(raw.size() + (8 - (4 + raw.size()) % 8) % 8, 0);
-        std::memcpy(raw.data() + dev_offset, &dev, sizeof dev);
+        std::memcpy(raw.data() + format.dev_offset, &dev, sizeof dev);
+        std::memcpy(raw.data() + format.rwbs_offset, rwbs.data(),
+                    std::min<std::size_t>(rwbs.size(), format.rwbs_size));
         const auto raw_size = static_cast<std::uint32_t>(raw.size());
         perf_event_header header{};
         header.type = PERF_RECORD_SAMPLE;
@@ -56,15 +64,15 @@ struct Ring {
 } // namespace
 
 TEST_CASE("issue samples give each request's CPU, disk and time; other records are skipped") {
-    constexpr std::uint32_t dev_offset = 8;
+    const TracepointFormat format{0, 8, 0, 0}; // no rwbs: the kind is unknown
     Ring ring(512, 450);
     const std::uint64_t tail = ring.head;
-    ring.issue_sample(1000, 0xfd00000, dev_offset);
+    ring.issue_sample(1000, 0xfd00000, format);
     ring.record(PERF_RECORD_LOST, {1, 3});
-    ring.issue_sample(2000, 0x1030000, dev_offset);
+    ring.issue_sample(2000, 0x1030000, format);
     std::vector<IssuedRequest> out;
     const auto end =
-        read_issue_samples(ring.data.data(), ring.data.size(), tail, ring.head, dev_offset, 3, out);
+        read_issue_samples(ring.data.data(), ring.data.size(), tail, ring.head, format, 3, out);
     CHECK(end == ring.head);
     REQUIRE(out.size() == 2);
     CHECK(out[0].cpu == 3);
@@ -72,4 +80,87 @@ TEST_CASE("issue samples give each request's CPU, disk and time; other records a
     CHECK(out[0].time_ns == 1000);
     CHECK(out[1].dev == 0x1030000);
     CHECK(out[1].time_ns == 2000);
+}
+
+namespace {
+
+// block_rq_issue's format as Linux 6.18 gives it (rwbs char[10]).
+constexpr std::string_view format_6_18 = R"(name: block_rq_issue
+ID: 2104
+format:
+	field:unsigned short common_type;	offset:0;	size:2;	signed:0;
+	field:unsigned char common_flags;	offset:2;	size:1;	signed:0;
+	field:unsigned char common_preempt_count;	offset:3;	size:1;	signed:0;
+	field:int common_pid;	offset:4;	size:4;	signed:1;
+
+	field:dev_t dev;	offset:8;	size:4;	signed:0;
+	field:sector_t sector;	offset:16;	size:8;	signed:0;
+	field:unsigned int nr_sector;	offset:24;	size:4;	signed:0;
+	field:unsigned int bytes;	offset:28;	size:4;	signed:0;
+	field:unsigned short ioprio;	offset:32;	size:2;	signed:0;
+	field:char rwbs[10];	offset:34;	size:10;	signed:0;
+	field:char comm[16];	offset:44;	size:16;	signed:0;
+	field:__data_loc char[] cmd;	offset:60;	size:4;	signed:0;
+)";
+
+} // namespace
+
+TEST_CASE("the tracepoint format gives where dev and rwbs sit, whichever rwbs size") {
+    auto format = parse_tracepoint_format("2104\n", format_6_18);
+    REQUIRE(format);
+    CHECK(format->id == 2104);
+    CHECK(format->dev_offset == 8);
+    CHECK(format->rwbs_offset == 34);
+    CHECK(format->rwbs_size == 10);
+    // Older kernels: rwbs[8] right after nr_sector and bytes.
+    std::string older(format_6_18);
+    const auto ioprio = older.find("\tfield:unsigned short ioprio;");
+    older.replace(ioprio, older.find("\tfield:char comm[16]") - ioprio,
+                  "\tfield:char rwbs[8];\toffset:32;\tsize:8;\tsigned:0;\n");
+    format = parse_tracepoint_format("1500", older);
+    REQUIRE(format);
+    CHECK(format->rwbs_offset == 32);
+    CHECK(format->rwbs_size == 8);
+    // No rwbs: the request's kind stays unknown, the rest works.
+    std::string none(format_6_18);
+    const auto rwbs = none.find("\tfield:char rwbs[10]");
+    none.erase(rwbs, none.find("\tfield:char comm[16]") - rwbs);
+    format = parse_tracepoint_format("2104", none);
+    REQUIRE(format);
+    CHECK(format->rwbs_size == 0);
+    // A bad offset is named.
+    std::string bad(format_6_18);
+    bad.replace(bad.find("offset:34"), 9, "offset:x");
+    format = parse_tracepoint_format("2104", bad);
+    REQUIRE_FALSE(format);
+    CHECK(format.error().message.find("offset of the rwbs field") != std::string::npos);
+    CHECK_FALSE(parse_tracepoint_format("2104", "format:\n"));
+}
+
+TEST_CASE("an issue sample says whether someone waits for its request, from rwbs") {
+    const auto format = parse_tracepoint_format("2104", format_6_18);
+    REQUIRE(format);
+    Ring ring(1024, 1000); // wraps inside the records
+    const std::uint64_t tail = ring.head;
+    // Reads, synchronous writes and flushes are waited for; writeback is not.
+    const std::vector<std::pair<std::string_view, bool>> kinds = {
+        {"R", true}, {"RA", true}, {"WS", true}, {"FWFS", true}, {"W", false}, {"WM", false}};
+    for (const auto& [rwbs, waited] : kinds)
+        ring.issue_sample(1, 0xfd00000, *format, rwbs);
+    std::vector<IssuedRequest> out;
+    read_issue_samples(ring.data.data(), ring.data.size(), tail, ring.head, *format, 0, out);
+    REQUIRE(out.size() == kinds.size());
+    for (std::size_t i = 0; i < kinds.size(); ++i) {
+        CAPTURE(kinds[i].first);
+        CHECK(out[i].dev == 0xfd00000);
+        REQUIRE(out[i].waited.has_value());
+        CHECK(*out[i].waited == kinds[i].second);
+    }
+    // A record too short for its rwbs leaves the kind unknown.
+    TracepointFormat past = *format;
+    past.rwbs_offset = 200;
+    out.clear();
+    read_issue_samples(ring.data.data(), ring.data.size(), tail, ring.head, past, 0, out);
+    REQUIRE(out.size() == kinds.size());
+    CHECK_FALSE(out[0].waited.has_value());
 }

@@ -156,6 +156,30 @@ TEST_CASE("at onset the submitting CPU is held with the completion CPU, before a
     CHECK(h.percpu.at(1).held_for == std::vector<QueueKey>{{"vda", 0, HoldRole::completes}});
 }
 
+TEST_CASE("a request's kind decides its submitter: a read or sync write waits, writeback not") {
+    Governor g(virtio_machine(), fixed_zero(), declared_costs(virtio_machine()));
+    g.observe(vda_sample(0, 0, 0, {0, 0}), t0);
+    // Writeback starts the queue from CPU 1: its completion CPU only.
+    CHECK(g.on_request_issued(253u << 20, 1, t0 + 1ms, false));
+    Holds h = g.holds();
+    REQUIRE(h.percpu.size() == 1);
+    CHECK(h.percpu.at(1).held_for == std::vector<QueueKey>{{"vda", 0, HoldRole::completes}});
+    // More writeback from CPU 0 while it runs: nobody waits there.
+    CHECK_FALSE(g.on_request_issued(253u << 20, 0, t0 + 2ms, false));
+    CHECK(g.holds().percpu.size() == 1);
+    // A read from CPU 0 (a CPU whose event was still armed): held at once,
+    // not at the next sample's counters.
+    CHECK_FALSE(g.on_request_issued(253u << 20, 0, t0 + 3ms, true));
+    h = g.holds();
+    REQUIRE(h.percpu.size() == 2);
+    CHECK(h.percpu.at(0).held_for == std::vector<QueueKey>{{"vda", 0, HoldRole::waits}});
+    // A disk latgov does not govern makes nobody a waiter.
+    Governor other(virtio_machine(), fixed_zero(), declared_costs(virtio_machine()));
+    other.observe(vda_sample(0, 0, 0, {0, 0}), t0);
+    CHECK_FALSE(other.on_request_issued(7u << 20, 0, t0 + 1ms, true));
+    CHECK(other.holds().percpu.empty());
+}
+
 TEST_CASE("idle queues hold no waiter, whatever iowait other disks cause") {
     Governor g(virtio_machine(), fixed_zero(), declared_costs(virtio_machine()));
     g.observe(vda_sample(0, 0, 0, {0, 0}), t0);

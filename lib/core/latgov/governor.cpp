@@ -196,7 +196,8 @@ bool Governor::update_waiters(GovernedDevice& device, TimePoint now) {
     return changed;
 }
 
-bool Governor::on_request_issued(std::uint32_t dev, int cpu, TimePoint now) {
+bool Governor::on_request_issued(std::uint32_t dev, int cpu, TimePoint now,
+                                 std::optional<bool> waited) {
     bool activated = false;
     const bool unknown_dev =
         std::find(known_devs_.begin(), known_devs_.end(), dev) == known_devs_.end();
@@ -205,20 +206,24 @@ bool Governor::on_request_issued(std::uint32_t dev, int cpu, TimePoint now) {
         if (device.kernel_dev != dev && !(device.kernel_dev == 0 && unknown_dev))
             continue;
         bool started = false;
+        bool mapped = false; // the request went to one of its queues
         for (auto& queue : device.queues) {
             if (!std::binary_search(queue.submit_cpus.begin(), queue.submit_cpus.end(), cpu))
                 continue;
+            mapped = true;
             if (update_activity(queue.activity, true, now, linger_of(device)) ==
                 Transition::activated) {
                 activated = started = true;
                 queue.onset_pending = queue.lonely = true;
             }
         }
-        // The submitter of a request that starts a queue most likely waits
-        // where it is. While the queue runs, the issue counters tell the
-        // waiters: they leave out requests nobody waits for (asynchronous
-        // writes), which wake latgovd too from a CPU whose event is armed.
-        if (started)
+        // A read's or a synchronous write's submitter waits where it is,
+        // at an onset or from a CPU still armed while the queue runs: held
+        // now rather than at the next tick's counters. Nobody waits for an
+        // asynchronous write. Where the kind is unknown, the submitter of a
+        // request that starts a queue most likely waits, and while the
+        // queue runs the issue counters tell.
+        if (waited ? *waited && mapped : started)
             waiters_.observe_submit(cpu, now);
         update_waiters(device, now);
     }

@@ -99,7 +99,10 @@ class Governor {
     bool observe(const IoSample& sample, TimePoint now, bool idle_wakes_on_events = false);
     // A request was issued on `dev` from `cpu`: activate the queue it went
     // to at once, before the next sample. True if a queue became active.
-    bool on_request_issued(std::uint32_t dev, int cpu, TimePoint now);
+    // `waited` says whether its submitter waits for it (a read or a
+    // synchronous write), where the request's kind is known.
+    bool on_request_issued(std::uint32_t dev, int cpu, TimePoint now,
+                           std::optional<bool> waited = std::nullopt);
     // The devices whose requests wake an idle daemon. Hidden multipath path
     // disks have a dev_t that sysfs does not show, so their requests can only
     // be told apart as "not a disk we know" (`hidden_paths`).

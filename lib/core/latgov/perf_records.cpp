@@ -2,31 +2,80 @@
 
 #include "latgov/parse.hpp"
 
+#include <algorithm>
 #include <cstddef>
+#include <cstring>
 #include <linux/perf_event.h>
+#include <optional>
 #include <string>
 
 namespace latgov {
+
+namespace {
+
+struct Field {
+    std::uint32_t offset = 0;
+    std::uint32_t size = 0;
+};
+
+// The offset and size of the field whose declaration starts with `decl`
+// ("field:dev_t dev;"), or nothing when the format has no such field.
+Result<std::optional<Field>> find_field(std::string_view format_text, std::string_view decl,
+                                        std::string_view name) {
+    auto pos = format_text.find(decl);
+    if (pos == std::string_view::npos)
+        return std::optional<Field>{};
+    auto line_end = format_text.find('\n', pos);
+    auto line =
+        format_text.substr(pos, line_end == std::string_view::npos ? line_end : line_end - pos);
+    auto number = [&](std::string_view key) -> Result<std::uint32_t> {
+        auto at = line.find(key);
+        auto semi = at == std::string_view::npos ? at : line.find(';', at);
+        if (semi == std::string_view::npos)
+            return make_error("no " + std::string(key.substr(0, key.size() - 1)) + " for the " +
+                              std::string(name) + " field in the tracepoint format");
+        auto value = parse_u64(line.substr(at + key.size(), semi - at - key.size()));
+        if (!value || *value > UINT32_MAX)
+            return make_error("bad " + std::string(key.substr(0, key.size() - 1)) + " of the " +
+                              std::string(name) + " field: " +
+                              (value ? std::string("too large") : value.error().message));
+        return static_cast<std::uint32_t>(*value);
+    };
+    auto offset = number("offset:");
+    if (!offset)
+        return offset.error();
+    auto size = number("size:");
+    if (!size)
+        return size.error();
+    return std::optional<Field>{Field{*offset, *size}};
+}
+
+} // namespace
 
 Result<TracepointFormat> parse_tracepoint_format(std::string_view id_text,
                                                  std::string_view format_text) {
     auto id = parse_u64(id_text);
     if (!id)
         return make_error("bad tracepoint id: " + id.error().message);
-    constexpr std::string_view field = "field:dev_t dev;";
-    auto pos = format_text.find(field);
-    if (pos == std::string_view::npos)
+    auto dev = find_field(format_text, "field:dev_t dev;", "dev");
+    if (!dev)
+        return dev.error();
+    if (!*dev)
         return make_error("no \"dev_t dev\" field in the tracepoint format");
-    auto line_end = format_text.find('\n', pos);
-    auto line = format_text.substr(pos, line_end - pos);
-    auto off = line.find("offset:");
-    auto semi = line.find(';', off);
-    if (off == std::string_view::npos || semi == std::string_view::npos)
-        return make_error("no offset for the dev field in the tracepoint format");
-    auto offset = parse_u64(line.substr(off + 7, semi - off - 7));
-    if (!offset)
-        return make_error("bad offset of the dev field: " + offset.error().message);
-    return TracepointFormat{*id, static_cast<std::uint32_t>(*offset)};
+    auto rwbs = find_field(format_text, "field:char rwbs[", "rwbs");
+    if (!rwbs)
+        return rwbs.error();
+    TracepointFormat format{*id, (*dev)->offset, 0, 0};
+    if (*rwbs) {
+        format.rwbs_offset = (*rwbs)->offset;
+        format.rwbs_size = (*rwbs)->size;
+    }
+    return format;
+}
+
+bool rwbs_waited(const char* rwbs, std::size_t size) {
+    const std::string_view kind(rwbs, ::strnlen(rwbs, size));
+    return kind.starts_with('R') || kind.find('S') != std::string_view::npos;
 }
 
 namespace {
@@ -40,7 +89,7 @@ void copy_from_ring(const unsigned char* data, std::uint64_t size, std::uint64_t
 } // namespace
 
 std::uint64_t read_issue_samples(const unsigned char* data, std::uint64_t size, std::uint64_t tail,
-                                 std::uint64_t head, std::uint32_t dev_offset, int cpu,
+                                 std::uint64_t head, const TracepointFormat& format, int cpu,
                                  std::vector<IssuedRequest>& out) {
     if (size == 0)
         return head;
@@ -60,10 +109,21 @@ std::uint64_t read_issue_samples(const unsigned char* data, std::uint64_t size, 
             std::uint32_t dev = 0;
             copy_out(tail + sizeof header, &time, sizeof time);
             copy_out(tail + sizeof header + 8, &raw_size, sizeof raw_size);
-            const std::uint64_t dev_end = std::uint64_t{dev_offset} + sizeof dev;
-            if (raw_size >= dev_end && fixed + dev_end <= header.size)
-                copy_out(tail + fixed + dev_offset, &dev, sizeof dev);
-            out.push_back({cpu, dev, time});
+            // A field is read only where both the raw size and the record hold it.
+            auto holds = [&](std::uint32_t offset, std::size_t n) {
+                const std::uint64_t end = std::uint64_t{offset} + n;
+                return raw_size >= end && fixed + end <= header.size;
+            };
+            if (holds(format.dev_offset, sizeof dev))
+                copy_out(tail + fixed + format.dev_offset, &dev, sizeof dev);
+            std::optional<bool> waited;
+            char rwbs[16] = {};
+            const std::size_t rwbs_size = std::min<std::size_t>(format.rwbs_size, sizeof rwbs);
+            if (rwbs_size > 0 && holds(format.rwbs_offset, rwbs_size)) {
+                copy_out(tail + fixed + format.rwbs_offset, rwbs, rwbs_size);
+                waited = rwbs_waited(rwbs, rwbs_size);
+            }
+            out.push_back({cpu, dev, time, waited});
         }
         tail += header.size;
     }

@@ -4,17 +4,23 @@
 
 #include "latgov/result.hpp"
 
+#include <cstddef>
 #include <cstdint>
+#include <optional>
 #include <string_view>
 #include <vector>
 
 namespace latgov {
 
-// The tracepoint's id and where the `dev` field sits in its raw record, from
-// tracefs events/block/block_rq_issue/{id,format}.
+// The tracepoint's id and where the `dev` and `rwbs` fields sit in its raw
+// record, from tracefs events/block/block_rq_issue/{id,format}. rwbs (the
+// request's kind, "R", "WS", "FWFS"...) is char[8] on older kernels,
+// char[10] on newer ones; a kernel without it gives size 0.
 struct TracepointFormat {
     std::uint64_t id = 0;
     std::uint32_t dev_offset = 0;
+    std::uint32_t rwbs_offset = 0;
+    std::uint32_t rwbs_size = 0;
 };
 Result<TracepointFormat> parse_tracepoint_format(std::string_view id_text,
                                                  std::string_view format_text);
@@ -23,13 +29,21 @@ struct IssuedRequest {
     int cpu = 0;
     std::uint32_t dev = 0;
     std::uint64_t time_ns = 0; // CLOCK_MONOTONIC
+    // A read or a synchronous write (rwbs "R*" or "*S*", as the issue
+    // counters filter): its submitter waits for it. Asynchronous writeback
+    // has nobody waiting. Unknown where the format has no rwbs.
+    std::optional<bool> waited;
 };
+
+// Whether a request of this rwbs (NUL-terminated within `size`) has a waiter.
+bool rwbs_waited(const char* rwbs, std::size_t size);
 
 // Pure: the samples in a perf ring's data area (`size` bytes, positions
 // taken modulo size) from `tail` to `head`; returns the new tail. A record
-// that cannot be the kernel's (too short, past head) ends the scan.
+// that cannot be the kernel's (too short, past head) ends the scan. The
+// raw records are laid out as `format` says.
 std::uint64_t read_issue_samples(const unsigned char* data, std::uint64_t size, std::uint64_t tail,
-                                 std::uint64_t head, std::uint32_t dev_offset, int cpu,
+                                 std::uint64_t head, const TracepointFormat& format, int cpu,
                                  std::vector<IssuedRequest>& out);
 
 } // namespace latgov

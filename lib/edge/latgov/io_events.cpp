@@ -91,7 +91,7 @@ Result<IoIssueEvents> IoIssueEvents::open(const SysRoot& root, const std::vector
     bool narrowed = true; // false once the kernel refused to filter on comm
 
     IoIssueEvents events;
-    events.dev_offset_ = tp->dev_offset;
+    events.format_ = *tp;
     std::vector<std::string> filters(parts.size());
     for (int cpu : cpus) {
         for (std::size_t i = 0; i < parts.size(); ++i) {
@@ -213,7 +213,7 @@ std::vector<IssuedRequest> IoIssueEvents::drain() {
     std::vector<IssuedRequest> requests;
     for (auto& e : events_)
         e.ring.set_tail(read_issue_samples(e.ring.data(), e.ring.data_size(), e.ring.tail(),
-                                           e.ring.head(), dev_offset_, e.cpu, requests));
+                                           e.ring.head(), format_, e.cpu, requests));
     return requests;
 }
 

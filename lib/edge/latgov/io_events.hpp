@@ -84,7 +84,7 @@ class IoIssueEvents {
     Result<void> disable_if(const std::function<bool(int cpu)>& which);
     std::string filter_;
     std::vector<CpuEvent> events_;
-    std::uint32_t dev_offset_ = 0;
+    TracepointFormat format_;
 };
 
 } // namespace latgov
