@@ -50,6 +50,12 @@ Result<std::optional<Field>> find_field(std::string_view format_text, std::strin
     return std::optional<Field>{Field{*offset, *size}};
 }
 
+void copy_from_ring(const unsigned char* data, std::uint64_t size, std::uint64_t at, void* to,
+                    std::size_t n) {
+    for (std::size_t i = 0; i < n; ++i)
+        static_cast<unsigned char*>(to)[i] = data[(at + i) % size];
+}
+
 } // namespace
 
 Result<TracepointFormat> parse_tracepoint_format(std::string_view id_text,
@@ -77,16 +83,6 @@ bool rwbs_waited(const char* rwbs, std::size_t size) {
     const std::string_view kind(rwbs, ::strnlen(rwbs, size));
     return kind.starts_with('R') || kind.find('S') != std::string_view::npos;
 }
-
-namespace {
-
-void copy_from_ring(const unsigned char* data, std::uint64_t size, std::uint64_t at, void* to,
-                    std::size_t n) {
-    for (std::size_t i = 0; i < n; ++i)
-        static_cast<unsigned char*>(to)[i] = data[(at + i) % size];
-}
-
-} // namespace
 
 std::uint64_t read_issue_samples(const unsigned char* data, std::uint64_t size, std::uint64_t tail,
                                  std::uint64_t head, const TracepointFormat& format, int cpu,
