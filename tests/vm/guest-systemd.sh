@@ -28,7 +28,12 @@ fio_seconds=5
 show() { systemctl show -p "$1" --value "$unit"; }
 journal() { journalctl -u "$unit" -b --no-pager -o short 2>/dev/null; }
 finish() {
-  if [[ $LG_FAILED -gt 0 ]]; then
+  local rc=$?
+  # A command that failed under set -e stops the script with no check
+  # failed: it says where, and shows the same as a failed check.
+  [[ $rc -ne 0 && $LG_FAILED -eq 0 ]] &&
+    echo "guest-systemd: stopped early (rc $rc) at line ${err_line:-?}"
+  if [[ $LG_FAILED -gt 0 || $rc -ne 0 ]]; then
     echo "--- systemctl status $unit"
     systemctl status --no-pager "$unit" 2>&1 | sed 's/^/    /' || true
     echo "--- journalctl -u $unit"
@@ -37,6 +42,7 @@ finish() {
   echo "guest-systemd: $LG_FAILED failed"
 }
 trap finish EXIT
+trap 'err_line=$LINENO' ERR
 
 echo "guest: $(uname -r), systemd $(systemctl --version | awk 'NR == 1 { print $2 }'), PID 1 $(cat /proc/1/comm)"
 [[ $(cat /proc/1/comm) == systemd ]] || { lg_fail "PID 1 is not systemd"; exit 1; }
@@ -140,8 +146,20 @@ wait_new_main_pid() {
 }
 # the PIDs that logged restoring cpu $comp in journal lines $1 on
 restorers_from() {
-  journal | tail -n +"$1" | grep -E "latgovd\[[0-9]+\]: cpu $comp: restored" |
+  journal | tail -n +"$1" | { grep -E "latgovd\[[0-9]+\]: cpu $comp: restored" || true; } |
     sed -E 's/.*latgovd\[([0-9]+)\].*/\1/' | sort -u | tr '\n' ' '
+}
+# the restoring PIDs from journal line $1 on once ExecStopPost='s is among
+# them (journald may take the exited process's output a moment later than
+# the restart it preceded), or whatever is there after 5 s
+restorers_after() {
+  local found deadline=$((SECONDS + 5))
+  found=$(restorers_from "$1")
+  while ! restored_by_stop_post "$found" "$2" "$3" && ((SECONDS < deadline)); do
+    sleep 0.2
+    found=$(restorers_from "$1")
+  done
+  echo "$found"
 }
 # succeeds when a PID in $1 is neither $2 nor $3: the restore came from
 # ExecStopPost=, not from the killed daemon nor from the restarted one
@@ -230,7 +248,7 @@ if fio_bg 40 && held_only_comp "before kill -9"; then
   wait_new_main_pid "$pid" 20000 || true
   lg_check "restarted after SIGKILL: PID $pid -> $newpid, NRestarts $nr0 -> $(show NRestarts), $(show ActiveState)/$(show SubState)" \
     test "$newpid" != 0 -a "$newpid" != "$pid" -a "$(show NRestarts)" -gt "$nr0"
-  restorers=$(restorers_from "$lines0")
+  restorers=$(restorers_after "$lines0" "$pid" "$newpid")
   lg_check "ExecStopPost=--restore put CPU $comp back after SIGKILL (restoring PIDs: ${restorers:-none})" \
     restored_by_stop_post "$restorers" "$pid" "$newpid"
   pid=$newpid
@@ -258,7 +276,7 @@ if fio_bg 40 && held_only_comp "before kill -9"; then
   lg_check "journal: the service manager's watchdog fired" grep -q "Watchdog timeout" <<< "$jt"
   lg_check "journal: the stalled daemon died of SIGABRT ($(grep -m1 -oE 'Main process exited, .*' <<< "$jt"))" \
     grep -qE "Main process exited, code=(dumped|killed), status=6/ABRT" <<< "$jt"
-  restorers=$(restorers_from "$lines0")
+  restorers=$(restorers_after "$lines0" "$pid" "$newpid")
   lg_check "ExecStopPost=--restore put CPU $comp back after the watchdog (restoring PIDs: ${restorers:-none})" \
     restored_by_stop_post "$restorers" "$pid" "$newpid"
   kill -CONT "$pid" 2>/dev/null || true
