@@ -38,6 +38,11 @@ finish() {
     systemctl status --no-pager "$unit" 2>&1 | sed 's/^/    /' || true
     echo "--- journalctl -u $unit"
     journal | sed 's/^/    /'
+    # Lines of latgovd that journald did not attribute to the unit (a
+    # process that exits before journald reads its datagram) show here only.
+    echo "--- journalctl -b, latgovd's 'restored' lines, with or without a unit"
+    journalctl -b --no-pager -o short 2>/dev/null | grep -E "latgovd\[[0-9]+\]: .*restored" |
+      sed 's/^/    /' || true
   fi
   echo "guest-systemd: $LG_FAILED failed"
 }
