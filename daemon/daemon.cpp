@@ -197,7 +197,8 @@ bool Daemon::on_io_events(TimePoint now) {
     // disable, or from CPUs still armed) are taken too, until none is left:
     // each round disables the CPUs it saw, so it ends (bounded all the same,
     // should a CPU's event refuse to be disabled).
-    for (size_t round = 0; round <= 2 * events->fds().size(); ++round) {
+    const size_t rounds = 2 * events->fds().size() + 1;
+    for (size_t round = 0; round < rounds; ++round) {
         if (auto disarmed = events->disarm(fired); !disarmed)
             spdlog::warn("{}", disarmed.error().message);
         auto more = events->drain();
