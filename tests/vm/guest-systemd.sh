@@ -200,9 +200,22 @@ got_cpus=$(for task in /proc/"$pid"/task/*; do
                awk '/^Cpus_allowed_list:/ { print $2 }' "$task/status"
            done | sort -u | tr '\n' ' ')
 lg_check "after calibrate_on_start latgovd may run on CPUs ${got_cpus% } (PID 1: $want_cpus)" test "${got_cpus% }" = "$want_cpus"
-if bad=$(grep -E "Failed to|Permission denied|Operation not permitted|not on tmpfs|\[error\]" <<< "$jt"); then
+if bad=$(grep -E "Failed to|Permission denied|Operation not permitted|not on tmpfs" <<< "$jt"); then
   lg_fail "journal: errors under the unit's hardening: $(head -n 5 <<< "$bad" | tr '\n' ';')"
 else lg_pass "journal: no 'Failed to' / 'Permission denied' / EPERM"; fi
+# latgovd writes "<N>"-prefixed lines to its stderr stream: journald must
+# have taken N as the priority, not left it in the message
+if bad=$(journalctl -u "$unit" -b --no-pager -o short -p err 2>/dev/null | grep -E "latgovd\[[0-9]+\]:"); then
+  lg_fail "journal: latgovd logged at priority err or worse: $(head -n 5 <<< "$bad" | tr '\n' ';')"
+else lg_pass "journal: nothing from latgovd at priority err or worse"; fi
+logged_at_info() { # $1 = text: in the journal at priority info, not above
+  journalctl -u "$unit" -b --no-pager -p info | grep -q "$1" &&
+    ! journalctl -u "$unit" -b --no-pager -p notice | grep -q "$1"
+}
+lg_check "journal: 'governing $disk' logged at priority info" logged_at_info "governing $disk "
+if bad=$(grep -E "latgovd\[[0-9]+\]: <[0-7]>" <<< "$jt"); then
+  lg_fail "journal: a priority prefix left in the message: $(head -n 2 <<< "$bad" | tr '\n' ';')"
+else lg_pass "journal: no '<N>' prefix left in latgovd's messages"; fi
 if grep -q "waking on block_rq_issue events" <<< "$jt"; then
   lg_pass "journal: IO events (perf_event_open) work under the hardening"
 else
