@@ -42,9 +42,10 @@ const auto counting_sink = std::make_shared<CountingSink>();
 // Lines to a stderr that systemd connected to the journal, each with the
 // "<N>" syslog priority prefix journald reads (sd-daemon(3)). A stream, not
 // sd_journal_send(): journald names a datagram's unit from the sender's
-// /proc/PID/cgroup, which is gone once a short-lived process (ExecStopPost's
-// `latgovd --restore`) has exited, and `journalctl -u latgov` then misses
-// the line. A stream carries its unit from when systemd connected it.
+// /proc/PID/cgroup, which can be gone by the time it reads the datagram when
+// the sender exits at once (ExecStopPost's `latgovd --restore`); the line
+// then has no unit and `journalctl -u latgov` does not show it. A stream
+// carries its unit from when systemd connected it.
 class JournalStreamSink : public spdlog::sinks::base_sink<std::mutex> {
   protected:
     void sink_it_(const spdlog::details::log_msg& msg) override {
