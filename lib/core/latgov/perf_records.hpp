@@ -35,7 +35,8 @@ struct IssuedRequest {
     std::optional<bool> waited;
 };
 
-// Whether a request of this rwbs (NUL-terminated within `size`) has a waiter.
+// Whether a request of this rwbs (NUL-terminated within `size`) has a waiter:
+// the rule of the issue counters' kernel filter (issue_counts.cpp), in C++.
 bool rwbs_waited(const char* rwbs, std::size_t size);
 
 // Pure: the samples in a perf ring's data area (`size` bytes, positions

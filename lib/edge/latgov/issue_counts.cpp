@@ -17,7 +17,9 @@ Result<IssueCounters> IssueCounters::open(const SysRoot& root, const std::vector
     if (!tp)
         return tp.error();
     // Reads and synchronous writes only: asynchronous writeback (rwbs "W"
-    // without "S") has nobody waiting for it.
+    // without "S") has nobody waiting for it. The same rule as
+    // rwbs_waited() (perf_records.hpp) applies to the wake-up samples;
+    // change both together.
     constexpr std::string_view waited = "(rwbs ~ \"R*\" || rwbs ~ \"*S*\")";
     // Devices that need more than a page of filter get several counters.
     const auto parts = device_filters(watched, waited.size(), max_filter_length());
