@@ -42,13 +42,21 @@ std::string gap_class_label(int cls) {
 
 int GapClassTracker::update(double gap_us) {
     const int cls = gap_class(gap_us);
-    if (!current_ || cls == *current_)
-        return *(current_ = cls);
     constexpr double slack = 1.25;
-    const bool far_below = gap_us * slack < gap_class_low_us(*current_);
-    const bool far_above = gap_us > gap_class_high_us(*current_) * slack;
-    if (far_below || far_above)
+    const bool far_below = current_ && gap_us * slack < gap_class_low_us(*current_);
+    const bool far_above = current_ && gap_us > gap_class_high_us(*current_) * slack;
+    if (!current_ || (!far_below && !far_above)) {
+        pending_.reset();
+        current_ = current_.value_or(cls);
+        return *current_;
+    }
+    const bool confirms = pending_ && (*pending_ < *current_) == far_below;
+    if (confirms) {
         current_ = cls;
+        pending_.reset();
+    } else {
+        pending_ = cls;
+    }
     return *current_;
 }
 
@@ -477,9 +485,13 @@ bool HoldEvidence::finish_window(EvidenceBook& book, const std::string& device,
         first_.reset(); // too few completions to say anything: start the pair again
         return false;
     }
-    gap_us_ = done.gap_us();
     const std::optional<int> before = tracker_.current();
-    const int cls = tracker_.update(*gap_us_);
+    const int cls = tracker_.update(done.gap_us());
+    if (tracker_.unconfirmed()) {
+        first_.reset(); // neither workload's: pair nothing with it
+        return false;
+    }
+    gap_us_ = done.gap_us();
     if (before && *before != cls) {
         first_.reset(); // the workload changed: a pair across it compares two workloads
         pattern_ = 0;
