@@ -94,6 +94,8 @@ class Aggregate:
     modes: list[str]
     workloads: list[str]
     cells: dict[str, dict[str, Cell]]
+    # (workload, mode, metric) -> {round: value}, for ratios within a round
+    by_round: dict[tuple[str, str, str], dict[int, float]] = field(default_factory=dict)
 
     def stat(self, workload: str, mode: str, metric: str) -> Stat | None:
         cell = self.cells.get(workload, {}).get(mode)
@@ -102,6 +104,15 @@ class Aggregate:
     def median(self, workload: str, mode: str, metric: str) -> float | None:
         s = self.stat(workload, mode, metric)
         return s.median if s else None
+
+    def round_ratios(self, workload: str, mode: str, reference: str,
+                     metric: str) -> list[float]:
+        """mode / reference within each round where both ran (interleaved,
+        minutes apart at most), in round order: the spread of these shows
+        how far the host's drift between rounds carries a ratio."""
+        a = self.by_round.get((workload, mode, metric), {})
+        b = self.by_round.get((workload, reference, metric), {})
+        return [a[r] / b[r] for r in sorted(a) if r in b and b[r] != 0]
 
     def to_json(self) -> dict:
         out: dict = {}
@@ -164,6 +175,7 @@ def aggregate(rows: list[dict], workloads: list[str], modes: list[str],
                + ["window_s"])
     rows = [with_derived(r, host.cpus) for r in rows]
     cells: dict[str, dict[str, Cell]] = {}
+    by_round: dict[tuple[str, str, str], dict[int, float]] = {}
     for w in workloads:
         for m in modes:
             sel = [r for r in rows
@@ -173,5 +185,7 @@ def aggregate(rows: list[dict], workloads: list[str], modes: list[str],
                 vals = [v for v in (num(r.get(met)) for r in sel) if v is not None]
                 if vals:
                     cell.stats[met] = Stat.of(vals)
+                rounds = {int(r["round"]): num(r.get(met)) for r in sel}
+                by_round[(w, m, met)] = {k: v for k, v in rounds.items() if v is not None}
             cells.setdefault(w, {})[m] = cell
-    return Aggregate(list(modes), list(workloads), cells)
+    return Aggregate(list(modes), list(workloads), cells, by_round)

@@ -47,9 +47,14 @@ def check_row(c: Check) -> str:
     if c.value is None:
         shown = "-"
     elif t.kind == "ratio":
-        r = ("%.3f" if abs(c.value) >= 0.1 else "%.3g") % c.value
-        shown = "%s (%s %s, %s %s)" % (r, t.mode, fmt(c.mode_median),
+        def r(v: float) -> str:
+            return ("%.3f" if abs(v) >= 0.1 else "%.3g") % v
+        shown = "%s (%s %s, %s %s)" % (r(c.value), t.mode, fmt(c.mode_median),
                                        t.reference, fmt(c.reference_median))
+        if len(c.round_ratios) >= 2:
+            shown += "; per round %s-%s%s" % (
+                r(min(c.round_ratios)), r(max(c.round_ratios)),
+                ", the bound inside" if c.bound_within_rounds() else "")
     else:
         shown = fmt(c.value)
     verdict = {MET: "**met**", MISSED: "**missed**"}.get(c.verdict, c.verdict)
@@ -63,10 +68,16 @@ def check_row(c: Check) -> str:
 def targets_section(checks: list[Check]) -> list[str]:
     count = {v: sum(1 for c in checks if c.verdict == v)
              for v in (MET, MISSED, NOT_MEASURED, NOT_APPLICABLE)}
+    inside = sum(1 for c in checks if c.verdict in (MET, MISSED) and c.bound_within_rounds())
     L = ["## Targets: met or missed", "",
          "From bench/latgov_bench/targets.toml, on the medians over rounds: %d checks "
          "met, %d missed, %d not measured in this run; %d targets do not apply to this "
          "host." % (count[MET], count[MISSED], count[NOT_MEASURED], count[NOT_APPLICABLE]),
+         "",
+         "A ratio also shows its range over the rounds, each round's ratio taken "
+         "between runs minutes apart. Where the bound lies inside that range (%d of "
+         "the checks met or missed here), rounds fell on both sides of it: the "
+         "verdict rests on the medians and may turn in a rerun." % inside,
          "",
          "| target | workload | metric | measured | bound | verdict |",
          "|---|---|---|---|---|---|"]
@@ -121,8 +132,10 @@ def header(rows: list[dict], meta: RunMeta) -> list[str]:
         L.append("  - **no cpuidle driver**: there are no idle states, so no per-state or "
                  "POLL time; idle time comes from /proc/stat (idle, iowait) instead, and "
                  "PM QoS limits have nothing to act on.")
-    L.append("- fio %s; per run %s s measured after %s s ramp (idle workload: %s s burst, "
-             "then %s s with no IO, measured)" % (meta.fio_version, s.runtime, s.ramp,
+    # %g: the settings are numbers, ints as the run had them, floats once
+    # run-meta.json is read back by --resummarize.
+    L.append("- fio %s; per run %g s measured after %g s ramp (idle workload: %g s burst, "
+             "then %g s with no IO, measured)" % (meta.fio_version, s.runtime, s.ramp,
                                                   s.burst_sec, s.idle_sec))
     L.append("- modes, interleaved, order rotated each round: %s; rounds: %d"
              % (", ".join(s.modes), s.rounds))

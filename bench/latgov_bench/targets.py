@@ -133,6 +133,16 @@ class Check:
     mode_median: float | None = None
     reference_median: float | None = None
     reason: str = ""
+    round_ratios: tuple[float, ...] = ()  # a ratio target's ratio within each round
+
+    def bound_within_rounds(self) -> bool:
+        """The bound lies inside the per-round ratios' range: rounds fell on
+        both sides of it, so the verdict is as much the host's drift as
+        the modes' difference."""
+        if len(self.round_ratios) < 2:
+            return False
+        lo, hi = min(self.round_ratios), max(self.round_ratios)
+        return any(b is not None and lo <= b <= hi for b in (self.target.min, self.target.max))
 
 
 def evaluate(specs: list[TargetSpec], agg: Aggregate, host: HostInfo) -> list[Check]:
@@ -168,13 +178,16 @@ def evaluate(specs: list[TargetSpec], agg: Aggregate, host: HostInfo) -> list[Ch
                                         "no value in mode %s" % (t.mode if a is None
                                                                  else t.reference)))
                     continue
+                rounds: tuple[float, ...] = ()
                 if t.kind == "ratio":
                     if b == 0:
                         checks.append(Check(t, w, met, NOT_MEASURED, None, a, b,
                                             "%s is 0: ratio undefined" % t.reference))
                         continue
                     v = a / b
+                    rounds = tuple(agg.round_ratios(w, t.mode, t.reference, met))
                 else:
                     v = a
-                checks.append(Check(t, w, met, MET if t.within(v) else MISSED, v, a, b))
+                checks.append(Check(t, w, met, MET if t.within(v) else MISSED, v, a, b,
+                                    round_ratios=rounds))
     return checks

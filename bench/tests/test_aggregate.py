@@ -38,6 +38,25 @@ def test_haltpoll_poll_time_and_daemon_cpu(haltpoll):
         pytest.approx(0.546, abs=5e-4)
 
 
+def test_ratios_within_each_round_pair_the_modes_of_that_round(vda):
+    agg = agg_of(vda)
+    off = agg.by_round[("qd1-randread-4k", "off", "read_clat_mean_us")]
+    latgov = agg.by_round[("qd1-randread-4k", "latgov", "read_clat_mean_us")]
+    assert sorted(off) == [1, 2, 3, 4, 5]
+    want = [latgov[r] / off[r] for r in range(1, 6)]
+    assert agg.round_ratios("qd1-randread-4k", "latgov", "off", "read_clat_mean_us") == \
+        pytest.approx(want)
+    # a round where one mode failed pairs nothing
+    rows = [dict(r) for r in vda.rows]
+    for r in rows:
+        if r["workload"] == "qd1-randread-4k" and r["mode"] == "off" and r["round"] == "3":
+            r["status"] = "fio failed"
+    s = vda.meta.settings
+    part = aggregate(rows, s.workloads, s.modes, vda.meta.host)
+    assert part.round_ratios("qd1-randread-4k", "latgov", "off", "read_clat_mean_us") == \
+        pytest.approx(want[:2] + want[3:])
+
+
 def test_failed_runs_are_left_out(vda):
     rows = [dict(r) for r in vda.rows]
     for r in rows:

@@ -5,6 +5,8 @@ import json
 import subprocess
 import sys
 
+import pytest
+
 from latgov_bench.aggregate import aggregate
 from latgov_bench.report import summary_text
 from latgov_bench.targets import (MET, MISSED, NOT_APPLICABLE, NOT_MEASURED, evaluate,
@@ -43,6 +45,12 @@ def test_haltpoll_targets(haltpoll):
     assert lat[("qd1-randread-4k", "read_clat_mean_us")].verdict == MET
     assert round(lat[("qd1-randread-4k", "read_clat_mean_us")].value, 3) == 0.953
     assert lat[("qd1-randread-4k", "read_clat_p99_us")].verdict == MET
+    # 2 rounds: the p99 ratio was 1.087 in round 1 and 0.942 in round 2, so
+    # the bound of 1.05 lies between them; the mean's 1.000 and 0.903 do not
+    p99 = lat[("qd1-randread-4k", "read_clat_p99_us")]
+    assert p99.round_ratios == pytest.approx((1.0870, 0.9424), abs=5e-5)
+    assert p99.bound_within_rounds()
+    assert not lat[("qd1-randread-4k", "read_clat_mean_us")].bound_within_rounds()
     assert lat[("qd1-randrw-128k-thinktime", "read_clat_mean_us")].verdict == MISSED
     assert round(lat[("qd1-randrw-128k-thinktime", "read_clat_mean_us")].value, 3) == 1.460
     assert lat[("qd1-randrw-128k-thinktime", "write_clat_p99_us")].verdict == MISSED
@@ -64,7 +72,10 @@ def test_haltpoll_targets(haltpoll):
     rows = table_lines(text, "## Targets: met or missed")
     assert rows[0].startswith("| target | workload |")
     assert any("qd1-randrw-128k-thinktime | read_clat_mean_us | 1.460" in r
-               and "**missed**" in r for r in rows)
+               and "per round 1.263-1.707 |" in r and "**missed**" in r for r in rows)
+    assert any("qd1-randread-4k | read_clat_p99_us | 1.020" in r
+               and "per round 0.942-1.087, the bound inside |" in r for r in rows)
+    assert "Where the bound lies inside that range (1 of the checks met or missed" in text
 
 
 def test_vda_without_cpuidle_driver_checks_latgov_against_off(vda):
