@@ -25,7 +25,7 @@ import unittest
 
 from hostlib import (
     DEFAULT_LINGER_MS, DISK, EXIT_CONFIG, FIXED_CONFIG, NO_GLOBAL_LIMIT, STEADY_INTERVAL_MS,
-    LIVE_EVIDENCE, HostTestCase, irq_count,
+    FIO_FILE, LIVE_EVIDENCE, HostTestCase, irq_count,
     cpuidle_driver, disk_devno, journal_cpus, log, read_all, read_cpu, read_global,
     write_cpu,
 )
@@ -223,27 +223,40 @@ class GovernorTest(HostTestCase):
     def test_02b_waiter_held_under_fio(self):
         """Waiter CPUs on (the default): fio waits for every read on its own
         CPU, so that CPU is held too while the completion CPU is; status.json
-        says why for each (completes / waits), and no third CPU is touched."""
+        says why for each (completes / waits), and no third CPU is touched.
+        A read from the completion CPU just before makes that CPU a waiter
+        too, until it lapses while fio's stays."""
         d = self.start_daemon(FIXED_CONFIG.replace("waiter_cpus = false\n", ""))
+        subprocess.run(["taskset", "-c", str(self.comp), "dd", f"if={FIO_FILE}", "of=/dev/null",
+                        "bs=4k", "count=1", "iflag=direct", "status=none"], check=True)
         fio = self.start_fio(3)
         fio.wait_io_start()
         self.wait_held(fio)
         # status.json is rewritten on changes; an IO stall may release for a
-        # moment: poll until it shows both holds (fio runs for 3 s).
-        deadline = time.monotonic() + 2.0
+        # moment, and the read from the completion CPU (or any task's IO
+        # wait there: iowait names no disk) keeps it a waiter until that
+        # lapses (300 ms): poll until it shows exactly the two holds (fio
+        # runs for 3 s).
+        expected = {self.comp: [{"device": DISK, "queue": 0, "why": "completes"}],
+                    self.submit_cpu: [{"device": DISK, "queue": 0, "why": "waits"}]}
+        deadline = time.monotonic() + 2.5
+        seen = []
         while True:
             st = self.status(d.runtime_dir)
             cpus = {c["cpu"]: c for c in st["cpus"]}
-            if (all(cpus.get(c, {}).get("limit_us") == 0 for c in (self.comp, self.submit_cpu))
+            seen.append(cpus.get(self.comp, {}).get("held_for"))
+            if (all(cpus.get(c, {}).get("limit_us") == 0
+                    and cpus[c]["held_for"] == held_for for c, held_for in expected.items())
                     or time.monotonic() > deadline):
                 break
             time.sleep(0.02)
         self.assertTrue(fio.running(), "fio ended before status showed the holds")
-        for cpu, why in ((self.comp, "completes"), (self.submit_cpu, "waits")):
+        self.assertIn(expected[self.comp] + [{"device": DISK, "queue": 0, "why": "waits"}], seen,
+                      "the read from the completion CPU never made it a waiter")
+        for cpu, held_for in expected.items():
             self.assertIn(cpu, cpus, st)
             self.assertEqual(cpus[cpu]["limit_us"], 0, st)
-            self.assertEqual(cpus[cpu]["held_for"],
-                             [{"device": DISK, "queue": 0, "why": why}], st)
+            self.assertEqual(cpus[cpu]["held_for"], held_for, st)
         for cpu, c in cpus.items():
             if cpu not in (self.comp, self.submit_cpu):
                 self.assertIsNone(c["limit_us"], st)
