@@ -10,6 +10,16 @@ def agg_of(run):
     return aggregate(run.rows, s.workloads, s.modes, run.meta.host)
 
 
+def agg_with_failed_run(run, workload, mode, rnd):
+    """The run's aggregate as if fio had failed in one of its runs."""
+    rows = [dict(r) for r in run.rows]
+    for r in rows:
+        if r["workload"] == workload and r["mode"] == mode and r["round"] == rnd:
+            r["status"] = "fio failed (1): boom"
+    s = run.meta.settings
+    return aggregate(rows, s.workloads, s.modes, run.meta.host)
+
+
 def test_every_workload_and_mode_counts_its_ok_runs(run):
     agg = agg_of(run)
     for w in run.meta.settings.workloads:
@@ -47,23 +57,14 @@ def test_ratios_within_each_round_pair_the_modes_of_that_round(vda):
     assert agg.round_ratios("qd1-randread-4k", "latgov", "off", "read_clat_mean_us") == \
         pytest.approx(want)
     # a round where one mode failed pairs nothing
-    rows = [dict(r) for r in vda.rows]
-    for r in rows:
-        if r["workload"] == "qd1-randread-4k" and r["mode"] == "off" and r["round"] == "3":
-            r["status"] = "fio failed"
-    s = vda.meta.settings
-    part = aggregate(rows, s.workloads, s.modes, vda.meta.host)
+    part = agg_with_failed_run(vda, "qd1-randread-4k", "off", "3")
     assert part.round_ratios("qd1-randread-4k", "latgov", "off", "read_clat_mean_us") == \
         pytest.approx(want[:2] + want[3:])
 
 
 def test_failed_runs_are_left_out(vda):
-    rows = [dict(r) for r in vda.rows]
-    for r in rows:
-        if r["workload"] == "qd1-randread-4k" and r["mode"] == "off" and r["round"] == "1":
-            r["status"] = "fio failed (1): boom"
     s = vda.meta.settings
-    agg = aggregate(rows, s.workloads, s.modes, vda.meta.host)
+    agg = agg_with_failed_run(vda, "qd1-randread-4k", "off", "1")
     assert agg.cells["qd1-randread-4k"]["off"].n == s.rounds - 1
     assert len(agg.stat("qd1-randread-4k", "off", "read_clat_mean_us").values) == s.rounds - 1
 
