@@ -374,7 +374,7 @@ TEST_CASE("one window with an odd gap neither changes the decision nor enters th
     // burst), then the 1 ms gaps again: held throughout.
     Workload burst = thinking;
     burst.think_us = 150;
-    int held_before = sim.held_ticks;
+    const int held_before = sim.held_ticks;
     int ran = 0;
     while (sim.evidence.windows() == windows) {
         sim.run(burst, 1, false);
