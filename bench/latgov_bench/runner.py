@@ -75,10 +75,25 @@ class Session:
                 pids.add(p.pid)
         return pids
 
-    def hold_dma_zero(self) -> None:
+    def hold_dma_zero(self, cpus: list[int]) -> None:
+        """Holds /dev/cpu_dma_latency at 0 and returns once every CPU in
+        cpus has left the idle state it was in when the hold was written.
+        The kernel kicks idle CPUs on the write but does not wait for them,
+        and an idle state's time is counted when the CPU leaves it: a CPU
+        that halted before the hold and wakes only after the window's first
+        snapshot would put that whole halt into the window as time deeper
+        than POLL. Running this thread on each CPU in turn makes each one
+        leave idle first."""
         self.dma_fd = os.open(self.root.dma_latency, os.O_WRONLY)
         if os.write(self.dma_fd, struct.pack("<i", 0)) != 4:
             raise HarnessError("short write to %s" % self.root.dma_latency)
+        allowed = os.sched_getaffinity(0)
+        try:
+            for cpu in cpus:
+                if cpu in allowed:
+                    os.sched_setaffinity(0, {cpu})
+        finally:
+            os.sched_setaffinity(0, allowed)
 
     def release_dma(self) -> None:
         if self.dma_fd is not None:
@@ -322,7 +337,7 @@ class Runner:
         status_path = None
         daemon_pid = None
         if mode == "static":
-            s.hold_dma_zero()
+            s.hold_dma_zero(host.cpus)
         elif mode in DAEMON_MODES:
             status_path = s.start_daemon(mode, self.raw / (tag + ".latgovd.log"))
             assert s.daemon is not None
