@@ -77,7 +77,9 @@ class Session:
 
     def hold_dma_zero(self, cpus: list[int]) -> None:
         """Holds /dev/cpu_dma_latency at 0 and returns once every CPU in
-        cpus has left the idle state it was in when the hold was written.
+        cpus that this process may run on has left the idle state it was in
+        when the hold was written.
+
         The kernel kicks idle CPUs on the write but does not wait for them,
         and an idle state's time is counted when the CPU leaves it: a CPU
         that halted before the hold and wakes only after the window's first
