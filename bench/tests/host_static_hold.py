@@ -2,8 +2,8 @@
 state deeper than POLL gains time, including the halt a CPU was in when the
 hold was written (the kernel kicks idle CPUs but does not wait for them).
 Without the wait, a fast reader right after the write saw such time in 14
-of 50 tries here. Not part of the unit suites: run by ctest as
-bench.host.static_hold."""
+of 50 tries on a 2-vCPU haltpoll guest. Not part of the unit suites: run by
+ctest as bench.host.static_hold."""
 
 import os
 import sys
