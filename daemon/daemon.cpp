@@ -32,9 +32,6 @@ namespace {
 constexpr std::chrono::milliseconds first_rescan_retry{100};
 constexpr std::chrono::milliseconds max_rescan_retry{5000};
 
-// CPU hotplug moves managed IRQs: the online set is compared this often.
-constexpr std::chrono::seconds online_check_interval{5};
-
 // The metrics follow the status writes, and are refreshed this often while
 // idle so a scrape can tell a live daemon from a stale file.
 constexpr std::chrono::seconds metrics_refresh{30};
@@ -368,7 +365,7 @@ void Daemon::rescan_if_due(TimePoint now) {
         return;
     // CPU hotplug moves managed IRQs: a changed online set means a new map
     // (its uevents normally come first; this holds without them).
-    if (now - last_online_check_ >= online_check_interval) {
+    if (online_check_due(uevent_burst_, last_online_check_, now)) {
         last_online_check_ = now;
         auto online = read_online(root_);
         if (online != online_text_) {

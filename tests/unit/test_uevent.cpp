@@ -127,6 +127,16 @@ TEST_CASE("a failed rescan's back-off delays the debounced rescan") {
     CHECK(ms(*uevent_rescan_at(burst, t0 + 50ms)) == 200);
 }
 
+TEST_CASE("the online CPU set is compared every 5 s, but not while a uevent burst is pending") {
+    CHECK_FALSE(online_check_due({}, t0, t0 + 4999ms));
+    CHECK(online_check_due({}, t0, t0 + 5000ms));
+    // A CPU's offline uevent came 100 ms before the comparison was due: its
+    // burst's rescan (200 ms quiet) maps the change, as caused by the uevent.
+    const auto burst = add_uevent({}, t0 + 4900ms);
+    CHECK_FALSE(online_check_due(burst, t0, t0 + 5000ms));
+    CHECK_FALSE(online_check_due(burst, t0, t0 + 60s));
+}
+
 TEST_CASE("the fingerprint ignores PM QoS values and names the map") {
     const auto base = one_disk();
     auto held = base;

@@ -38,6 +38,10 @@ std::optional<TimePoint> uevent_rescan_at(const UeventBurst& burst, TimePoint re
     return std::max(debounced, retry_not_before);
 }
 
+bool online_check_due(const UeventBurst& pending, TimePoint last_check, TimePoint now) {
+    return !pending.first && now - last_check >= online_check_interval;
+}
+
 std::string topology_fingerprint(const Topology& t) {
     std::string out = fmt::format("online {}\nidle {} {}\n", format_cpu_list(t.online_cpus),
                                   t.cpuidle_driver, t.cpuidle_governor);

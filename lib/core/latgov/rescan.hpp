@@ -35,6 +35,9 @@ inline constexpr std::chrono::milliseconds uevent_max_delay{2000};
 // compared this often, and rescanned if it differs.
 inline constexpr std::chrono::seconds periodic_check_interval{60};
 
+// CPU hotplug moves managed IRQs: the online CPU set is compared this often.
+inline constexpr std::chrono::seconds online_check_interval{5};
+
 struct UeventBurst {
     std::optional<TimePoint> first; // none: nothing pending
     TimePoint last{};
@@ -47,6 +50,13 @@ UeventBurst add_uevent(UeventBurst burst, TimePoint now);
 // When the pending burst is rescanned: the debounced time, but not before
 // `retry_not_before` (a failed rescan's back-off). None: nothing pending.
 std::optional<TimePoint> uevent_rescan_at(const UeventBurst& burst, TimePoint retry_not_before);
+
+// Whether to compare the online CPU set now: online_check_interval after
+// the last comparison, and not while a burst is pending. A CPU's uevent
+// comes with its change and the burst's rescan maps it; the comparison is
+// for changes that came without one. Comparing during the burst's quiet time
+// would rescan for it early, as if no uevent had come.
+bool online_check_due(const UeventBurst& pending, TimePoint last_check, TimePoint now);
 
 // What a rescan would change, as text: online CPUs, idle driver, governor and
 // states, and every device's queues with their submit and completion CPUs
