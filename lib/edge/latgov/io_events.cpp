@@ -6,6 +6,7 @@
 #include <cerrno>
 #include <cstring>
 #include <functional>
+#include <limits>
 #include <linux/perf_event.h>
 #include <sys/ioctl.h>
 #include <sys/prctl.h>
@@ -76,7 +77,7 @@ std::vector<std::string> wakeup_filters(const WatchedDevs& watched, std::size_t 
 }
 
 Result<IoIssueEvents> IoIssueEvents::open(const SysRoot& root, const std::vector<int>& cpus,
-                                          const WatchedDevs& watched) {
+                                          const WatchedDevs& watched, IssueWakeup wakeup) {
     auto tp = read_block_rq_issue_format(root);
     if (!tp)
         return tp.error();
@@ -101,7 +102,14 @@ Result<IoIssueEvents> IoIssueEvents::open(const SysRoot& root, const std::vector
             attr.config = tp->id;
             attr.sample_period = 1;
             attr.sample_type = PERF_SAMPLE_TIME | PERF_SAMPLE_RAW;
-            attr.wakeup_events = 1;
+            if (wakeup == IssueWakeup::each_request) {
+                attr.wakeup_events = 1;
+            } else {
+                // A watermark past the ring's size is clamped to it: a wake-up
+                // only once the ring is full, and nobody waits for it.
+                attr.watermark = 1;
+                attr.wakeup_watermark = std::numeric_limits<std::uint32_t>::max();
+            }
             attr.disabled = 1;
             attr.use_clockid = 1;
             attr.clockid = CLOCK_MONOTONIC;
