@@ -1,0 +1,165 @@
+// Learning the period of requests after idle, and the windows held for them.
+#include "latgov/periodic.hpp"
+
+#include <doctest/doctest.h>
+
+using namespace latgov;
+using namespace std::chrono_literals;
+
+namespace {
+
+const TimePoint t0{};
+constexpr std::uint64_t fio = 1;
+
+// `n` requests from `source`, `period` apart from `at` on, each late by
+// jitter[i % jitter.size()].
+TimePoint feed(PeriodicOnsets& p, std::uint64_t source, TimePoint at,
+               std::chrono::nanoseconds period, int n,
+               std::vector<std::chrono::nanoseconds> jitter = {0ns}) {
+    TimePoint last = at;
+    for (int i = 0; i < n; ++i) {
+        last = at + i * period + jitter[static_cast<size_t>(i) % jitter.size()];
+        p.observe(source, last);
+    }
+    return last;
+}
+
+} // namespace
+
+TEST_CASE("a steady period is learnt after six intervals, with its spread") {
+    PeriodicOnsets p;
+    TimePoint last = feed(p, fio, t0, 20200us, PeriodicOnsets::needed, {0us, 30us, -20us});
+    CHECK_FALSE(p.period()); // five intervals
+    CHECK_FALSE(p.next_window(last));
+    p.observe(fio, last + 20200us + 10us);
+    last += 20210us;
+    REQUIRE(p.period());
+    // Intervals +30, -50, +20, +30, -50, +10 us around 20.2 ms: the median
+    // (the upper one of an even count) is +20. Four of six are within 10 us
+    // of it: that is the spread (the two at -50 are 70 us off).
+    CHECK(p.period()->period == 20220us);
+    CHECK(p.period()->spread == 10us);
+    CHECK(p.lead() == PeriodicOnsets::base_lead + 20us);
+    CHECK(p.grace() == PeriodicOnsets::base_grace + 20us);
+    auto w = p.next_window(last + 1ms);
+    REQUIRE(w);
+    CHECK(w->expected == last + 20220us);
+    CHECK(w->opens == w->expected - p.lead());
+    CHECK(w->closes == w->expected + p.grace());
+}
+
+TEST_CASE("irregular requests, too short or too long periods, have no window") {
+    SUBCASE("irregular") {
+        PeriodicOnsets p;
+        TimePoint at = t0;
+        for (auto gap : {20ms, 35ms, 12ms, 50ms, 20ms, 27ms, 41ms, 20ms}) {
+            at += gap;
+            p.observe(fio, at);
+        }
+        CHECK_FALSE(p.period());
+        CHECK_FALSE(p.next_window(at));
+    }
+    SUBCASE("below min_period: a stream") {
+        PeriodicOnsets p;
+        feed(p, fio, t0, 1ms, 10);
+        CHECK_FALSE(p.period());
+    }
+    SUBCASE("above max_period") {
+        PeriodicOnsets p;
+        feed(p, fio, t0, 11s, 10);
+        CHECK_FALSE(p.period());
+    }
+    SUBCASE("three intervals in eight far off are too much spread") {
+        PeriodicOnsets p;
+        TimePoint at = t0;
+        for (auto gap : {20ms, 20ms, 23ms, 20ms, 20ms, 17ms, 20ms, 23ms, 20ms}) {
+            at += gap;
+            p.observe(fio, at);
+        }
+        CHECK_FALSE(p.period());
+    }
+}
+
+TEST_CASE("one late request in eight does not widen the windows") {
+    PeriodicOnsets p;
+    TimePoint at = t0;
+    for (auto gap : {20ms, 20ms, 20ms, 22ms, 18ms, 20ms, 20ms, 20ms, 20ms}) {
+        at += gap;
+        p.observe(fio, at);
+    }
+    REQUIRE(p.period());
+    CHECK(p.period()->period == 20ms);
+    CHECK(p.period()->spread == 0ms);
+}
+
+TEST_CASE("requests of two sources interleaved start the series anew") {
+    PeriodicOnsets p;
+    TimePoint last = feed(p, fio, t0, 20ms, 8);
+    REQUIRE(p.period());
+    p.observe(2, last + 5ms);
+    CHECK(p.source() == 2);
+    CHECK_FALSE(p.period());
+}
+
+TEST_CASE("windows: one per period, the missed one counts, two misses forget the period") {
+    PeriodicOnsets p;
+    TimePoint last = feed(p, fio, t0, 20ms, 8);
+    auto w = p.next_window(last);
+    REQUIRE(w);
+    CHECK(w->expected == last + 20ms);
+    p.opened(*w);
+    // Once opened, the next window is a period later, not the same one.
+    auto next = p.next_window(w->opens);
+    REQUIRE(next);
+    CHECK(next->expected == last + 40ms);
+
+    // The request comes in the window: a hit, and the series goes on from it.
+    p.observe(fio, w->expected + 100us);
+    CHECK(p.hits() == 1);
+    last = w->expected + 100us;
+    w = p.next_window(last);
+    REQUIRE(w);
+    CHECK(w->expected == last + 20ms);
+
+    // A miss: the window after it is a period later still, and a request
+    // two periods after the last counts as one interval of one period.
+    p.opened(*w);
+    p.miss();
+    CHECK(p.misses() == 1);
+    REQUIRE(p.period());
+    auto after_miss = p.next_window(w->closes);
+    REQUIRE(after_miss);
+    CHECK(after_miss->expected == last + 40ms);
+    p.opened(*after_miss);
+    p.observe(fio, last + 40ms);
+    CHECK(p.hits() == 2);
+    REQUIRE(p.period());
+    CHECK(p.period()->period == 20ms);
+
+    // Two misses in a row: the period is forgotten.
+    w = p.next_window(last + 40ms);
+    REQUIRE(w);
+    p.opened(*w);
+    p.miss();
+    w = p.next_window(w->closes);
+    REQUIRE(w);
+    p.opened(*w);
+    p.miss();
+    CHECK(p.misses() == 3);
+    CHECK_FALSE(p.period());
+    CHECK_FALSE(p.next_window(w->closes));
+}
+
+TEST_CASE("a window asked for late is the next one that still closes after now") {
+    PeriodicOnsets p;
+    TimePoint last = feed(p, fio, t0, 20ms, 8);
+    // 65 ms after the last request: the windows at +20, +40 and +60 ms are
+    // over, the one at +80 ms is next.
+    auto w = p.next_window(last + 65ms);
+    REQUIRE(w);
+    CHECK(w->expected == last + 80ms);
+    // Inside a window's grace it is still that window.
+    w = p.next_window(last + 20ms + 100us);
+    REQUIRE(w);
+    CHECK(w->expected == last + 20ms);
+}
