@@ -41,6 +41,8 @@ SUMMARY_METRICS = [
     ("onset_p50_us", "latgovd onset delay p50 (us)"),
     ("onset_p99_us", "latgovd onset delay p99 (us)"),
     ("onset_count", "latgovd onsets"),
+    ("prearm_hits", "latgovd pre-armed windows its request came in"),
+    ("prearm_misses", "latgovd pre-armed windows without it"),
     ("others_cpu_s", "CPU used by other processes (s)"),
     ("foreign_held", "held by someone else (fraction)"),
     ("global_held_frac", "held: /dev/cpu_dma_latency (fraction)"),

@@ -27,7 +27,8 @@ def columns(host: HostInfo) -> list[str]:
     cols += ["latgovd_pid", "latgovd_cpu_s", "latgovd_cpu_pct_core",
              "latgovd_sched_cpu_s", "latgovd_vol_ctxsw", "latgovd_nonvol_ctxsw",
              "latgovd_rc", "latgovd_idle_costs", "latgovd_limits_seen",
-             "onset_count", "onset_p50_us", "onset_p99_us", "onset_max_us"]
+             "onset_count", "onset_p50_us", "onset_p99_us", "onset_max_us",
+             "prearm_hits", "prearm_misses"]
     cols += ["qos_samples", "global_held_frac", "global_min_us"]
     for cpu in host.cpus:
         cols += ["cpu%d_percpu_held_frac" % cpu, "cpu%d_held_frac" % cpu,

@@ -92,12 +92,15 @@ class StatusTally:
     limits_seen: set[str] = field(default_factory=set)
     idle_costs: str | None = None
     onset: dict = field(default_factory=dict)
+    prearm: dict = field(default_factory=dict)
 
     def add(self, st: dict) -> None:
         self.samples += 1
         self.idle_costs = st.get("idle_costs", self.idle_costs)
         if isinstance(st.get("onset_delay"), dict):
             self.onset = st["onset_delay"]
+        if isinstance(st.get("prearm"), dict):
+            self.prearm = st["prearm"]
         held = st.get("global_limit_us") is not None
         if held:
             self.limits_seen.add("global=%s" % st["global_limit_us"])
@@ -117,6 +120,8 @@ class StatusTally:
             "onset_p50_us": self.onset.get("p50_us", ""),
             "onset_p99_us": self.onset.get("p99_us", ""),
             "onset_max_us": self.onset.get("max_us", ""),
+            "prearm_hits": self.prearm.get("hits", ""),
+            "prearm_misses": self.prearm.get("misses", ""),
         }
 
 
