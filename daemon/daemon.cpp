@@ -151,6 +151,28 @@ void Daemon::watch(int fd) {
         spdlog::warn("Failed to watch fd {}: {}", fd, errno_message(errno));
 }
 
+void Daemon::take_recorded_requests() {
+    if (state_->recorder && state_->recorder->any_armed())
+        for (const auto& request : state_->recorder->drain())
+            state_->governor.on_recorded_request(
+                request.dev, request.cpu, TimePoint{std::chrono::nanoseconds(request.time_ns)});
+}
+
+void Daemon::open_window(TimePoint now) {
+    // No sampling here: the hold must be written before the request, and
+    // reading every counter would take as long as the lead. A request
+    // recorded already (it came early) leaves nothing to wait for.
+    take_recorded_requests();
+    if (!state_->governor.prearm(now))
+        return;
+    if (auto period = state_->governor.periodic().period())
+        spdlog::debug("pre-armed for a periodic request (every {} us, spread {} us)",
+                      period->period.count() / 1000, period->spread.count() / 1000);
+    apply(state_->governor.holds(), now);
+    last_change_ = now;
+    next_tick_ = now; // sampled from here on, as from an onset
+}
+
 bool Daemon::on_io_events(TimePoint now) {
     auto& events = state_->events;
     if (!events)
@@ -161,7 +183,9 @@ bool Daemon::on_io_events(TimePoint now) {
     auto take = [&](const std::vector<IssuedRequest>& requests) {
         for (const auto& request : requests) {
             fired.push_back(request.cpu);
-            if (state_->governor.on_request_issued(request.dev, request.cpu, now, request.waited) &&
+            const TimePoint issued{std::chrono::nanoseconds(request.time_ns)}; // CLOCK_MONOTONIC
+            if (state_->governor.on_request_issued(request.dev, request.cpu, now, request.waited,
+                                                   issued) &&
                 (first_ns == 0 || request.time_ns < first_ns))
                 first_ns = request.time_ns;
         }
@@ -281,9 +305,12 @@ std::string Daemon::io_events_state() const {
     return fmt::format(
         "{}; paused: the last {} requests after idle came alone, so idle IO is "
         "sampled every {} ms until requests come closer together (less than {} ms apart, or a "
-        "longer fixed linger)",
+        "longer fixed linger){}",
         state_->events_state, Governor::isolated_after, config_.daemon.idle_interval.count(),
-        stream_gap.count());
+        stream_gap.count(),
+        state_->recorder ? "; a recorder times them, and those at a steady period are held for "
+                           "ahead (prearm)"
+                         : "");
 }
 
 void Daemon::write_status(TimePoint now) {
@@ -333,6 +360,7 @@ void Daemon::tick(TimePoint now) {
         return;
     }
     read_issue_counters(*state_, sample_);
+    take_recorded_requests();
     const bool log_windows = spdlog::should_log(spdlog::level::debug);
     const auto windows_before =
         log_windows ? window_counts(state_->governor) : std::vector<std::uint64_t>{};
@@ -420,6 +448,20 @@ void Daemon::arm_timer(TimePoint now) {
     if (isolated && events && events->any_armed())
         if (auto disarmed = events->disarm_all(); !disarmed) // sampled while idle instead
             spdlog::warn("{}", disarmed.error().message);
+    // Isolated requests are timed by the recorder, which wakes nobody:
+    // the periodic ones get windows held ahead of them.
+    if (auto& recorder = state_->recorder) {
+        if (isolated && !recorder->armed()) {
+            if (auto armed = recorder->arm(); !armed) {
+                spdlog::warn("{}; nothing is held ahead of periodic requests",
+                             armed.error().message);
+                recorder.reset();
+            }
+        } else if (!isolated && recorder->any_armed()) {
+            if (auto disarmed = recorder->disarm_all(); !disarmed)
+                spdlog::warn("{}", disarmed.error().message);
+        }
+    }
     if (!active && events && !events->armed() && !isolated) {
         // Journal now what the first request will hold, so that the onset
         // itself only writes the CPU files.
@@ -441,6 +483,12 @@ void Daemon::arm_timer(TimePoint now) {
     const auto deadline = next_deadline(schedule, config_.daemon, now);
     next_tick_ = deadline.next_tick;
     wake_at_ = deadline.wake;
+    // Without a recorder a window would not see its request.
+    window_at_ = state_->recorder ? state_->governor.window_opens(now) : std::nullopt;
+    if (window_at_)
+        wake_at_ = std::min(wake_at_, *window_at_);
+    if (auto closes = state_->governor.window_closes())
+        wake_at_ = std::min(wake_at_, *closes);
 }
 
 void Daemon::reload(TimePoint now) {
@@ -651,6 +699,10 @@ int Daemon::run_loop() {
             }
         }
         now = std::chrono::steady_clock::now();
+        if (window_at_ && now >= *window_at_) {
+            open_window(now);
+            arm_timer(now);
+        }
         if (now >= wake_at_) {
             tick(now);
             arm_timer(now);

@@ -76,9 +76,14 @@ class Daemon {
     void shutdown();
     // Arms the IO events while idle and sets wake_at_ to the next deadline.
     void arm_timer(TimePoint now);
-    // Takes the requests the events saw; true when one activated a queue.
+    // Takes the requests the events saw; true when one activated a queue or
+    // was the request a pre-armed window waited for.
     bool on_io_events(TimePoint now);
     void watch(int fd);
+    // Feeds the requests the recorder saw to the governor.
+    void take_recorded_requests();
+    // Holds ahead of a periodic request, if its window is due.
+    void open_window(TimePoint now);
     int run_loop();
     // What the first requests after idle would hold (journaled before sleeping).
     std::map<int, LatencyLimit> likely_holds() const;
@@ -121,7 +126,8 @@ class Daemon {
     OnsetDelays onset_wake_; // of that, request issued -> latgovd running
     OnsetDelays onset_work_; // and latgovd running -> constraint written
     TimePoint last_change_{};
-    bool isolated_ = false; // the governor's isolated_requests() at the last arm_timer
+    bool isolated_ = false;              // the governor's isolated_requests() at the last arm_timer
+    std::optional<TimePoint> window_at_; // when a pre-armed window opens next
     MetricsRecorder metrics_;
     TimePoint last_metrics_{};
     bool metrics_failed_ = false; // warn once until a write succeeds again

@@ -47,6 +47,21 @@ std::pair<std::optional<IoIssueEvents>, std::string> open_io_events(const SysRoo
     return {std::move(*events), "sleeping until the first request (block_rq_issue events)"};
 }
 
+std::optional<IoIssueEvents> open_recorder(const SysRoot& root, const Topology& topology,
+                                           const Governor& governor, bool have_events) {
+    if (!have_events || !governor.learns_periods())
+        return std::nullopt;
+    auto recorder = IoIssueEvents::open(root, topology.online_cpus, governor.watched_devs(),
+                                        IssueWakeup::never);
+    if (!recorder) {
+        spdlog::warn("Failed to open the request recorder ({}); nothing is held ahead of "
+                     "periodic requests",
+                     recorder.error().message);
+        return std::nullopt;
+    }
+    return std::move(*recorder);
+}
+
 std::optional<IssueCounters> open_issue_counters(const SysRoot& root, const Topology& topology,
                                                  const Governor& governor) {
     if (governor.devices().empty())
@@ -78,9 +93,10 @@ Result<GovernedState> build_governed_state(const SysRoot& root, const Config& co
         return sampler.error();
     auto issue_counters = open_issue_counters(root, *topology, governor);
     auto [events, events_state] = open_io_events(root, config, *topology, governor);
-    return GovernedState{std::move(*topology),      std::move(governor), std::move(*sampler),
-                         std::move(issue_counters), std::move(events),   std::move(events_state),
-                         std::move(costs.source)};
+    auto recorder = open_recorder(root, *topology, governor, events.has_value());
+    return GovernedState{std::move(*topology),      std::move(governor),    std::move(*sampler),
+                         std::move(issue_counters), std::move(events),      std::move(recorder),
+                         std::move(events_state),   std::move(costs.source)};
 }
 
 void read_issue_counters(GovernedState& state, IoSample& sample) {

@@ -23,8 +23,12 @@ struct GovernedState {
     IoSampler sampler;
     std::optional<IssueCounters> issue_counters; // none: waiter CPUs from iowait only
     std::optional<IoIssueEvents> events;         // none: sample every idle_interval while idle
-    std::string events_state;                    // for `latgov status`: how an idle daemon wakes
-    std::string cost_source; // for `latgov status`: where the idle costs came from
+    // While requests are isolated: times them without waking the daemon,
+    // for the periodic ones' windows (none without events, or with no
+    // device that has prearm).
+    std::optional<IoIssueEvents> recorder;
+    std::string events_state; // for `latgov status`: how an idle daemon wakes
+    std::string cost_source;  // for `latgov status`: where the idle costs came from
 };
 
 // Discovers the machine and builds the state for it, with what `current`

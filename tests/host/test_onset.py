@@ -322,8 +322,9 @@ class OnsetTest(HostTestCase):
         self.assertEqual(read_all(), self.baseline)
 
     def test_04_isolated_reads_stop_the_wakeups(self):
-        """Reads 100 ms apart, each alone (the 3 ms linger releases the CPUs
-        before the next): waking latgovd for each only costs the read, since
+        """Reads 0.1-0.3 s apart at random, each alone (the 3 ms linger
+        releases the CPUs before the next; no steady period, which test_06
+        covers): waking latgovd for each only costs the read, since
         it completes before the hold matters. After 8 such onsets in a row
         latgovd stops waking on requests (io_events says paused) and holds
         nothing for further isolated reads; a burst is seen by the next
@@ -369,7 +370,7 @@ class OnsetTest(HostTestCase):
             self.assertFalse(paused(), f"paused after {i} isolated reads: {status()}")
             self.assertTrue(read_and_watch(ONSET_SEEN_MAX_MS / 1000),
                             f"isolated read {i + 1} before the pause was not held")
-            time.sleep(0.15)  # released, and the status rewritten
+            time.sleep(random.uniform(0.15, 0.3))  # released, and the status rewritten
         st = self.wait_status(d, lambda s: "paused" in s.get("io_events", ""),
                               "io_events paused after 8 isolated reads")
         log(f"  paused after 8 isolated reads: {st['io_events']!r}")
@@ -378,7 +379,7 @@ class OnsetTest(HostTestCase):
 
         # Further isolated reads: no wake-up, no hold.
         for i in range(10):
-            time.sleep(0.1)
+            time.sleep(random.uniform(0.05, 0.25))
             self.assertFalse(read_and_watch(0.12), f"isolated read {i + 1} after the pause "
                                                    "was held")
         self.assertTrue(paused(), status())
@@ -405,6 +406,68 @@ class OnsetTest(HostTestCase):
                         "the first read after the burst was not held")
         self.wait_status(d, lambda s: s["onset_delay"]["count"] > onsets,
                          "an onset after the burst")
+        self.assertEqual(d.stop(), 0)
+        self.assertEqual(read_all(), self.baseline)
+
+    def test_06_periodic_isolated_reads_are_held_ahead(self):
+        """Reads alone every 30 ms: after 8 onsets latgovd pauses its
+        wake-ups, times the reads with its recorder (which wakes nobody),
+        and holds the reader's CPU (and the loop device's completion CPU,
+        the same) from shortly before each read is due until it completed.
+        The hold is read back from the PM QoS file just before each read is
+        issued. Once the reads stop, two windows pass without them and the
+        period is forgotten: nothing is held after. On a loop device, as
+        test_04."""
+        loop = self.loop_device()
+        d = self.start_daemon(loop_config(loop))
+        fd = os.open(f"/dev/{loop}", os.O_RDONLY | os.O_DIRECT)
+        self.addCleanup(os.close, fd)
+        buf = mmap.mmap(-1, 4096)
+        self.addCleanup(buf.close)
+        blocks = (64 << 20) // 4096
+        cpu = os.sched_getaffinity(0)
+        reader_cpu = min(cpu)
+        os.sched_setaffinity(0, {reader_cpu})
+        self.addCleanup(os.sched_setaffinity, 0, cpu)
+        period = 0.030
+        time.sleep(0.5)
+
+        def status():
+            with open(d.status_path) as f:
+                return json.load(f)
+
+        held_before = []  # per read: the reader's CPU held when it was issued
+        due = time.monotonic() + period
+        for _ in range(150):  # 4.5 s
+            while time.monotonic() < due:
+                pass  # a spin: a sleep's wake-up would add its own jitter
+            held_before.append(read_cpu(reader_cpu) == "n/a")
+            os.preadv(fd, [buf], random.randrange(blocks) * 4096)
+            due += period
+        last_read = time.monotonic()
+        st = status()
+        log(f"  prearm after 150 reads every 30 ms: {st['prearm']}; io_events "
+            f"{st['io_events']!r}")
+        self.assertIn("paused", st["io_events"], st)
+        self.assertIn("period_us", st["prearm"], f"no period learnt: {st['prearm']}")
+        self.assertAlmostEqual(st["prearm"]["period_us"], 30000, delta=1500)
+        # The first 8 are onsets (latgovd wakes on them), the next 6 or so
+        # are timed before a window opens; of the last 100, nearly all are
+        # held ahead (a busy host may make a read late, a miss).
+        late = held_before[50:]
+        log(f"  held when issued: {sum(late)} of the last {len(late)} reads, "
+            f"{sum(held_before[:8])} of the first 8")
+        self.assertEqual(sum(held_before[:8]), 0, "held before the first reads: no period yet")
+        self.assertGreaterEqual(sum(late), 0.8 * len(late), held_before)
+        self.assertGreaterEqual(st["prearm"]["hits"], 80, st["prearm"])
+        self.assertLessEqual(st["prearm"]["misses"], 10, st["prearm"])
+
+        # The reads stop: two windows miss, the period is forgotten, nothing held.
+        self.wait_status(d, lambda s: "period_us" not in s["prearm"],
+                         "the period forgotten after the reads stopped", timeout=3.0)
+        self.assertGreaterEqual(status()["prearm"]["misses"], st["prearm"]["misses"] + 2)
+        time.sleep(max(0.0, last_read + 0.2 - time.monotonic()))
+        self.assertEqual(read_all(), self.baseline, "held after the reads stopped")
         self.assertEqual(d.stop(), 0)
         self.assertEqual(read_all(), self.baseline)
 

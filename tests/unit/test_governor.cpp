@@ -302,3 +302,125 @@ TEST_CASE("isolated requests: an onset request still in flight at the first samp
     CHECK_FALSE(g.any_active());
     CHECK(g.lonely_onsets() == 0);
 }
+
+namespace {
+
+// machine() with queue 1 (IRQ 11, completes on CPU 1) taking the requests
+// of CPU 0 too: a submitter on CPU 0 waits there for a completion on CPU 1.
+Topology shared_queue_machine() {
+    Topology t = machine();
+    t.devices[0].queues[0].submit_cpus = {};
+    t.devices[0].queues[1].submit_cpus = {0, 1};
+    return t;
+}
+
+constexpr std::uint32_t nvme0n1 = 259u << 20;
+
+// Eight lonely reads from CPU 0, 20 ms apart from t0 + 20 ms: each an
+// onset timed by its event, released 10 ms later. Returns the last one's
+// time; `irq11` counts their completions.
+TimePoint eight_periodic_reads(Governor& g, std::uint64_t& irq11) {
+    TimePoint at = t0;
+    for (int i = 0; i < Governor::isolated_after; ++i) {
+        at += 20ms;
+        CHECK(g.on_request_issued(nvme0n1, 0, at, true, at));
+        ++irq11;
+        g.observe(sample(0, irq11, irq11, irq11), at + 5ms, false);
+        g.observe(sample(0, irq11, irq11, irq11), at + 10ms, false);
+    }
+    return at;
+}
+
+} // namespace
+
+TEST_CASE("prearm: isolated requests at a steady period are held for ahead, and released after") {
+    Governor g(shared_queue_machine(), default_config(), declared_costs(machine()));
+    g.observe(sample(0, 0, 0, 0), t0);
+    std::uint64_t irq11 = 0;
+    const TimePoint last = eight_periodic_reads(g, irq11);
+    REQUIRE(g.isolated_requests());
+    REQUIRE(g.periodic().period());
+    CHECK(g.periodic().period()->period == 20ms);
+
+    // The next read is due at last + 20 ms: the window opens `lead` before.
+    const TimePoint expected = last + 20ms;
+    const auto opens = g.window_opens(last + 11ms);
+    REQUIRE(opens);
+    CHECK(*opens == expected - g.periodic().lead());
+    CHECK_FALSE(g.prearm(*opens - 1us));
+    CHECK_FALSE(g.any_active());
+    REQUIRE(g.prearm(*opens));
+    // The completion CPU and the CPU the reads came from, before the read.
+    Holds h = g.holds();
+    REQUIRE(h.percpu.size() == 2);
+    CHECK(h.percpu.at(0).held_for == std::vector<QueueKey>{{"nvme0n1", 1, HoldRole::waits}});
+    CHECK(h.percpu.at(1).held_for == std::vector<QueueKey>{{"nvme0n1", 1, HoldRole::completes}});
+    CHECK_FALSE(g.window_opens(*opens)); // one window at a time
+    const auto closes = g.window_closes();
+    REQUIRE(closes);
+    CHECK(*closes == expected + g.periodic().grace());
+
+    // The read comes 50 us late and completes; the recorder saw it. At the
+    // close it is released at once: it came alone, nothing is in flight.
+    g.on_recorded_request(nvme0n1, 0, expected + 50us);
+    CHECK(g.periodic().hits() == 1);
+    CHECK_FALSE(g.window_closes()); // its request came: nothing left to close
+    ++irq11;
+    CHECK(g.observe(sample(0, irq11, irq11, irq11), *closes, false));
+    CHECK_FALSE(g.any_active());
+    CHECK(g.lonely_onsets() == Governor::isolated_after + 1);
+
+    // Two windows in a row without their read: misses, neither an onset
+    // nor company, and then the period is forgotten.
+    TimePoint now = *closes;
+    for (int miss = 1; miss <= PeriodicOnsets::misses_allowed; ++miss) {
+        const auto next = g.window_opens(now);
+        REQUIRE(next);
+        REQUIRE(g.prearm(*next));
+        now = *g.window_closes();
+        CHECK_FALSE(g.observe(sample(0, irq11, irq11, irq11), now - 1us, false));
+        CHECK(g.any_active()); // held through the whole window, past the linger
+        CHECK(g.observe(sample(0, irq11, irq11, irq11), now, false));
+        CHECK_FALSE(g.any_active());
+        CHECK(g.periodic().misses() == static_cast<std::uint64_t>(miss));
+    }
+    CHECK(g.lonely_onsets() == Governor::isolated_after + 1);
+    CHECK(g.isolated_requests());
+    CHECK_FALSE(g.periodic().period());
+    CHECK_FALSE(g.window_opens(now));
+}
+
+TEST_CASE("prearm: a second request in the window is company, and ends the isolation") {
+    Governor g(shared_queue_machine(), default_config(), declared_costs(machine()));
+    g.observe(sample(0, 0, 0, 0), t0);
+    std::uint64_t irq11 = 0;
+    const TimePoint last = eight_periodic_reads(g, irq11);
+    const auto opens = g.window_opens(last + 11ms);
+    REQUIRE(opens);
+    REQUIRE(g.prearm(*opens));
+    const TimePoint expected = last + 20ms;
+    g.on_recorded_request(nvme0n1, 0, expected);
+    g.on_recorded_request(nvme0n1, 0, expected + 300us);
+    irq11 += 2;
+    g.observe(sample(0, irq11, irq11, irq11), expected + 1ms, false);
+    CHECK(g.any_active()); // not released at once: it lingers as a stream would
+    g.observe(sample(0, irq11, irq11, irq11), expected + 6ms, false);
+    CHECK_FALSE(g.any_active());
+    CHECK(g.lonely_onsets() == 0);
+    CHECK_FALSE(g.isolated_requests());
+    CHECK_FALSE(g.window_opens(expected + 6ms)); // windows are for isolated requests only
+}
+
+TEST_CASE("prearm = false learns no period and opens no window") {
+    Config config = default_config();
+    config.defaults.prearm = false;
+    Governor g(shared_queue_machine(), config, declared_costs(machine()));
+    CHECK_FALSE(g.learns_periods());
+    g.observe(sample(0, 0, 0, 0), t0);
+    std::uint64_t irq11 = 0;
+    const TimePoint last = eight_periodic_reads(g, irq11);
+    CHECK(g.isolated_requests());
+    CHECK_FALSE(g.periodic().period());
+    CHECK_FALSE(g.window_opens(last + 11ms));
+    CHECK_FALSE(g.prearm(last + 20ms));
+}

@@ -40,7 +40,7 @@ constexpr std::string_view daemon_keys[] = {
     "calibrate_on_start", "queue_inflight",     "evidence_file",    "metrics_file"};
 constexpr std::string_view policy_keys[] = {
     "mode",         "backend",   "limit_us",    "latency_fraction", "min_limit_us",
-    "max_limit_us", "linger_ms", "min_samples", "waiter_cpus"};
+    "max_limit_us", "linger_ms", "min_samples", "waiter_cpus",      "prearm"};
 constexpr std::string_view matcher_keys[] = {"name", "model", "serial", "wwid", "transport"};
 
 // The largest value /dev/cpu_dma_latency accepts: "no limit".
@@ -271,6 +271,7 @@ PolicyOverrides read_policy(Section& section) {
         rule.linger_auto = false;
     }
     rule.waiter_cpus = section.boolean("waiter_cpus");
+    rule.prearm = section.boolean("prearm");
     rule.min_samples = section.integer("min_samples", 1, 1'000'000);
     return rule;
 }
@@ -286,6 +287,7 @@ void overlay(Policy& policy, const PolicyOverrides& rule) {
     policy.linger = rule.linger.value_or(policy.linger);
     policy.linger_auto = rule.linger_auto.value_or(policy.linger_auto);
     policy.waiter_cpus = rule.waiter_cpus.value_or(policy.waiter_cpus);
+    policy.prearm = rule.prearm.value_or(policy.prearm);
     policy.min_samples = rule.min_samples.value_or(policy.min_samples);
 }
 

@@ -36,6 +36,8 @@ struct Policy {
     bool linger_auto = true;
     // Also hold the CPUs where tasks wait for the active queues' IO.
     bool waiter_cpus = true;
+    // Hold ahead of requests after idle that come at a steady period.
+    bool prearm = true;
     // auto: completions needed in a window before the mean is trusted.
     std::uint32_t min_samples = 16;
 };
@@ -62,6 +64,7 @@ struct PolicyOverrides {
     std::optional<std::chrono::milliseconds> linger;
     std::optional<bool> linger_auto;
     std::optional<bool> waiter_cpus;
+    std::optional<bool> prearm;
     std::optional<std::uint32_t> min_samples;
 };
 

@@ -107,8 +107,11 @@ Result<std::string> explain_device(const ExplainInput& in, std::string_view name
                            "between requests when that is under 10 ms, else {} ms (linger_ms "
                            "auto).\n",
                            p.linger.count());
-    out += p.waiter_cpus ? "The CPUs where tasks wait for its IO are held too (waiter_cpus).\n\n"
-                         : "Only the completion CPUs are held (waiter_cpus = false).\n\n";
+    out += p.waiter_cpus ? "The CPUs where tasks wait for its IO are held too (waiter_cpus).\n"
+                         : "Only the completion CPUs are held (waiter_cpus = false).\n";
+    out += p.prearm ? "Requests after idle that come at a steady period are held for from "
+                      "shortly before each is due (prearm).\n\n"
+                    : "Nothing is held ahead of periodic requests (prearm = false).\n\n";
 
     out += fmt::format("cpuidle driver {}, governor {}. ", in.topology.cpuidle_driver,
                        in.topology.cpuidle_governor);

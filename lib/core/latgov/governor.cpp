@@ -142,15 +142,26 @@ bool Governor::observe(const IoSample& sample, TimePoint now, bool idle_wakes_on
                     io_seen = false;
             }
             // Company for the onset request: another one completed, or one
-            // in flight once the onset's own has completed.
-            if (requests > 0 || (in_flight && !queue.onset_pending))
+            // in flight once the onset's own has completed. While a window
+            // is open the events record every request, and a second one is
+            // company (on_recorded_request); the counters would count
+            // completions since the last sample, before the window.
+            if (!queue.prearmed && (requests > 0 || (in_flight && !queue.onset_pending)))
                 queue.lonely = false;
+            if (release_prearmed(queue, in_flight, now)) {
+                changed = true;
+                continue;
+            }
+            // A pre-armed window waiting for its request outlasts the linger.
+            if (queue.prearmed && !queue.prearm_seen)
+                io_seen = true;
             const Transition t = update_activity(queue.activity, io_seen, now, linger_of(device));
             if (t != Transition::none)
                 changed = true;
             if (t == Transition::released) {
                 lonely_streak_ = queue.lonely ? lonely_streak_ + 1 : 0;
                 queue.lonely = queue.onset_pending = false;
+                close_prearm(queue);
             }
         }
         const bool active = std::any_of(device.queues.begin(), device.queues.end(),
@@ -196,8 +207,23 @@ bool Governor::update_waiters(GovernedDevice& device, TimePoint now) {
     return changed;
 }
 
+namespace {
+
+// A request's source for PeriodicOnsets, and back.
+std::uint64_t periodic_source(std::uint32_t dev, int cpu) {
+    return std::uint64_t{dev} << 32 | static_cast<std::uint32_t>(cpu);
+}
+std::uint32_t source_dev(std::uint64_t source) {
+    return static_cast<std::uint32_t>(source >> 32);
+}
+int source_cpu(std::uint64_t source) {
+    return static_cast<int>(source & 0xffffffffu);
+}
+
+} // namespace
+
 bool Governor::on_request_issued(std::uint32_t dev, int cpu, TimePoint now,
-                                 std::optional<bool> waited) {
+                                 std::optional<bool> waited, std::optional<TimePoint> issued) {
     bool activated = false;
     const bool unknown_dev =
         std::find(known_devs_.begin(), known_devs_.end(), dev) == known_devs_.end();
@@ -226,8 +252,130 @@ bool Governor::on_request_issued(std::uint32_t dev, int cpu, TimePoint now,
         if (waited ? *waited && mapped : started)
             waiters_.observe_submit(cpu, now);
         update_waiters(device, now);
+        // An onset's time is one of a period's, should the requests after
+        // idle come at one.
+        if (started && device.policy.prearm)
+            periodic_.observe(periodic_source(dev, cpu), issued.value_or(now));
     }
     return activated;
+}
+
+bool Governor::prearm(TimePoint now) {
+    if (!isolated_requests() || prearmed() || !periodic_.period())
+        return false;
+    const auto window = periodic_.next_window(now);
+    if (!window || now < window->opens)
+        return false;
+    periodic_.opened(*window);
+    const std::uint32_t dev = source_dev(periodic_.source());
+    const int cpu = source_cpu(periodic_.source());
+    bool activated = false;
+    for (auto& device : devices_) {
+        if (device.kernel_dev != dev || !device.policy.prearm)
+            continue;
+        for (auto& queue : device.queues) {
+            if (!std::binary_search(queue.submit_cpus.begin(), queue.submit_cpus.end(), cpu))
+                continue;
+            // A queue active already holds for the request anyway.
+            if (update_activity(queue.activity, true, now, linger_of(device)) !=
+                Transition::activated)
+                continue;
+            activated = true;
+            queue.prearmed = queue.lonely = true;
+            queue.prearm_seen = queue.onset_pending = false;
+            queue.prearm_closes = window->closes;
+            // Its submitter will wait for it where it issued the last one.
+            waiters_.observe_submit(cpu, now);
+        }
+        update_waiters(device, now);
+    }
+    return activated;
+}
+
+void Governor::on_recorded_request(std::uint32_t dev, int cpu, TimePoint issued) {
+    bool after_idle = !last_recorded_ || issued - *last_recorded_ >= stream_gap;
+    last_recorded_ = issued;
+    bool learns = false;
+    for (auto& device : devices_) {
+        if (device.kernel_dev != dev || !device.policy.prearm)
+            continue;
+        learns = true;
+        for (auto& queue : device.queues) {
+            if (!queue.prearmed ||
+                !std::binary_search(queue.submit_cpus.begin(), queue.submit_cpus.end(), cpu))
+                continue;
+            if (queue.prearm_seen) {
+                queue.lonely = false; // a second request in the window
+            } else {
+                queue.prearm_seen = after_idle = true;
+            }
+        }
+    }
+    if (learns && after_idle)
+        periodic_.observe(periodic_source(dev, cpu), issued);
+}
+
+bool Governor::learns_periods() const {
+    return std::any_of(devices_.begin(), devices_.end(),
+                       [](const GovernedDevice& d) { return d.policy.prearm; });
+}
+
+bool Governor::prearmed() const {
+    return std::any_of(devices_.begin(), devices_.end(), [](const GovernedDevice& d) {
+        return std::any_of(d.queues.begin(), d.queues.end(),
+                           [](const GovernedQueue& q) { return q.prearmed; });
+    });
+}
+
+std::optional<TimePoint> Governor::window_opens(TimePoint now) const {
+    if (!isolated_requests() || prearmed() || !learns_periods())
+        return std::nullopt;
+    if (auto window = periodic_.next_window(now))
+        return std::max(now, window->opens);
+    return std::nullopt;
+}
+
+std::optional<TimePoint> Governor::window_closes() const {
+    std::optional<TimePoint> closes;
+    for (const auto& device : devices_)
+        for (const auto& queue : device.queues)
+            if (queue.prearmed && !queue.prearm_seen)
+                closes = closes ? std::min(*closes, queue.prearm_closes) : queue.prearm_closes;
+    return closes;
+}
+
+void Governor::close_prearm(GovernedQueue& queue) {
+    queue.prearmed = queue.prearm_seen = false;
+}
+
+bool Governor::release_prearmed(GovernedQueue& queue, bool in_flight, TimePoint now) {
+    if (!queue.prearmed)
+        return false;
+    if (!queue.prearm_seen) {
+        if (in_flight) {
+            queue.prearm_seen = true; // it came, and the recorder lost it (a full ring)
+            return false;
+        }
+        if (now < queue.prearm_closes)
+            return false;
+        // The window closed without its request: a miss, which is no
+        // onset and leaves the streak of lonely ones as it is.
+        periodic_.miss();
+        queue.activity.active = false;
+        queue.lonely = queue.onset_pending = false;
+        close_prearm(queue);
+        return true;
+    }
+    // Requests that come alone need no linger: the next one is a period
+    // away. Issued, and nothing in flight: it completed.
+    if (isolated_requests() && queue.lonely && !in_flight) {
+        queue.activity.active = false;
+        ++lonely_streak_;
+        queue.lonely = false;
+        close_prearm(queue);
+        return true;
+    }
+    return false;
 }
 
 std::vector<QueueTags> Governor::queue_tags() const {

@@ -5,6 +5,7 @@
 
 #include "latgov/config.hpp"
 #include "latgov/cost_model.hpp"
+#include "latgov/periodic.hpp"
 #include "latgov/policy.hpp"
 #include "latgov/request_filter.hpp"
 #include "latgov/sample.hpp"
@@ -45,6 +46,12 @@ struct GovernedQueue {
     bool onset_pending = false;
     // Activated by one request and no other seen since.
     bool lonely = false;
+    // Activated ahead of a periodic request (PeriodicOnsets), which has
+    // not been issued yet (or has: `prearm_seen`). Held until the window
+    // closes without it, or until it completed.
+    bool prearmed = false;
+    bool prearm_seen = false;
+    TimePoint prearm_closes{};
 };
 
 struct GovernedDevice {
@@ -101,8 +108,11 @@ class Governor {
     // to at once, before the next sample. True if a queue became active.
     // `waited` says whether its submitter waits for it (a read or a
     // synchronous write), where the request's kind is known.
+    // `issued`: when it was issued, where known (the event's time), for
+    // the period of requests after idle.
     bool on_request_issued(std::uint32_t dev, int cpu, TimePoint now,
-                           std::optional<bool> waited = std::nullopt);
+                           std::optional<bool> waited = std::nullopt,
+                           std::optional<TimePoint> issued = std::nullopt);
     // The devices whose requests wake an idle daemon. Hidden multipath path
     // disks have a dev_t that sysfs does not show, so their requests can only
     // be told apart as "not a disk we know" (`hidden_paths`).
@@ -125,6 +135,31 @@ class Governor {
     bool isolated_requests() const { return lonely_streak_ >= isolated_after; }
     int lonely_onsets() const { return lonely_streak_; }
 
+    // Isolated requests that come at a steady period (PeriodicOnsets,
+    // timed by the onsets before the isolation and by a recorder during
+    // it): prearm() activates the queue the last one went to `lead` before
+    // the next is due, holding its completion CPUs and the submitter's CPU,
+    // until the request has come and completed, or until the window closes
+    // without it (a miss). True if it activated a queue. Devices whose
+    // policy says prearm = false are left alone.
+    bool prearm(TimePoint now);
+    // When prearm() opens the next window (none while one is open, or
+    // without a period, or while requests are not isolated).
+    std::optional<TimePoint> window_opens(TimePoint now) const;
+    // When the open window closes, its request unseen so far: a tick is
+    // due then, whose recorded requests say whether it came and whose
+    // sample whether it is still in flight (the sampling period follows).
+    std::optional<TimePoint> window_closes() const;
+    bool prearmed() const; // a window is open
+    // A request the recorder saw (it wakes nobody: a wake-up would cost the
+    // request itself), read at a tick: it activates nothing. It is the
+    // request an open window waits for, or one after idle (stream_gap
+    // since the last): either times the period.
+    void on_recorded_request(std::uint32_t dev, int cpu, TimePoint issued);
+    const PeriodicOnsets& periodic() const { return periodic_; }
+    // Some governed device has prearm on.
+    bool learns_periods() const;
+
     // What was learnt so far; true once after it gained a verdict (time to
     // persist it).
     const EvidenceBook& evidence() const { return book_; }
@@ -144,6 +179,12 @@ class Governor {
   private:
     LatencyLimit limit_for(const GovernedDevice& device, int cpu) const;
     bool update_waiters(GovernedDevice& device, TimePoint now);
+    // Ends a pre-armed queue's window: `released` if the queue went idle.
+    void close_prearm(GovernedQueue& queue);
+    // A pre-armed window closed without its request (a miss), or its
+    // request came alone and completed while requests are isolated: the
+    // queue is released now. True if it was.
+    bool release_prearmed(GovernedQueue& queue, bool in_flight, TimePoint now);
 
     std::vector<GovernedDevice> devices_;
     std::vector<std::string> stat_sources_;
@@ -157,6 +198,8 @@ class Governor {
     bool evidence_changed_ = false;
     WaiterCpus waiters_;
     int lonely_streak_ = 0; // activations in a row that saw one request only
+    PeriodicOnsets periodic_;
+    std::optional<TimePoint> last_recorded_;
 };
 
 // The idle-state costs the kernel declares, per online CPU.

@@ -96,6 +96,20 @@ std::string format_status(const nlohmann::json& s) {
                                100 * e.at("service_gain").get<double>(),
                                e.at("device").get<std::string>(), carried_from(e));
     }
+    if (s.contains("prearm")) {
+        const auto& p = s.at("prearm");
+        if (p.contains("period_us"))
+            out += fmt::format("\nPeriodic requests after idle: every {:.0f} us (spread {:.0f} "
+                               "us), held from {:.0f} us before each; {} came in their window, "
+                               "{} did not\n",
+                               p.at("period_us").get<double>(), p.at("spread_us").get<double>(),
+                               p.at("lead_us").get<double>(), whole<long>(p.at("hits")),
+                               whole<long>(p.at("misses")));
+        else if (whole<long>(p.at("hits")) + whole<long>(p.at("misses")) > 0)
+            out += fmt::format("\nPeriodic requests after idle: no period now; {} came in their "
+                               "window, {} did not\n",
+                               whole<long>(p.at("hits")), whole<long>(p.at("misses")));
+    }
     return out;
 }
 

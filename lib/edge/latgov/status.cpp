@@ -69,6 +69,7 @@ json build_status(const StatusInput& in) {
              {"linger_ms", in.governor.linger_of(d).count()},
              {"linger_from", d.policy.linger_auto ? "auto" : "linger_ms"},
              {"waiter_cpus", d.policy.waiter_cpus},
+             {"prearm", d.policy.prearm},
              {"waiters", std::move(waiters)},
              {"active_queues", std::move(active)}});
     }
@@ -112,6 +113,15 @@ json build_status(const StatusInput& in) {
     quantiles(in.onset_wake, "wake_");
     quantiles(in.onset_work, "work_");
     status["onset_delay"] = std::move(onset);
+    const auto& periodic = in.governor.periodic();
+    json prearm = {{"hits", periodic.hits()}, {"misses", periodic.misses()}};
+    if (auto period = periodic.period()) {
+        prearm["period_us"] = static_cast<double>(period->period.count()) / 1000.0;
+        prearm["spread_us"] = static_cast<double>(period->spread.count()) / 1000.0;
+        prearm["lead_us"] = static_cast<double>(periodic.lead().count()) / 1000.0;
+        prearm["grace_us"] = static_cast<double>(periodic.grace().count()) / 1000.0;
+    }
+    status["prearm"] = std::move(prearm);
     return status;
 }
 
