@@ -98,6 +98,9 @@ bool Daemon::rescan(TimePoint now, RescanCause cause) {
 }
 
 void Daemon::install(GovernedState state, TimePoint now, RescanCause cause) {
+    if (state_)
+        count_windows(); // the new governor counts from 0
+    counted_hits_ = counted_misses_ = 0;
     // The old events close here, which also takes them out of epoll.
     state_ = std::make_unique<GovernedState>(std::move(state));
     metrics_.count_rescan(cause);
@@ -152,10 +155,25 @@ void Daemon::watch(int fd) {
 }
 
 void Daemon::take_recorded_requests() {
-    if (state_->recorder && state_->recorder->any_armed())
-        for (const auto& request : state_->recorder->drain())
-            state_->governor.on_recorded_request(
-                request.dev, request.cpu, TimePoint{std::chrono::nanoseconds(request.time_ns)});
+    if (!state_->recorder || !state_->recorder->any_armed())
+        return;
+    auto requests = state_->recorder->drain(); // CPU by CPU: put in time order
+    std::sort(requests.begin(), requests.end(),
+              [](const auto& a, const auto& b) { return a.time_ns < b.time_ns; });
+    for (const auto& request : requests)
+        state_->governor.on_recorded_request(request.dev, request.cpu,
+                                             TimePoint{std::chrono::nanoseconds(request.time_ns)});
+}
+
+void Daemon::count_windows() {
+    const auto& periodic = state_->governor.periodic();
+    metrics_.count_windows(periodic.hits() - counted_hits_, periodic.misses() - counted_misses_);
+    counted_hits_ = periodic.hits();
+    counted_misses_ = periodic.misses();
+}
+
+std::chrono::milliseconds Daemon::window_slack() const {
+    return std::chrono::milliseconds(have_epoll_pwait2_ ? 0 : 1);
 }
 
 void Daemon::open_window(TimePoint now) {
@@ -163,7 +181,7 @@ void Daemon::open_window(TimePoint now) {
     // reading every counter would take as long as the lead. A request
     // recorded already (it came early) leaves nothing to wait for.
     take_recorded_requests();
-    if (!state_->governor.prearm(now))
+    if (!state_->governor.prearm(now + window_slack()))
         return;
     if (auto period = state_->governor.periodic().period())
         spdlog::debug("pre-armed for a periodic request (every {} us, spread {} us)",
@@ -371,6 +389,7 @@ void Daemon::tick(TimePoint now) {
     }
     if (log_windows)
         log_finished_windows(state_->governor, windows_before);
+    count_windows();
     if (save_evidence_if_changed(state_->governor, config_.daemon, !options_.dry_run))
         status_dirty_ = true;
     // At most one status write per status_interval: the file may live on a
@@ -483,11 +502,17 @@ void Daemon::arm_timer(TimePoint now) {
     const auto deadline = next_deadline(schedule, config_.daemon, now);
     next_tick_ = deadline.next_tick;
     wake_at_ = deadline.wake;
-    // Without a recorder a window would not see its request.
+    // Without a recorder a window would not see its request. epoll_wait
+    // rounds its timeout up to whole milliseconds: a millisecond earlier
+    // (open_window takes it as due).
     window_at_ = state_->recorder ? state_->governor.window_opens(now) : std::nullopt;
     if (window_at_)
+        *window_at_ -= window_slack();
+    if (window_at_)
         wake_at_ = std::min(wake_at_, *window_at_);
-    if (auto closes = state_->governor.window_closes())
+    // A close already past waits for a tick that samples (one that could
+    // not keeps the window open: the sampling period retries, no spin).
+    if (auto closes = state_->governor.window_closes(); closes && *closes > now)
         wake_at_ = std::min(wake_at_, *closes);
 }
 

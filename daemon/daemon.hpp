@@ -84,6 +84,11 @@ class Daemon {
     void take_recorded_requests();
     // Holds ahead of a periodic request, if its window is due.
     void open_window(TimePoint now);
+    // How much earlier than due the loop may wake for a window: epoll_wait
+    // rounds its timeout up to whole milliseconds.
+    std::chrono::milliseconds window_slack() const;
+    // The governor's windows that ended since the last call, to the metrics.
+    void count_windows();
     int run_loop();
     // What the first requests after idle would hold (journaled before sleeping).
     std::map<int, LatencyLimit> likely_holds() const;
@@ -128,6 +133,7 @@ class Daemon {
     TimePoint last_change_{};
     bool isolated_ = false;              // the governor's isolated_requests() at the last arm_timer
     std::optional<TimePoint> window_at_; // when a pre-armed window opens next
+    std::uint64_t counted_hits_ = 0, counted_misses_ = 0; // of the governor's windows
     MetricsRecorder metrics_;
     TimePoint last_metrics_{};
     bool metrics_failed_ = false; // warn once until a write succeeds again

@@ -64,10 +64,17 @@ waiter_cpus = false  # the completion CPU only, as above
 """
 
 
-def loop_config(loop, linger_ms=None):
+def read_status(d):
+    with open(d.status_path) as f:
+        return json.load(f)
+
+
+def loop_config(loop, linger_ms=None, prearm=True):
     """Governs the loop device `loop` alone (poll only while active; the
     reader's CPU keeps its value), with linger_ms if given."""
     linger = "" if linger_ms is None else f"linger_ms = {linger_ms}\n"
+    if not prearm:
+        linger += "prearm = false\n"
     return f"""\
 [daemon]
 log_level = "debug"
@@ -321,19 +328,11 @@ class OnsetTest(HostTestCase):
         self.assertEqual(d.stop(), 0)
         self.assertEqual(read_all(), self.baseline)
 
-    def test_04_isolated_reads_stop_the_wakeups(self):
-        """Reads 0.1-0.3 s apart at random, each alone (the 3 ms linger
-        releases the CPUs before the next; no steady period, which test_06
-        covers): waking latgovd for each only costs the read, since
-        it completes before the hold matters. After 8 such onsets in a row
-        latgovd stops waking on requests (io_events says paused) and holds
-        nothing for further isolated reads; a burst is seen by the next
-        idle sample (50 ms) and held, and after it the first read after idle
-        wakes latgovd again. On a loop device over a file in the test's
-        tmpfs directory, as test_02: background IO on vda (writeback, journal
-        commits) during a hold would keep its onset from being alone."""
+    def start_on_loop(self, prearm=True):
+        """latgovd governing a new loop device alone (loop_config), and a
+        function that reads a random 4 KiB block of it, O_DIRECT."""
         loop = self.loop_device()
-        d = self.start_daemon(loop_config(loop))
+        d = self.start_daemon(loop_config(loop, prearm=prearm))
         fd = os.open(f"/dev/{loop}", os.O_RDONLY | os.O_DIRECT)
         self.addCleanup(os.close, fd)
         buf = mmap.mmap(-1, 4096)
@@ -342,6 +341,21 @@ class OnsetTest(HostTestCase):
 
         def read():
             os.preadv(fd, [buf], random.randrange(blocks) * 4096)
+        return d, read
+
+    def test_04_isolated_reads_stop_the_wakeups(self):
+        """Reads 100 ms apart, each alone (the 3 ms linger releases the CPUs
+        before the next), prearm off (test_06 covers it: it would hold
+        ahead of reads at a steady period): waking latgovd for each only
+        costs the read, since
+        it completes before the hold matters. After 8 such onsets in a row
+        latgovd stops waking on requests (io_events says paused) and holds
+        nothing for further isolated reads; a burst is seen by the next
+        idle sample (50 ms) and held, and after it the first read after idle
+        wakes latgovd again. On a loop device over a file in the test's
+        tmpfs directory, as test_02: background IO on vda (writeback, journal
+        commits) during a hold would keep its onset from being alone."""
+        d, read = self.start_on_loop(prearm=False)
 
         def held():
             return "n/a" in read_all().values()
@@ -359,8 +373,7 @@ class OnsetTest(HostTestCase):
             return False
 
         def status():
-            with open(d.status_path) as f:
-                return json.load(f)
+            return read_status(d)
 
         def paused():
             return "paused" in status().get("io_events", "")
@@ -370,7 +383,7 @@ class OnsetTest(HostTestCase):
             self.assertFalse(paused(), f"paused after {i} isolated reads: {status()}")
             self.assertTrue(read_and_watch(ONSET_SEEN_MAX_MS / 1000),
                             f"isolated read {i + 1} before the pause was not held")
-            time.sleep(random.uniform(0.15, 0.3))  # released, and the status rewritten
+            time.sleep(0.15)  # released, and the status rewritten
         st = self.wait_status(d, lambda s: "paused" in s.get("io_events", ""),
                               "io_events paused after 8 isolated reads")
         log(f"  paused after 8 isolated reads: {st['io_events']!r}")
@@ -379,7 +392,7 @@ class OnsetTest(HostTestCase):
 
         # Further isolated reads: no wake-up, no hold.
         for i in range(10):
-            time.sleep(random.uniform(0.05, 0.25))
+            time.sleep(0.1)
             self.assertFalse(read_and_watch(0.12), f"isolated read {i + 1} after the pause "
                                                    "was held")
         self.assertTrue(paused(), status())
@@ -415,16 +428,10 @@ class OnsetTest(HostTestCase):
         and holds the reader's CPU (and the loop device's completion CPU,
         the same) from shortly before each read is due until it completed.
         The hold is read back from the PM QoS file just before each read is
-        issued. Once the reads stop, two windows pass without them and the
-        period is forgotten: nothing is held after. On a loop device, as
-        test_04."""
-        loop = self.loop_device()
-        d = self.start_daemon(loop_config(loop))
-        fd = os.open(f"/dev/{loop}", os.O_RDONLY | os.O_DIRECT)
-        self.addCleanup(os.close, fd)
-        buf = mmap.mmap(-1, 4096)
-        self.addCleanup(buf.close)
-        blocks = (64 << 20) // 4096
+        issued, and half a period after it: released between the reads.
+        Once the reads stop, two windows pass without them and the period is
+        forgotten: nothing is held after. On a loop device, as test_04."""
+        d, read = self.start_on_loop()
         cpu = os.sched_getaffinity(0)
         reader_cpu = min(cpu)
         os.sched_setaffinity(0, {reader_cpu})
@@ -433,16 +440,19 @@ class OnsetTest(HostTestCase):
         time.sleep(0.5)
 
         def status():
-            with open(d.status_path) as f:
-                return json.load(f)
+            return read_status(d)
 
         held_before = []  # per read: the reader's CPU held when it was issued
+        held_between = []  # and half a period after it
         due = time.monotonic() + period
         for _ in range(150):  # 4.5 s
             while time.monotonic() < due:
                 pass  # a spin: a sleep's wake-up would add its own jitter
             held_before.append(read_cpu(reader_cpu) == "n/a")
-            os.preadv(fd, [buf], random.randrange(blocks) * 4096)
+            read()
+            while time.monotonic() < due + period / 2:
+                pass
+            held_between.append(read_cpu(reader_cpu) == "n/a")
             due += period
         last_read = time.monotonic()
         st = status()
@@ -459,6 +469,9 @@ class OnsetTest(HostTestCase):
             f"{sum(held_before[:8])} of the first 8")
         self.assertEqual(sum(held_before[:8]), 0, "held before the first reads: no period yet")
         self.assertGreaterEqual(sum(late), 0.8 * len(late), held_before)
+        between = held_between[50:]
+        log(f"  held half a period after the read: {sum(between)} of the last {len(between)}")
+        self.assertLessEqual(sum(between), 0.1 * len(between), held_between)
         self.assertGreaterEqual(st["prearm"]["hits"], 80, st["prearm"])
         self.assertLessEqual(st["prearm"]["misses"], 10, st["prearm"])
 

@@ -424,3 +424,50 @@ TEST_CASE("prearm = false learns no period and opens no window") {
     CHECK_FALSE(g.window_opens(last + 11ms));
     CHECK_FALSE(g.prearm(last + 20ms));
 }
+
+TEST_CASE("prearm: a hidden multipath path's periodic requests get windows too") {
+    Topology t = shared_queue_machine();
+    t.devices[0].name = "nvme1c1n1";
+    t.devices[0].dev = "";
+    t.devices[0].hidden = true;
+    t.devices[0].multipath_head = "nvme1n1";
+    Governor g(t, default_config(), declared_costs(t));
+    g.observe(sample(0, 0, 0, 0), t0);
+    std::uint64_t irq11 = 0;
+    // The requests carry the path's real dev_t, which sysfs does not show.
+    const TimePoint last = eight_periodic_reads(g, irq11);
+    REQUIRE(g.isolated_requests());
+    const auto opens = g.window_opens(last + 11ms);
+    REQUIRE(opens);
+    REQUIRE(g.prearm(*opens));
+    CHECK(g.holds().percpu.count(1));
+    g.on_recorded_request(nvme0n1, 0, last + 20ms);
+    CHECK(g.periodic().hits() == 1);
+}
+
+TEST_CASE("prearm: a window over two queues of one CPU is one window, one miss") {
+    Topology t = shared_queue_machine();
+    t.devices[0].queues[0].submit_cpus = {0}; // CPU 0 submits to queues 0 and 1
+    Governor g(t, default_config(), declared_costs(t));
+    g.observe(sample(0, 0, 0, 0), t0);
+    TimePoint at = t0;
+    std::uint64_t irq = 0;
+    for (int i = 0; i < Governor::isolated_after; ++i) {
+        at += 20ms;
+        CHECK(g.on_request_issued(nvme0n1, 0, at, true, at));
+        ++irq; // queue 1's interrupt: queue 0 saw nothing
+        g.observe(sample(0, irq, irq, irq), at + 5ms, false);
+        g.observe(sample(0, irq, irq, irq), at + 10ms, false);
+    }
+    REQUIRE(g.isolated_requests());
+    const auto opens = g.window_opens(at + 11ms);
+    REQUIRE(opens);
+    REQUIRE(g.prearm(*opens));
+    CHECK(g.holds().percpu.size() == 2); // both queues' completion CPUs
+    const auto closes = g.window_closes();
+    REQUIRE(closes);
+    g.observe(sample(0, irq, irq, irq), *closes, false);
+    CHECK_FALSE(g.any_active());
+    CHECK(g.periodic().misses() == 1);
+    REQUIRE(g.periodic().period()); // one miss is not two in a row
+}

@@ -21,6 +21,8 @@ MetricsSnapshot example() {
     s.holds = 7;
     s.releases = 6;
     s.rescans = {{RescanCause::start, 1}, {RescanCause::uevent, 2}};
+    s.prearm_hits = 40;
+    s.prearm_misses = 2;
     s.warnings = 3;
     s.io_events = true;
     s.onset.observe(80e-6);
@@ -69,6 +71,8 @@ TEST_CASE("per-CPU limits are in seconds with the reason; counters carry _total"
     CHECK(l.contains("latgov_rescans_total{cause=\"uevent\"} 2"));
     CHECK(l.contains("latgov_rescans_total{cause=\"start\"} 1"));
     CHECK(l.contains("latgov_rescans_total{cause=\"periodic\"} 0"));
+    CHECK(l.contains("latgov_prearm_windows_total{result=\"hit\"} 40"));
+    CHECK(l.contains("latgov_prearm_windows_total{result=\"miss\"} 2"));
     CHECK(l.contains("latgov_device_limit_seconds{device=\"nvme0n1\"} 2e-05"));
     CHECK(l.contains("latgov_device_observed_latency_seconds{device=\"nvme0n1\"} 8e-05"));
     CHECK(l.contains("latgov_queue_active{device=\"nvme0n1\",queue=\"2\"} 1"));

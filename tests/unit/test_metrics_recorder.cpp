@@ -6,7 +6,8 @@
 using namespace latgov;
 using namespace std::chrono_literals;
 
-TEST_CASE("the recorder counts holds and releases and sums held time, the open hold too") {
+TEST_CASE(
+    "the recorder counts holds, releases and windows, and sums held time, the open hold too") {
     MetricsRecorder recorder(0);
     const SteadyTime t0{};
     std::map<int, PerCpuHolder::Held> held;
@@ -29,7 +30,11 @@ TEST_CASE("the recorder counts holds and releases and sums held time, the open h
     PerCpuHolder percpu(root, "/nonexistent/journal", [](const std::string&) {});
     GlobalHolder global(root, [](const std::string&) {});
     const StatusInput input{governor, holds, percpu, global, topology, "", "", {}, {}, {}, t0 + 8s};
+    recorder.count_windows(3, 1);
+    recorder.count_windows(2, 0); // counted on: a rescan's governor starts from 0
     auto s = recorder.snapshot(input, false, 0, 0);
+    CHECK(s.prearm_hits == 5);
+    CHECK(s.prearm_misses == 1);
     CHECK(s.holds == 2);
     CHECK(s.releases == 1);
     REQUIRE(s.cpus.size() == 2);

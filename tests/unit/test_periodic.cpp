@@ -24,6 +24,17 @@ TimePoint feed(PeriodicOnsets& p, std::uint64_t source, TimePoint at,
     return last;
 }
 
+// Requests from `fio`, each `gaps[i]` after the one before, from t0 on.
+// The last one's time.
+TimePoint feed_gaps(PeriodicOnsets& p, std::initializer_list<std::chrono::milliseconds> gaps) {
+    TimePoint at = t0;
+    for (auto gap : gaps) {
+        at += gap;
+        p.observe(fio, at);
+    }
+    return at;
+}
+
 } // namespace
 
 TEST_CASE("a steady period is learnt after six intervals, with its spread") {
@@ -51,11 +62,7 @@ TEST_CASE("a steady period is learnt after six intervals, with its spread") {
 TEST_CASE("irregular requests, too short or too long periods, have no window") {
     SUBCASE("irregular") {
         PeriodicOnsets p;
-        TimePoint at = t0;
-        for (auto gap : {20ms, 35ms, 12ms, 50ms, 20ms, 27ms, 41ms, 20ms}) {
-            at += gap;
-            p.observe(fio, at);
-        }
+        const TimePoint at = feed_gaps(p, {20ms, 35ms, 12ms, 50ms, 20ms, 27ms, 41ms, 20ms});
         CHECK_FALSE(p.period());
         CHECK_FALSE(p.next_window(at));
     }
@@ -71,22 +78,14 @@ TEST_CASE("irregular requests, too short or too long periods, have no window") {
     }
     SUBCASE("three intervals in eight far off are too much spread") {
         PeriodicOnsets p;
-        TimePoint at = t0;
-        for (auto gap : {20ms, 20ms, 23ms, 20ms, 20ms, 17ms, 20ms, 23ms, 20ms}) {
-            at += gap;
-            p.observe(fio, at);
-        }
+        feed_gaps(p, {20ms, 20ms, 23ms, 20ms, 20ms, 17ms, 20ms, 23ms, 20ms});
         CHECK_FALSE(p.period());
     }
 }
 
 TEST_CASE("one late request in eight does not widen the windows") {
     PeriodicOnsets p;
-    TimePoint at = t0;
-    for (auto gap : {20ms, 20ms, 20ms, 22ms, 18ms, 20ms, 20ms, 20ms, 20ms}) {
-        at += gap;
-        p.observe(fio, at);
-    }
+    feed_gaps(p, {20ms, 20ms, 20ms, 22ms, 18ms, 20ms, 20ms, 20ms, 20ms});
     REQUIRE(p.period());
     CHECK(p.period()->period == 20ms);
     CHECK(p.period()->spread == 0ms);
@@ -115,6 +114,7 @@ TEST_CASE("windows: one per period, the missed one counts, two misses forget the
 
     // The request comes in the window: a hit, and the series goes on from it.
     p.observe(fio, w->expected + 100us);
+    p.hit();
     CHECK(p.hits() == 1);
     last = w->expected + 100us;
     w = p.next_window(last);
@@ -132,6 +132,7 @@ TEST_CASE("windows: one per period, the missed one counts, two misses forget the
     CHECK(after_miss->expected == last + 40ms);
     p.opened(*after_miss);
     p.observe(fio, last + 40ms);
+    p.hit(); // and the misses in a row start again from 0
     CHECK(p.hits() == 2);
     REQUIRE(p.period());
     CHECK(p.period()->period == 20ms);

@@ -104,6 +104,7 @@ bool Governor::observe(const IoSample& sample, TimePoint now, bool idle_wakes_on
         return sample.irq_counts[i] - before.irq_counts[i];
     };
     size_t tag_index = 0; // queue_busy follows queue_tags(): device by device, queue by queue
+    bool missed = false;  // a pre-armed window closed without its request
     for (auto& device : devices_) {
         auto pos = std::find(stat_sources_.begin(), stat_sources_.end(), device.stat_source);
         auto s = static_cast<size_t>(pos - stat_sources_.begin());
@@ -122,7 +123,9 @@ bool Governor::observe(const IoSample& sample, TimePoint now, bool idle_wakes_on
             }
             // An active queue stays so while its device has IO in flight.
             bool in_flight = (queue.activity.active || !queue.irq) && now_stat.in_flight > 0;
-            if (tag_index < sample.queue_busy.size() && sample.queue_busy[tag_index] > 0)
+            const bool busy_here =
+                tag_index < sample.queue_busy.size() && sample.queue_busy[tag_index] > 0;
+            if (busy_here)
                 in_flight = true; // requests in flight on this very queue
             ++tag_index;
             bool io_seen = requests > 0 || in_flight;
@@ -148,7 +151,7 @@ bool Governor::observe(const IoSample& sample, TimePoint now, bool idle_wakes_on
             // completions since the last sample, before the window.
             if (!queue.prearmed && (requests > 0 || (in_flight && !queue.onset_pending)))
                 queue.lonely = false;
-            if (release_prearmed(queue, in_flight, now)) {
+            if (release_prearmed(queue, in_flight, busy_here, now, missed)) {
                 changed = true;
                 continue;
             }
@@ -188,6 +191,8 @@ bool Governor::observe(const IoSample& sample, TimePoint now, bool idle_wakes_on
         device.limit = limit;
         device.has_limit = true;
     }
+    if (missed)
+        periodic_.miss(); // once per window, however many queues it held
     previous_ = sample;
     previous_time_ = now;
     return changed;
@@ -209,32 +214,50 @@ bool Governor::update_waiters(GovernedDevice& device, TimePoint now) {
 
 namespace {
 
-// A request's source for PeriodicOnsets, and back.
-std::uint64_t periodic_source(std::uint32_t dev, int cpu) {
-    return std::uint64_t{dev} << 32 | static_cast<std::uint32_t>(cpu);
+// A series' source for PeriodicOnsets: a device (its index) and a queue
+// (its index there), and back. A task that moves between CPUs served by
+// one queue stays one series.
+std::uint64_t periodic_source(std::size_t device, int queue) {
+    return std::uint64_t{device} << 32 | static_cast<std::uint32_t>(queue);
 }
-std::uint32_t source_dev(std::uint64_t source) {
-    return static_cast<std::uint32_t>(source >> 32);
+std::size_t source_device(std::uint64_t source) {
+    return static_cast<std::size_t>(source >> 32);
 }
-int source_cpu(std::uint64_t source) {
-    return static_cast<int>(source & 0xffffffffu);
+
+bool submits_to(const GovernedQueue& queue, int cpu) {
+    return std::binary_search(queue.submit_cpus.begin(), queue.submit_cpus.end(), cpu);
 }
 
 } // namespace
 
+bool Governor::takes_requests_of(const GovernedDevice& device, std::uint32_t dev) const {
+    // A hidden path disk (kernel_dev 0) takes requests of unknown disks.
+    return device.kernel_dev == dev ||
+           (device.kernel_dev == 0 &&
+            std::find(known_devs_.begin(), known_devs_.end(), dev) == known_devs_.end());
+}
+
+void Governor::time_request(std::size_t device, int cpu, TimePoint issued) {
+    const auto& queues = devices_[device].queues;
+    auto queue = std::find_if(queues.begin(), queues.end(),
+                              [&](const GovernedQueue& q) { return submits_to(q, cpu); });
+    if (queue == queues.end())
+        return;
+    periodic_.observe(periodic_source(device, queue->index), issued);
+    periodic_cpu_ = cpu;
+}
+
 bool Governor::on_request_issued(std::uint32_t dev, int cpu, TimePoint now,
                                  std::optional<bool> waited, std::optional<TimePoint> issued) {
     bool activated = false;
-    const bool unknown_dev =
-        std::find(known_devs_.begin(), known_devs_.end(), dev) == known_devs_.end();
-    for (auto& device : devices_) {
-        // A hidden path disk (kernel_dev 0) takes requests of unknown disks.
-        if (device.kernel_dev != dev && !(device.kernel_dev == 0 && unknown_dev))
+    for (std::size_t d = 0; d < devices_.size(); ++d) {
+        auto& device = devices_[d];
+        if (!takes_requests_of(device, dev))
             continue;
         bool started = false;
         bool mapped = false; // the request went to one of its queues
         for (auto& queue : device.queues) {
-            if (!std::binary_search(queue.submit_cpus.begin(), queue.submit_cpus.end(), cpu))
+            if (!submits_to(queue, cpu))
                 continue;
             mapped = true;
             if (update_activity(queue.activity, true, now, linger_of(device)) ==
@@ -255,7 +278,7 @@ bool Governor::on_request_issued(std::uint32_t dev, int cpu, TimePoint now,
         // An onset's time is one of a period's, should the requests after
         // idle come at one.
         if (started && device.policy.prearm)
-            periodic_.observe(periodic_source(dev, cpu), issued.value_or(now));
+            time_request(d, cpu, issued.value_or(now));
     }
     return activated;
 }
@@ -267,26 +290,34 @@ bool Governor::prearm(TimePoint now) {
     if (!window || now < window->opens)
         return false;
     periodic_.opened(*window);
-    const std::uint32_t dev = source_dev(periodic_.source());
-    const int cpu = source_cpu(periodic_.source());
+    window_hit_ = false;
+    const std::size_t d = source_device(periodic_.source());
+    if (d >= devices_.size() || !devices_[d].policy.prearm) {
+        periodic_.miss(); // nothing to hold for it: not a window to repeat
+        return false;
+    }
+    auto& device = devices_[d];
     bool activated = false;
-    for (auto& device : devices_) {
-        if (device.kernel_dev != dev || !device.policy.prearm)
+    bool mapped = false;
+    // Every queue the CPU of the last request submits to (a read queue and
+    // the default one, where a device has both).
+    for (auto& queue : device.queues) {
+        if (!submits_to(queue, periodic_cpu_))
             continue;
-        for (auto& queue : device.queues) {
-            if (!std::binary_search(queue.submit_cpus.begin(), queue.submit_cpus.end(), cpu))
-                continue;
-            // A queue active already holds for the request anyway.
-            if (update_activity(queue.activity, true, now, linger_of(device)) !=
-                Transition::activated)
-                continue;
-            activated = true;
-            queue.prearmed = queue.lonely = true;
-            queue.prearm_seen = queue.onset_pending = false;
-            queue.prearm_closes = window->closes;
-            // Its submitter will wait for it where it issued the last one.
-            waiters_.observe_submit(cpu, now);
-        }
+        mapped = true;
+        // A queue active already holds for the request anyway.
+        if (update_activity(queue.activity, true, now, linger_of(device)) != Transition::activated)
+            continue;
+        activated = true;
+        queue.prearmed = queue.lonely = true;
+        queue.prearm_seen = queue.onset_pending = false;
+        queue.prearm_closes = window->closes;
+    }
+    if (!mapped)
+        periodic_.miss();
+    if (activated) {
+        // Its submitter will wait for it where it issued the last one.
+        waiters_.observe_submit(periodic_cpu_, now);
         update_waiters(device, now);
     }
     return activated;
@@ -295,24 +326,28 @@ bool Governor::prearm(TimePoint now) {
 void Governor::on_recorded_request(std::uint32_t dev, int cpu, TimePoint issued) {
     bool after_idle = !last_recorded_ || issued - *last_recorded_ >= stream_gap;
     last_recorded_ = issued;
-    bool learns = false;
-    for (auto& device : devices_) {
-        if (device.kernel_dev != dev || !device.policy.prearm)
+    for (std::size_t d = 0; d < devices_.size(); ++d) {
+        auto& device = devices_[d];
+        if (!takes_requests_of(device, dev) || !device.policy.prearm)
             continue;
-        learns = true;
+        bool awaited = false; // the request an open window waits for
         for (auto& queue : device.queues) {
-            if (!queue.prearmed ||
-                !std::binary_search(queue.submit_cpus.begin(), queue.submit_cpus.end(), cpu))
+            if (!queue.prearmed || !submits_to(queue, cpu))
                 continue;
             if (queue.prearm_seen) {
                 queue.lonely = false; // a second request in the window
             } else {
-                queue.prearm_seen = after_idle = true;
+                queue.prearm_seen = awaited = true;
             }
         }
+        if (awaited && !window_hit_) {
+            window_hit_ = true;
+            periodic_.hit();
+        }
+        if (after_idle || awaited)
+            time_request(d, cpu, issued);
+        return;
     }
-    if (learns && after_idle)
-        periodic_.observe(periodic_source(dev, cpu), issued);
 }
 
 bool Governor::learns_periods() const {
@@ -348,11 +383,12 @@ void Governor::close_prearm(GovernedQueue& queue) {
     queue.prearmed = queue.prearm_seen = false;
 }
 
-bool Governor::release_prearmed(GovernedQueue& queue, bool in_flight, TimePoint now) {
+bool Governor::release_prearmed(GovernedQueue& queue, bool in_flight, bool busy_here, TimePoint now,
+                                bool& missed) {
     if (!queue.prearmed)
         return false;
     if (!queue.prearm_seen) {
-        if (in_flight) {
+        if (busy_here) {
             queue.prearm_seen = true; // it came, and the recorder lost it (a full ring)
             return false;
         }
@@ -360,7 +396,7 @@ bool Governor::release_prearmed(GovernedQueue& queue, bool in_flight, TimePoint 
             return false;
         // The window closed without its request: a miss, which is no
         // onset and leaves the streak of lonely ones as it is.
-        periodic_.miss();
+        missed = true;
         queue.activity.active = false;
         queue.lonely = queue.onset_pending = false;
         close_prearm(queue);

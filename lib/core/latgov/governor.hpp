@@ -137,11 +137,12 @@ class Governor {
 
     // Isolated requests that come at a steady period (PeriodicOnsets,
     // timed by the onsets before the isolation and by a recorder during
-    // it): prearm() activates the queue the last one went to `lead` before
-    // the next is due, holding its completion CPUs and the submitter's CPU,
-    // until the request has come and completed, or until the window closes
-    // without it (a miss). True if it activated a queue. Devices whose
-    // policy says prearm = false are left alone.
+    // it, one series per device and queue): prearm() activates the queues
+    // the last one's CPU submits to `lead` before the next is due, holding
+    // their completion CPUs and (waiter_cpus) that CPU, until the request
+    // has come and completed, or until the window closes without it (a
+    // miss). True if it activated a queue. Devices whose policy says
+    // prearm = false are left alone.
     bool prearm(TimePoint now);
     // When prearm() opens the next window (none while one is open, or
     // without a period, or while requests are not isolated).
@@ -184,7 +185,14 @@ class Governor {
     // A pre-armed window closed without its request (a miss), or its
     // request came alone and completed while requests are isolated: the
     // queue is released now. True if it was.
-    bool release_prearmed(GovernedQueue& queue, bool in_flight, TimePoint now);
+    // `busy_here`: requests in flight on this very queue.
+    bool release_prearmed(GovernedQueue& queue, bool in_flight, bool busy_here, TimePoint now,
+                          bool& missed);
+    // Whether `device` takes requests of disk `dev` (a hidden multipath
+    // path takes those of disks sysfs does not show).
+    bool takes_requests_of(const GovernedDevice& device, std::uint32_t dev) const;
+    // A request after idle of devices_[device] from `cpu`, for the period.
+    void time_request(std::size_t device, int cpu, TimePoint issued);
 
     std::vector<GovernedDevice> devices_;
     std::vector<std::string> stat_sources_;
@@ -199,6 +207,8 @@ class Governor {
     WaiterCpus waiters_;
     int lonely_streak_ = 0; // activations in a row that saw one request only
     PeriodicOnsets periodic_;
+    int periodic_cpu_ = -1;   // the CPU of the series' last request: its waiter
+    bool window_hit_ = false; // the open window saw its request
     std::optional<TimePoint> last_recorded_;
 };
 

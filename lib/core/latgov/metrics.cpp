@@ -139,6 +139,12 @@ std::string format_metrics(const MetricsSnapshot& s) {
         e.sample("latgov_rescans_total", fmt::format("cause=\"{}\"", to_string(cause)),
                  static_cast<double>(it == s.rescans.end() ? 0 : it->second));
     }
+    e.family("latgov_prearm_windows_total", "counter",
+             "Windows held ahead of periodic isolated requests, by whether their request came "
+             "in them (hit) or not (miss).");
+    e.sample("latgov_prearm_windows_total", "result=\"hit\"", static_cast<double>(s.prearm_hits));
+    e.sample("latgov_prearm_windows_total", "result=\"miss\"",
+             static_cast<double>(s.prearm_misses));
     e.family("latgov_log_messages_total", "counter", "Warnings and errors latgovd logged.");
     e.sample("latgov_log_messages_total", "level=\"warning\"", static_cast<double>(s.warnings));
     e.sample("latgov_log_messages_total", "level=\"error\"", static_cast<double>(s.errors));

@@ -54,6 +54,7 @@ struct MetricsSnapshot {
     LatencyLimit global_limit;
     std::uint64_t holds = 0, releases = 0;
     std::map<RescanCause, std::uint64_t> rescans; // causes not in it count 0
+    std::uint64_t prearm_hits = 0, prearm_misses = 0;
     std::uint64_t warnings = 0, errors = 0;
     bool io_events = false; // idle daemon sleeps on block_rq_issue events (else samples)
     OnsetHistogram onset;

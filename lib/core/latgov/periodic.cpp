@@ -33,13 +33,6 @@ void PeriodicOnsets::observe(std::uint64_t source, TimePoint issued) {
         return;
     }
     const auto known = period();
-    if (known && last_opened_) {
-        const auto off = issued - *last_opened_;
-        if (off >= -lead() && off <= grace()) {
-            ++hits_;
-            misses_in_a_row_ = 0;
-        }
-    }
     nanoseconds interval = issued - *last_;
     if (known) {
         // Requests unseen in between (a window missed, or none opened): a
@@ -55,6 +48,11 @@ void PeriodicOnsets::observe(std::uint64_t source, TimePoint issued) {
     if (intervals_.size() > history)
         intervals_.pop_front();
     last_ = issued;
+}
+
+void PeriodicOnsets::hit() {
+    ++hits_;
+    misses_in_a_row_ = 0;
 }
 
 void PeriodicOnsets::miss() {

@@ -51,11 +51,12 @@ class PeriodicOnsets {
         std::chrono::nanoseconds spread;
     };
 
-    // A request after idle from `source` (a device and CPU) at `issued`.
+    // A request after idle from `source` (a device's queue) at `issued`.
     // Another source starts the series anew: requests of two sources
     // interleaved have no period of their own.
     void observe(std::uint64_t source, TimePoint issued);
-    // The window opened last (see next_window) saw no request.
+    // The window opened last (see next_window) saw its request, or not.
+    void hit();
     void miss();
     // The window whose expected time comes first after the last one opened
     // and that still closes after `now`; none without a period.

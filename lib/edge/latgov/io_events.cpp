@@ -106,7 +106,7 @@ Result<IoIssueEvents> IoIssueEvents::open(const SysRoot& root, const std::vector
                 attr.wakeup_events = 1;
             } else {
                 // A watermark past the ring's size is clamped to it: a wake-up
-                // only once the ring is full, and nobody waits for it.
+                // once per ring's worth of samples, and nobody waits for it.
                 attr.watermark = 1;
                 attr.wakeup_watermark = std::numeric_limits<std::uint32_t>::max();
             }

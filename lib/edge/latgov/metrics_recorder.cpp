@@ -62,6 +62,8 @@ MetricsSnapshot MetricsRecorder::snapshot(const StatusInput& in, bool io_events,
     s.holds = holds_;
     s.releases = releases_;
     s.rescans = rescans_;
+    s.prearm_hits = prearm_hits_;
+    s.prearm_misses = prearm_misses_;
     s.warnings = warnings;
     s.errors = errors;
     s.io_events = io_events;

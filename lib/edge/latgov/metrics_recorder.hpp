@@ -21,6 +21,11 @@ class MetricsRecorder {
     void observe_percpu(const std::map<int, PerCpuHolder::Held>& held, SteadyTime now);
     void observe_onset(double seconds) { onset_.observe(seconds); }
     void count_rescan(RescanCause cause) { ++rescans_[cause]; }
+    // Windows held ahead of periodic requests that ended since the last call.
+    void count_windows(std::uint64_t hits, std::uint64_t misses) {
+        prearm_hits_ += hits;
+        prearm_misses_ += misses;
+    }
 
     // What latgov holds now (the same input as the status document), with
     // whether an idle daemon sleeps on IO events and the lines logged so far.
@@ -32,6 +37,7 @@ class MetricsRecorder {
     std::map<int, SteadyTime> open_;     // current holds, since
     std::uint64_t holds_ = 0, releases_ = 0;
     std::map<RescanCause, std::uint64_t> rescans_;
+    std::uint64_t prearm_hits_ = 0, prearm_misses_ = 0;
     OnsetHistogram onset_;
     double start_time_seconds_;
 };
