@@ -131,7 +131,9 @@ class Aggregate:
 def foreign_held(row: dict, cpus: list[int]) -> float | None:
     """Fraction of the window in which a constraint NOT set by this run's
     mode was held (someone else's tuned, test, latgovd...), or None when it
-    cannot be told apart (latgov mode while latgovd reports holding)."""
+    cannot be told apart (latgov mode while latgovd reports holding, or
+    counts holds too short for its status file to show: onsets, windows
+    held ahead of periodic requests)."""
     mode = row["mode"]
     anyh = num(row.get("any_held_frac"))
     if anyh is None:
@@ -142,7 +144,9 @@ def foreign_held(row: dict, cpus: list[int]) -> float | None:
         percpu = [num(row.get("cpu%d_percpu_held_frac" % c)) or 0.0 for c in cpus]
         return max(percpu) if percpu else 0.0
     if mode == "latgov" and num(row.get("status_held_frac")) == 0:
-        return anyh
+        brief = sum(num(row.get(k)) or 0
+                    for k in ("onset_count", "prearm_hits", "prearm_misses"))
+        return anyh if brief == 0 else None
     return None
 
 

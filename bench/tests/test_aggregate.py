@@ -93,6 +93,11 @@ def test_held_seconds_measured_by_the_sampler_are_kept():
                 "cpu1_percpu_held_frac": "0.1"}, 0.1),
     ("latgov", {"any_held_frac": "0.3", "status_held_frac": "0"}, 0.3),
     ("latgov", {"any_held_frac": "0.3", "status_held_frac": "0.3"}, None),
+    # Holds shorter than the status file's interval: latgovd's own counts.
+    ("latgov", {"any_held_frac": "0.05", "status_held_frac": "0", "prearm_hits": "490",
+                "prearm_misses": "1", "onset_count": "17"}, None),
+    ("latgov", {"any_held_frac": "0.05", "status_held_frac": "0", "prearm_hits": "0",
+                "prearm_misses": "0", "onset_count": "0"}, 0.05),
 ])
 def test_constraints_of_someone_else(mode, row, want):
     row = dict(row, mode=mode)
