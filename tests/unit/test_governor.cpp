@@ -197,8 +197,8 @@ namespace {
 // One isolated request on queue 1 at `at`: the event activates the queue,
 // the sample 5 ms later sees its one completion, the next one releases it.
 // Returns the IRQ 11 count after it.
-std::uint64_t isolated_read(Governor& g, TimePoint at, std::uint64_t irq11) {
-    CHECK(g.on_request_issued(259u << 20, 1, at));
+std::uint64_t isolated_read(Governor& g, TimePoint at, std::uint64_t irq11, int cpu = 1) {
+    CHECK(g.on_request_issued(259u << 20, cpu, at, std::nullopt, at));
     ++irq11;
     g.observe(sample(0, irq11, irq11, irq11), at + 5ms, false);
     g.observe(sample(0, irq11, irq11, irq11), at + 10ms, false);
@@ -323,10 +323,7 @@ TimePoint eight_periodic_reads(Governor& g, std::uint64_t& irq11) {
     TimePoint at = t0;
     for (int i = 0; i < Governor::isolated_after; ++i) {
         at += 20ms;
-        CHECK(g.on_request_issued(nvme0n1, 0, at, true, at));
-        ++irq11;
-        g.observe(sample(0, irq11, irq11, irq11), at + 5ms, false);
-        g.observe(sample(0, irq11, irq11, irq11), at + 10ms, false);
+        irq11 = isolated_read(g, at, irq11, 0);
     }
     return at;
 }
@@ -450,15 +447,8 @@ TEST_CASE("prearm: a window over two queues of one CPU is one window, one miss")
     t.devices[0].queues[0].submit_cpus = {0}; // CPU 0 submits to queues 0 and 1
     Governor g(t, default_config(), declared_costs(t));
     g.observe(sample(0, 0, 0, 0), t0);
-    TimePoint at = t0;
-    std::uint64_t irq = 0;
-    for (int i = 0; i < Governor::isolated_after; ++i) {
-        at += 20ms;
-        CHECK(g.on_request_issued(nvme0n1, 0, at, true, at));
-        ++irq; // queue 1's interrupt: queue 0 saw nothing
-        g.observe(sample(0, irq, irq, irq), at + 5ms, false);
-        g.observe(sample(0, irq, irq, irq), at + 10ms, false);
-    }
+    std::uint64_t irq = 0; // queue 1's interrupts: queue 0 sees none
+    const TimePoint at = eight_periodic_reads(g, irq);
     REQUIRE(g.isolated_requests());
     const auto opens = g.window_opens(at + 11ms);
     REQUIRE(opens);
