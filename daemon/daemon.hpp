@@ -76,8 +76,7 @@ class Daemon {
     void shutdown();
     // Arms the IO events while idle and sets wake_at_ to the next deadline.
     void arm_timer(TimePoint now);
-    // Takes the requests the events saw; true when one activated a queue or
-    // was the request a pre-armed window waited for.
+    // Takes the requests the events saw; true when one activated a queue.
     bool on_io_events(TimePoint now);
     void watch(int fd);
     // Feeds the requests the recorder saw to the governor.

@@ -47,11 +47,11 @@ std::string own_requests_excluded(const std::string& filter);
 // that latgovd did not issue.
 std::vector<std::string> wakeup_filters(const WatchedDevs& watched, std::size_t max_length);
 
-// Whether a request wakes the reader. Each wake-up costs the request that
-// fires it: the kernel signals the reader from an interrupt the issuing CPU
-// raises on itself, an exit to the host in a guest (measured on a KVM guest:
-// issue to completion 40-70 us slower at p50 with a wake-up per sample, as
-// fast as without events when samples are only recorded).
+// Whether a request wakes the reader. Waking latgovd for a request costs
+// that request (on a KVM guest, isolated reads were 1.04-1.17 of their
+// latency without latgovd when it woke for each), and the kernel signals
+// the reader from an interrupt the issuing CPU raises on itself, an exit to
+// the host in a guest (bench/trace-reads measures what that costs a read).
 enum class IssueWakeup {
     each_request, // the first request after idle wakes the daemon
     never,        // recorded for the daemon to read when it wakes anyway
