@@ -164,6 +164,15 @@ def check_plotting() -> None:
             % (SYSTEM_PYTHON, p.stderr.strip().splitlines()[-1] if p.stderr.strip() else "?"))
 
 
+def repo_relative(path: str) -> str:
+    """`path` as the run records it: relative to the repository when it lies
+    inside it (results are committed, and name no path of one machine)."""
+    try:
+        return str(Path(path).resolve().relative_to(REPO.resolve()))
+    except ValueError:
+        return path
+
+
 def describe_binary(path: str) -> str:
     h = hashlib.sha256()
     with open(path, "rb") as f:
@@ -377,7 +386,7 @@ def run(args: argparse.Namespace, session: Session, root: SysRoot) -> int:
         cal = (calibrate(session, raw, target, args.keep_calibration) if args.calibrate
                else existing_calibration(args.latgov_config))
         log("wake-up costs: %s" % cal)
-        daemon = DaemonInfo(args.latgovd, git, config_desc, cal, "; ".join(
+        daemon = DaemonInfo(repo_relative(args.latgovd), git, config_desc, cal, "; ".join(
             describe_binary(b) for b in (args.latgovd, args.latgov)))
     meta = RunMeta(host, settings, target.info(), list(sys.argv),
                    datetime.datetime.now().isoformat(timespec="seconds"), fio_version,

@@ -2,7 +2,7 @@
 
 import pytest
 
-from latgov_bench.cli import parse_args, parse_size
+from latgov_bench.cli import REPO, parse_args, parse_size, repo_relative
 
 
 def test_defaults():
@@ -46,3 +46,8 @@ def test_bad_arguments_exit_with_usage(argv, capsys):
 def test_sizes():
     assert parse_size("1G") == 1 << 30 and parse_size("128MiB") == 128 << 20
     assert parse_size("4096") == 4096
+
+
+def test_a_binary_in_the_repository_is_recorded_relative_to_it():
+    assert repo_relative(str(REPO / "build" / "daemon" / "latgovd")) == "build/daemon/latgovd"
+    assert repo_relative("/usr/sbin/latgovd") == "/usr/sbin/latgovd"
