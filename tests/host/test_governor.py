@@ -224,19 +224,22 @@ class GovernorTest(HostTestCase):
         """Waiter CPUs on (the default): fio waits for every read on its own
         CPU, so that CPU is held too while the completion CPU is; status.json
         says why for each (completes / waits), and no third CPU is touched.
-        A read from the completion CPU just before makes that CPU a waiter
-        too, until it lapses while fio's stays."""
+        A read from the completion CPU while fio runs makes that CPU a
+        waiter too, until it lapses while fio's stays. (The read comes once
+        fio's IO runs: fio can take longer to start than a waiter lasts.)"""
         d = self.start_daemon(FIXED_CONFIG.replace("waiter_cpus = false\n", ""))
-        subprocess.run(["taskset", "-c", str(self.comp), "dd", f"if={FIO_FILE}", "of=/dev/null",
-                        "bs=4k", "count=1", "iflag=direct", "status=none"], check=True)
         fio = self.start_fio(3)
         fio.wait_io_start()
         self.wait_held(fio)
+        subprocess.run(["taskset", "-c", str(self.comp), "dd", f"if={FIO_FILE}", "of=/dev/null",
+                        "bs=4k", "count=1", "iflag=direct", "status=none"], check=True)
         # status.json is rewritten on changes; an IO stall may release for a
-        # moment, and the read from the completion CPU (or any task's IO
-        # wait there: iowait names no disk) keeps it a waiter until that
-        # lapses (300 ms): poll until it shows exactly the two holds (fio
-        # runs for 3 s).
+        # moment. The read from the completion CPU (or any task's IO wait
+        # there: iowait names no disk) makes it a waiter until that lapses
+        # (300 ms): poll until it shows both reasons, then until exactly the
+        # two holds remain (fio runs for 3 s).
+        both = [{"device": DISK, "queue": 0, "why": "completes"},
+                {"device": DISK, "queue": 0, "why": "waits"}]
         expected = {self.comp: [{"device": DISK, "queue": 0, "why": "completes"}],
                     self.submit_cpu: [{"device": DISK, "queue": 0, "why": "waits"}]}
         deadline = time.monotonic() + 2.5
@@ -245,14 +248,14 @@ class GovernorTest(HostTestCase):
             st = self.status(d.runtime_dir)
             cpus = {c["cpu"]: c for c in st["cpus"]}
             seen.append(cpus.get(self.comp, {}).get("held_for"))
-            if (all(cpus.get(c, {}).get("limit_us") == 0
-                    and cpus[c]["held_for"] == held_for for c, held_for in expected.items())
-                    or time.monotonic() > deadline):
+            lapsed = both in seen and all(
+                cpus.get(c, {}).get("limit_us") == 0 and cpus[c]["held_for"] == held_for
+                for c, held_for in expected.items())
+            if lapsed or time.monotonic() > deadline:
                 break
             time.sleep(0.02)
         self.assertTrue(fio.running(), "fio ended before status showed the holds")
-        self.assertIn(expected[self.comp] + [{"device": DISK, "queue": 0, "why": "waits"}], seen,
-                      "the read from the completion CPU never made it a waiter")
+        self.assertIn(both, seen, "the read from the completion CPU never made it a waiter")
         for cpu, held_for in expected.items():
             self.assertIn(cpu, cpus, st)
             self.assertEqual(cpus[cpu]["limit_us"], 0, st)
