@@ -422,6 +422,39 @@ TEST_CASE("prearm = false learns no period and opens no window") {
     CHECK_FALSE(g.prearm(last + 20ms));
 }
 
+TEST_CASE("prearm: with no cpuidle driver auto holds nothing, so it times no period either") {
+    Topology t = shared_queue_machine();
+    t.cpuidle_driver = "none";
+    for (auto& cpu : t.cpus)
+        cpu.idle_states.clear();
+    {
+        Governor g(t, default_config(), declared_costs(t));
+        CHECK_FALSE(g.may_hold(g.devices().front()));
+        CHECK_FALSE(g.learns_periods());
+        g.observe(sample(0, 0, 0, 0), t0);
+        std::uint64_t irq11 = 0;
+        const TimePoint last = eight_periodic_reads(g, irq11);
+        CHECK(g.isolated_requests());
+        CHECK_FALSE(g.periodic().period());
+        CHECK_FALSE(g.window_opens(last + 11ms));
+    }
+    // A fixed limit is written whatever the driver: its periods are learnt.
+    Config fixed = default_config();
+    fixed.defaults.mode = Mode::fixed;
+    fixed.defaults.limit_us = 0;
+    Governor g(t, fixed, declared_costs(t));
+    CHECK(g.may_hold(g.devices().front()));
+    CHECK(g.learns_periods());
+    g.observe(sample(0, 0, 0, 0), t0);
+    std::uint64_t irq11 = 0;
+    const TimePoint last = eight_periodic_reads(g, irq11);
+    REQUIRE(g.isolated_requests());
+    const auto opens = g.window_opens(last + 11ms);
+    REQUIRE(opens);
+    REQUIRE(g.prearm(*opens));
+    CHECK(g.holds().percpu.count(1));
+}
+
 TEST_CASE("prearm: a hidden multipath path's periodic requests get windows too") {
     Topology t = shared_queue_machine();
     t.devices[0].name = "nvme1c1n1";

@@ -277,7 +277,7 @@ bool Governor::on_request_issued(std::uint32_t dev, int cpu, TimePoint now,
         update_waiters(device, now);
         // An onset's time is one of a period's, should the requests after
         // idle come at one.
-        if (started && device.policy.prearm)
+        if (started && prearms(device))
             time_request(d, cpu, issued.value_or(now));
     }
     return activated;
@@ -292,7 +292,7 @@ bool Governor::prearm(TimePoint now) {
     periodic_.opened(*window);
     window_hit_ = false;
     const std::size_t d = source_device(periodic_.source());
-    if (d >= devices_.size() || !devices_[d].policy.prearm) {
+    if (d >= devices_.size() || !prearms(devices_[d])) {
         periodic_.miss(); // nothing to hold for it: not a window to repeat
         return false;
     }
@@ -328,7 +328,7 @@ void Governor::on_recorded_request(std::uint32_t dev, int cpu, TimePoint issued)
     last_recorded_ = issued;
     for (std::size_t d = 0; d < devices_.size(); ++d) {
         auto& device = devices_[d];
-        if (!takes_requests_of(device, dev) || !device.policy.prearm)
+        if (!takes_requests_of(device, dev) || !prearms(device))
             continue;
         bool awaited = false; // the request an open window waits for
         for (auto& queue : device.queues) {
@@ -352,7 +352,23 @@ void Governor::on_recorded_request(std::uint32_t dev, int cpu, TimePoint issued)
 
 bool Governor::learns_periods() const {
     return std::any_of(devices_.begin(), devices_.end(),
-                       [](const GovernedDevice& d) { return d.policy.prearm; });
+                       [this](const GovernedDevice& d) { return prearms(d); });
+}
+
+bool Governor::may_hold(const GovernedDevice& device) const {
+    switch (device.policy.mode) {
+    case Mode::off:
+        return false;
+    case Mode::fixed:
+        return true;
+    case Mode::automatic:
+        break;
+    }
+    return kind_ != IdleGovernorKind::none;
+}
+
+bool Governor::prearms(const GovernedDevice& device) const {
+    return device.policy.prearm && may_hold(device);
 }
 
 bool Governor::prearmed() const {

@@ -158,8 +158,12 @@ class Governor {
     // since the last): either times the period.
     void on_recorded_request(std::uint32_t dev, int cpu, TimePoint issued);
     const PeriodicOnsets& periodic() const { return periodic_; }
-    // Some governed device has prearm on.
+    // Some governed device has prearm on and may hold.
     bool learns_periods() const;
+    // Whether anything can ever be held for the device here: a fixed limit
+    // is written wherever it is; auto needs a cpuidle driver, without which
+    // PM QoS cannot change how a CPU idles.
+    bool may_hold(const GovernedDevice& device) const;
 
     // What was learnt so far; true once after it gained a verdict (time to
     // persist it).
@@ -178,6 +182,9 @@ class Governor {
     std::chrono::milliseconds linger_of(const GovernedDevice& device) const;
 
   private:
+    // Holds ahead of the device's periodic requests: its policy says so and
+    // there is something to hold.
+    bool prearms(const GovernedDevice& device) const;
     LatencyLimit limit_for(const GovernedDevice& device, int cpu) const;
     bool update_waiters(GovernedDevice& device, TimePoint now);
     // Ends a pre-armed queue's window: `released` if the queue went idle.
