@@ -493,6 +493,7 @@ void Daemon::arm_timer(TimePoint now) {
     }
     const ScheduleState schedule{active,
                                  !active && events && events->armed(),
+                                 !state_->governor.can_hold(),
                                  last_change_,
                                  next_tick_,
                                  status_dirty_,

@@ -36,6 +36,11 @@ std::pair<std::optional<IoIssueEvents>, std::string> open_io_events(const SysRoo
         return {std::nullopt, "off (configuration): sampling every idle_interval while idle"};
     if (governor.devices().empty())
         return {std::nullopt, "no device to watch"};
+    if (!governor.can_hold())
+        return {std::nullopt,
+                fmt::format("not needed: with no cpuidle driver auto mode holds nothing, so no "
+                            "request wakes latgovd; it samples every {} ms for the status alone",
+                            config.daemon.status_interval.count())};
     auto events = IoIssueEvents::open(root, topology.online_cpus, governor.watched_devs());
     if (!events) {
         spdlog::warn("IO events unavailable ({}); sampling every {} ms while idle instead",
@@ -64,7 +69,7 @@ std::optional<IoIssueEvents> open_recorder(const SysRoot& root, const Topology& 
 
 std::optional<IssueCounters> open_issue_counters(const SysRoot& root, const Topology& topology,
                                                  const Governor& governor) {
-    if (governor.devices().empty())
+    if (!governor.can_hold()) // no waiter will be held
         return std::nullopt;
     auto counters = IssueCounters::open(root, topology.online_cpus, governor.watched_devs());
     if (!counters) {

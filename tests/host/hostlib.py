@@ -39,6 +39,8 @@ TRACEFS_CANDIDATES = ("/sys/kernel/tracing", "/sys/kernel/debug/tracing")
 # status.json io_events when a perf event wakes an idle daemon, and when
 # perf events were refused and it samples instead.
 EVENTS_ON = "sleeping until the first request"
+# With no cpuidle driver and only auto-mode devices nothing can be held.
+WATCH_ONLY = "not needed: "
 EVENTS_OFF = "unavailable"
 
 # The release of a hold is seen at the first steady tick whose whole window
@@ -460,6 +462,17 @@ class Daemon:
     def alive(self):
         return self.proc.poll() is None
 
+    def perf_event_fds(self):
+        """How many perf events latgovd has open (its fds on perf's inode)."""
+        fd_dir = f"/proc/{self.proc.pid}/fd"
+        links = []
+        for fd in os.listdir(fd_dir):
+            try:
+                links.append(os.readlink(os.path.join(fd_dir, fd)))
+            except FileNotFoundError:  # closed meanwhile
+                pass
+        return sum(link == "anon_inode:[perf_event]" for link in links)
+
     def kill(self):
         if self.proc.poll() is None:
             self.proc.kill()
@@ -627,9 +640,17 @@ class HostTestCase(unittest.TestCase):
         return d
 
     def assert_wake_mode(self, d, events=True):
+        """events=True: woken by IO events, or, where nothing can be held (no
+        cpuidle driver and every device in auto mode), not woken at all."""
         st = self.wait_status(d, lambda s: "io_events" in s, "io_events")
         mode = st.get("io_events", "")
-        if events:
+        watch_only = (cpuidle_driver() in ("", "none") and st["devices"]
+                      and all(dev["mode"] == "auto" for dev in st["devices"]))
+        if events and watch_only:
+            self.assertTrue(mode.startswith(WATCH_ONLY),
+                            f"io_events is {mode!r}: latgovd wakes for requests on a host "
+                            "where it can hold nothing")
+        elif events:
             self.assertTrue(mode.startswith(EVENTS_ON),
                             f"io_events is {mode!r}: not woken by block_rq_issue events "
                             f"(tracefs at {self.tracefs}):\n{d.log()}")
@@ -818,6 +839,9 @@ class HostTestCase(unittest.TestCase):
         if driver == "none":
             self.assertEqual(st["cpuidle_driver"], "none", st)
             self.assertRegex(d.log(), r"no cpuidle driver.*auto holds nothing")
+            # Nothing to hold: latgovd only watches, and no request wakes it.
+            self.assertTrue(st["io_events"].startswith(WATCH_ONLY), st)
+            self.assertEqual(d.perf_event_fds(), 0, "latgovd watches requests it cannot act on")
         self.assert_no_stray(read_all(), what="in auto mode")
         self.assertEqual(d.stop(), 0)
         return st, want

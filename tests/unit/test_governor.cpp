@@ -328,6 +328,20 @@ TimePoint eight_periodic_reads(Governor& g, std::uint64_t& irq11) {
     return at;
 }
 
+// From idle, eight periodic reads, then the window ahead of the ninth,
+// opened: it holds the completion CPU. Returns the last read's time.
+TimePoint open_first_window(Governor& g) {
+    g.observe(sample(0, 0, 0, 0), t0);
+    std::uint64_t irq11 = 0;
+    const TimePoint last = eight_periodic_reads(g, irq11);
+    REQUIRE(g.isolated_requests());
+    const auto opens = g.window_opens(last + 11ms);
+    REQUIRE(opens);
+    REQUIRE(g.prearm(*opens));
+    CHECK(g.holds().percpu.count(1));
+    return last;
+}
+
 } // namespace
 
 TEST_CASE("prearm: isolated requests at a steady period are held for ahead, and released after") {
@@ -430,6 +444,7 @@ TEST_CASE("prearm: with no cpuidle driver auto holds nothing, so it times no per
     {
         Governor g(t, default_config(), declared_costs(t));
         CHECK_FALSE(g.may_hold(g.devices().front()));
+        CHECK_FALSE(g.can_hold()); // latgovd only watches
         CHECK_FALSE(g.learns_periods());
         g.observe(sample(0, 0, 0, 0), t0);
         std::uint64_t irq11 = 0;
@@ -444,15 +459,9 @@ TEST_CASE("prearm: with no cpuidle driver auto holds nothing, so it times no per
     fixed.defaults.limit_us = 0;
     Governor g(t, fixed, declared_costs(t));
     CHECK(g.may_hold(g.devices().front()));
+    CHECK(g.can_hold());
     CHECK(g.learns_periods());
-    g.observe(sample(0, 0, 0, 0), t0);
-    std::uint64_t irq11 = 0;
-    const TimePoint last = eight_periodic_reads(g, irq11);
-    REQUIRE(g.isolated_requests());
-    const auto opens = g.window_opens(last + 11ms);
-    REQUIRE(opens);
-    REQUIRE(g.prearm(*opens));
-    CHECK(g.holds().percpu.count(1));
+    open_first_window(g);
 }
 
 TEST_CASE("prearm: a hidden multipath path's periodic requests get windows too") {
@@ -462,15 +471,8 @@ TEST_CASE("prearm: a hidden multipath path's periodic requests get windows too")
     t.devices[0].hidden = true;
     t.devices[0].multipath_head = "nvme1n1";
     Governor g(t, default_config(), declared_costs(t));
-    g.observe(sample(0, 0, 0, 0), t0);
-    std::uint64_t irq11 = 0;
     // The requests carry the path's real dev_t, which sysfs does not show.
-    const TimePoint last = eight_periodic_reads(g, irq11);
-    REQUIRE(g.isolated_requests());
-    const auto opens = g.window_opens(last + 11ms);
-    REQUIRE(opens);
-    REQUIRE(g.prearm(*opens));
-    CHECK(g.holds().percpu.count(1));
+    const TimePoint last = open_first_window(g);
     g.on_recorded_request(nvme0n1, 0, last + 20ms);
     CHECK(g.periodic().hits() == 1);
 }

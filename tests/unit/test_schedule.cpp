@@ -97,6 +97,17 @@ TEST_CASE("an idle loop feeds the watchdog well within its interval, also when a
     CHECK(next + late - fed < watchdog * 3 / 4);
 }
 
+TEST_CASE("where nothing can be held the daemon samples every status_interval, IO or not") {
+    auto state = at_t0();
+    state.watch_only = true;
+    CHECK(ms(next_deadline(state, settings(), t0).next_tick) == 1000);
+    state.active = true;
+    state.last_change = t0;
+    CHECK(ms(next_deadline(state, settings(), t0).next_tick) == 1000);
+    state.watchdog = 2s; // fed at a quarter of it
+    CHECK(ms(next_deadline(state, settings(), t0).next_tick) == 500);
+}
+
 TEST_CASE("events armed while active do not stretch the period") {
     auto state = at_t0();
     state.active = true;

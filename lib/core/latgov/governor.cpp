@@ -367,6 +367,11 @@ bool Governor::may_hold(const GovernedDevice& device) const {
     return kind_ != IdleGovernorKind::none;
 }
 
+bool Governor::can_hold() const {
+    return std::any_of(devices_.begin(), devices_.end(),
+                       [this](const GovernedDevice& d) { return may_hold(d); });
+}
+
 bool Governor::prearms(const GovernedDevice& device) const {
     return device.policy.prearm && may_hold(device);
 }

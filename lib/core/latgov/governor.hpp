@@ -164,6 +164,9 @@ class Governor {
     // is written wherever it is; auto needs a cpuidle driver, without which
     // PM QoS cannot change how a CPU idles.
     bool may_hold(const GovernedDevice& device) const;
+    // Some governed device may hold. Without one latgovd only watches: no
+    // request wakes it, it samples for the status alone.
+    bool can_hold() const;
 
     // What was learnt so far; true once after it gained a verdict (time to
     // persist it).

@@ -9,13 +9,16 @@ Deadline next_deadline(const ScheduleState& state, const DaemonSettings& setting
     milliseconds interval = state.active ? settings.sample_interval : settings.idle_interval;
     if (state.active && now - state.last_change >= steady_after)
         interval = std::max(settings.sample_interval, settings.steady_interval);
-    if (!state.active && state.events_armed) {
-        // The first request wakes the daemon: the timer is only for housekeeping.
-        interval = housekeeping_interval;
-        if (state.watchdog.count() > 0)
-            interval = std::min(interval, std::chrono::duration_cast<milliseconds>(
-                                              watchdog_feed_period(state.watchdog)));
-    }
+    const auto fed = [&](milliseconds period) {
+        if (state.watchdog.count() == 0)
+            return period;
+        return std::min(
+            period, std::chrono::duration_cast<milliseconds>(watchdog_feed_period(state.watchdog)));
+    };
+    if (state.watch_only)
+        interval = fed(settings.status_interval); // only the status needs samples
+    else if (!state.active && state.events_armed)
+        interval = fed(housekeeping_interval); // the first request wakes the daemon
     Deadline out;
     out.next_tick = state.next_tick + interval;
     if (out.next_tick <= now)

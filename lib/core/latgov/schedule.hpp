@@ -32,6 +32,7 @@ constexpr std::chrono::microseconds watchdog_feed_period(std::chrono::microsecon
 struct ScheduleState {
     bool active = false;                   // some governed queue is active
     bool events_armed = false;             // idle, and the first request wakes the daemon
+    bool watch_only = false;               // nothing can be held: samples serve the status
     TimePoint last_change{};               // when what the CPUs hold last changed
     TimePoint next_tick{};                 // the tick deadline before this one
     bool status_dirty = false;             // a status change is still to be written
@@ -47,11 +48,13 @@ struct Deadline {
 
 // The period: sample_interval while a queue is active, stretched to
 // steady_interval once nothing changed for steady_after; idle_interval while
-// idle, or housekeeping_interval (at most the watchdog feed period) when IO events
-// wake the daemon. Deadlines advance by whole periods from the last one, so
-// ticks do not drift; a missed period is skipped, not caught up. A dirty
-// status is flushed status_interval after the last write, not later; a
-// pending rescan wakes the daemon at its time.
+// idle, or housekeeping_interval (at most the watchdog feed period) when IO
+// events wake the daemon. Where nothing can be held (watch_only),
+// status_interval (at most the watchdog feed period) whatever the IO.
+// Deadlines advance by whole periods from the last one, so ticks do not
+// drift; a missed period is skipped, not caught up. A dirty status is
+// flushed status_interval after the last write, not later; a pending rescan
+// wakes the daemon at its time.
 Deadline next_deadline(const ScheduleState& state, const DaemonSettings& settings, TimePoint now);
 
 // The time left from `now` until `wake` as epoll_pwait2's timeout; zero

@@ -52,6 +52,8 @@ std::string format_status(const nlohmann::json& s) {
         "latgovd pid {}, cpuidle {}/{}, idle-state costs: {}\n", whole<int>(s.at("pid")),
         s.at("cpuidle_driver").get<std::string>(), s.at("cpuidle_governor").get<std::string>(),
         s.at("idle_costs").get<std::string>());
+    if (s.contains("io_events"))
+        out += fmt::format("IO events: {}\n", s.at("io_events").get<std::string>());
     out += fmt::format("global /dev/cpu_dma_latency held by latgov: {}",
                        limit(s.at("global_limit_us")));
     if (s.contains("global_held_seconds"))
