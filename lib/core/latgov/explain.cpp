@@ -117,7 +117,8 @@ Result<std::string> explain_device(const ExplainInput& in, std::string_view name
                        in.topology.cpuidle_governor);
     switch (idle_governor_kind(in.topology.cpuidle_driver, in.topology.cpuidle_governor)) {
     case IdleGovernorKind::none:
-        out += "With no cpuidle driver PM QoS cannot change how CPUs idle: auto holds nothing.\n";
+        out += "With no cpuidle driver PM QoS cannot change how CPUs idle: auto holds nothing "
+               "(without a fixed limit latgovd only watches, for its status).\n";
         break;
     case IdleGovernorKind::zero_only:
         out += "It honours only a limit of 0, so auto holds 0 or nothing.\n";
