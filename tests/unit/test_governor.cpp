@@ -342,6 +342,18 @@ TimePoint open_first_window(Governor& g) {
     return last;
 }
 
+// From idle, eight periodic reads: isolated, and yet no period is learnt
+// and no window opens.
+void check_no_window(Governor& g) {
+    g.observe(sample(0, 0, 0, 0), t0);
+    std::uint64_t irq11 = 0;
+    const TimePoint last = eight_periodic_reads(g, irq11);
+    CHECK(g.isolated_requests());
+    CHECK_FALSE(g.periodic().period());
+    CHECK_FALSE(g.window_opens(last + 11ms));
+    CHECK_FALSE(g.prearm(last + 20ms));
+}
+
 } // namespace
 
 TEST_CASE("prearm: isolated requests at a steady period are held for ahead, and released after") {
@@ -427,13 +439,7 @@ TEST_CASE("prearm = false learns no period and opens no window") {
     config.defaults.prearm = false;
     Governor g(shared_queue_machine(), config, declared_costs(machine()));
     CHECK_FALSE(g.learns_periods());
-    g.observe(sample(0, 0, 0, 0), t0);
-    std::uint64_t irq11 = 0;
-    const TimePoint last = eight_periodic_reads(g, irq11);
-    CHECK(g.isolated_requests());
-    CHECK_FALSE(g.periodic().period());
-    CHECK_FALSE(g.window_opens(last + 11ms));
-    CHECK_FALSE(g.prearm(last + 20ms));
+    check_no_window(g);
 }
 
 TEST_CASE("prearm: with no cpuidle driver auto holds nothing, so it times no period either") {
@@ -446,12 +452,7 @@ TEST_CASE("prearm: with no cpuidle driver auto holds nothing, so it times no per
         CHECK_FALSE(g.may_hold(g.devices().front()));
         CHECK_FALSE(g.can_hold()); // latgovd only watches
         CHECK_FALSE(g.learns_periods());
-        g.observe(sample(0, 0, 0, 0), t0);
-        std::uint64_t irq11 = 0;
-        const TimePoint last = eight_periodic_reads(g, irq11);
-        CHECK(g.isolated_requests());
-        CHECK_FALSE(g.periodic().period());
-        CHECK_FALSE(g.window_opens(last + 11ms));
+        check_no_window(g);
     }
     // A fixed limit is written whatever the driver: its periods are learnt.
     Config fixed = default_config();
