@@ -328,12 +328,17 @@ TimePoint eight_periodic_reads(Governor& g, std::uint64_t& irq11) {
     return at;
 }
 
+// From idle, eight periodic reads; the last one's time.
+TimePoint isolated_from_idle(Governor& g) {
+    g.observe(sample(0, 0, 0, 0), t0);
+    std::uint64_t irq11 = 0;
+    return eight_periodic_reads(g, irq11);
+}
+
 // From idle, eight periodic reads, then the window ahead of the ninth,
 // opened: it holds the completion CPU. Returns the last read's time.
 TimePoint open_first_window(Governor& g) {
-    g.observe(sample(0, 0, 0, 0), t0);
-    std::uint64_t irq11 = 0;
-    const TimePoint last = eight_periodic_reads(g, irq11);
+    const TimePoint last = isolated_from_idle(g);
     REQUIRE(g.isolated_requests());
     const auto opens = g.window_opens(last + 11ms);
     REQUIRE(opens);
@@ -345,9 +350,7 @@ TimePoint open_first_window(Governor& g) {
 // From idle, eight periodic reads: isolated, and yet no period is learnt
 // and no window opens.
 void check_no_window(Governor& g) {
-    g.observe(sample(0, 0, 0, 0), t0);
-    std::uint64_t irq11 = 0;
-    const TimePoint last = eight_periodic_reads(g, irq11);
+    const TimePoint last = isolated_from_idle(g);
     CHECK(g.isolated_requests());
     CHECK_FALSE(g.periodic().period());
     CHECK_FALSE(g.window_opens(last + 11ms));
