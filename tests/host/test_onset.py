@@ -15,6 +15,7 @@ import os
 import random
 import re
 import subprocess
+import sys
 import time
 
 from hostlib import (
@@ -62,6 +63,11 @@ mode = "fixed"
 limit_us = 0
 waiter_cpus = false  # the completion CPU only, as above
 """
+
+
+# Runs a command with system calls refused (a seccomp filter).
+WITHOUT_SYSCALLS = os.path.join(os.path.dirname(os.path.abspath(__file__)),
+                                "without_syscalls.py")
 
 
 def read_status(d):
@@ -328,11 +334,11 @@ class OnsetTest(HostTestCase):
         self.assertEqual(d.stop(), 0)
         self.assertEqual(read_all(), self.baseline)
 
-    def start_on_loop(self, prearm=True):
+    def start_on_loop(self, prearm=True, prefix=()):
         """latgovd governing a new loop device alone (loop_config), and a
         function that reads a random 4 KiB block of it, O_DIRECT."""
         loop = self.loop_device()
-        d = self.start_daemon(loop_config(loop, prearm=prearm))
+        d = self.start_daemon(loop_config(loop, prearm=prearm), prefix=prefix)
         fd = os.open(f"/dev/{loop}", os.O_RDONLY | os.O_DIRECT)
         self.addCleanup(os.close, fd)
         buf = mmap.mmap(-1, 4096)
@@ -432,6 +438,22 @@ class OnsetTest(HostTestCase):
         Once the reads stop, two windows pass without them and the period is
         forgotten: nothing is held after. On a loop device, as test_04."""
         d, read = self.start_on_loop()
+        self.assert_periodic_reads_held_ahead(d, read)
+        self.assertNotIn("ticks in whole milliseconds", d.log())
+
+    def test_07_periodic_reads_held_ahead_with_millisecond_ticks(self):
+        """test_06 where epoll_pwait2 fails with ENOSYS, as before Linux
+        5.11 or under a seccomp filter that does not know it: latgovd says
+        so, waits with epoll_wait (whole milliseconds, rounded up) from then
+        on and opens each window a millisecond earlier, and still holds
+        ahead of the reads."""
+        d, read = self.start_on_loop(prefix=[sys.executable, WITHOUT_SYSCALLS, "epoll_pwait2",
+                                             "--"])
+        d.wait_log(r"epoll_pwait2: Function not implemented.*; ticks in whole milliseconds")
+        self.assert_periodic_reads_held_ahead(d, read)
+
+    def assert_periodic_reads_held_ahead(self, d, read):
+        """The reads of test_06 and what they must show."""
         cpu = os.sched_getaffinity(0)
         reader_cpu = min(cpu)
         os.sched_setaffinity(0, {reader_cpu})
