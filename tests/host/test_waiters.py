@@ -5,6 +5,8 @@ machine's vda (one queue, its IRQ completing on one CPU) and PM QoS files.
   complete vda's IRQ, waits there for every write: latgovd must hold both
   CPUs while the IO runs (status.json says why: "completes" / "waits"), and
   release both after. waiter_cpus = false holds the completion CPU only.
+- A reader that is not pinned: the CPU where it sleeps is held wherever the
+  scheduler (or an affinity change) puts it.
 - auto mode with no calibration file and an empty evidence file: under
   haltpoll it measures live IO with and without the hold; where holding both
   CPUs by hand clearly pays at that moment (measured first, interleaved: the
@@ -52,7 +54,8 @@ evidence_file = "{evidence}"
 
 
 class FioJob:
-    """fio pinned to one CPU, QD1, for `seconds`; JSON result on wait()."""
+    """fio pinned to `cpu` (a CPU, or a taskset list such as "0-3"), QD1, for
+    `seconds`; JSON result on wait()."""
 
     def __init__(self, cpu, seconds, args, out):
         self.out = out
@@ -64,6 +67,16 @@ class FioJob:
 
     def running(self):
         return self.proc.poll() is None
+
+    def worker(self):
+        """The pid of the process that runs the job (fio forks one per job),
+        or None before it is forked."""
+        try:
+            with open(f"/proc/{self.proc.pid}/task/{self.proc.pid}/children") as f:
+                children = f.read().split()
+        except FileNotFoundError:
+            return None
+        return int(children[0]) if children else None
 
     def wait(self, timeout=60):
         rc = self.proc.wait(timeout)
@@ -88,6 +101,29 @@ def sync_writes(cpu, seconds, out):
 def direct_reads(cpu, seconds, out):
     return FioJob(cpu, seconds, [f"--filename={FIO_FILE}", "--rw=randread",
                                  "--ioengine=io_uring", "--direct=1"], out)
+
+
+def reads_with_think_time(cpus, seconds, out):
+    """Synchronous 4k reads with 1 ms of think time: a task that sleeps for
+    each read and between them, as a database client does."""
+    return FioJob(cpus, seconds, [f"--filename={FIO_FILE}", "--rw=randread",
+                                  "--ioengine=psync", "--direct=1", "--thinktime=1000",
+                                  "--thinktime_blocks=1"], out)
+
+
+def last_cpu(pid):
+    """The CPU a task last ran on (field 39 of its stat), None once it exited."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return int(f.read().rsplit(")", 1)[1].split()[39 - 3])
+    except (FileNotFoundError, ProcessLookupError):
+        return None
+
+
+def move(pid, cpus):
+    """Every thread of `pid` to `cpus`."""
+    for tid in os.listdir(f"/proc/{pid}/task"):
+        os.sched_setaffinity(int(tid), cpus)
 
 
 class WaitersTest(HostTestCase):
@@ -185,6 +221,63 @@ class WaitersTest(HostTestCase):
         self.assertGreater(comp, len(samples) // 2, "completion CPU not held")
         self.assertEqual(other, 0, f"cpu {self.other} held with waiter_cpus = false")
         self.assertEqual(d.stop(), 0)
+
+    def test_04_unpinned_waiter_is_followed(self):
+        """A reader that is not pinned (4k reads with 1 ms of think time, any
+        CPU): wherever it sleeps, that CPU is held while it reads. The
+        scheduler may keep it on one CPU, so after 1.5 s it is moved to the
+        CPU that does not complete the IRQ for 1 s, then let go again. Each
+        sample reads the CPU the reader last ran on (where it waits, and
+        wakes) and that CPU's PM QoS value. Both released after."""
+        d = self.start_daemon(FIXED_WAITERS.format(evidence=self.evidence, extra=""))
+        everywhere = {self.comp, self.other}
+        job = self.start_job(reads_with_think_time, ",".join(map(str, sorted(everywhere))), 4)
+        deadline = time.monotonic() + 3.0
+        while (worker := job.worker()) is None and time.monotonic() < deadline:
+            time.sleep(0.001)
+        self.assertIsNotNone(worker, "fio forked no job process within 3 s")
+        start = time.monotonic()
+        phase = "free"
+        samples = []  # (phase, CPU the reader last ran on, that CPU's value)
+        while job.running():
+            elapsed = time.monotonic() - start
+            if elapsed < 0.3:
+                # The first requests are the onset, and a CPU the reader
+                # comes to first waits for the next tick to be seen.
+                time.sleep(0.002)
+                continue
+            if phase == "free" and elapsed > 1.5:
+                move(worker, {self.other})
+                phase = "moved"
+            elif phase == "moved" and elapsed > 2.5:
+                move(worker, everywhere)
+                phase = "free again"
+            cpu = last_cpu(worker)
+            if cpu is None:
+                break
+            samples.append((phase, cpu, read_cpu(cpu)))
+            time.sleep(0.002)
+        job.wait()
+        for phase in ("free", "moved", "free again"):
+            on = {cpu: sum(1 for p, c, _ in samples if (p, c) == (phase, cpu))
+                  for cpu in everywhere}
+            log(f"  {phase}: the reader's last CPU per sample {on}")
+        waits = [value for _, cpu, value in samples if cpu == self.other]
+        held = sum(1 for value in waits if value == "n/a")
+        log(f"  cpu {self.other} (not completing) held in {held}/{len(waits)} samples with the "
+            f"reader on it; cpu {self.comp} in "
+            f"{sum(1 for _, c, v in samples if c == self.comp and v == 'n/a')}/"
+            f"{sum(1 for _, c, _ in samples if c == self.comp)}")
+        self.assertGreaterEqual(len(waits), 200, "the reader was not on the other CPU for 1 s")
+        self.assertGreaterEqual(held, 0.9 * len(waits),
+                                f"cpu {self.other} not held while the reader waited there")
+        unheld = [(p, c, v) for p, c, v in samples if v != "n/a"]
+        self.assertLessEqual(len(unheld), 0.1 * len(samples), unheld[:20])
+        released = self.wait_value(lambda: (read_cpu(self.comp), read_cpu(self.other)),
+                                   ("0", "0"), 4.0)
+        self.assertIsNotNone(released, f"not released 4 s after fio: {read_all()}")
+        self.assertEqual(d.stop(), 0)
+        self.assertEqual(read_all(), self.baseline)
 
     def reference_gain(self, rounds=3, seconds=1.5):
         """What holding both CPUs at 0 by hand buys this very minute, for the
