@@ -1,8 +1,10 @@
 """Host tests of latgovd's event-driven onset: while every governed queue is
 idle it sleeps with no periodic timer and is woken by a block_rq_issue perf
 event on the first request, constrains the queue's completion CPU at once
-(and wakes it, so that it idles under the limit) and samples until idle again; without the capabilities for perf events it
-falls back to sampling every idle_interval.
+(and wakes it, so that it idles under the limit) and samples until idle
+again; without the capabilities for perf events it falls back to sampling
+every idle_interval; where epoll_pwait2 is refused it waits in whole
+milliseconds.
 
 Runs on the virtio test bed (docs/platform.md: vda with one queue, 2+ CPUs), as
 root; a missing prerequisite
