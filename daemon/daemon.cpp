@@ -35,6 +35,10 @@ constexpr std::chrono::milliseconds max_rescan_retry{5000};
 // The metrics follow the status writes, and are refreshed this often while
 // idle so a scrape can tell a live daemon from a stale file.
 constexpr std::chrono::seconds metrics_refresh{30};
+// While idle, how often the CPUs with a journal record latgov does not hold
+// are read for another writer's value (PerCpuHolder::check_records); with
+// IO events armed the 10 s housekeeping tick sets the pace.
+constexpr std::chrono::seconds record_check_interval{1};
 
 double unix_time_now() {
     return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch())
@@ -79,7 +83,7 @@ Result<Config> load_daemon_config(const Options& o) {
 
 Daemon::Daemon(Options options, Config config)
     : options_(std::move(options)), config_(std::move(config)), root_(options_.sysroot),
-      percpu_(root_, journal_path(), log_warning), global_(root_, log_warning),
+      percpu_(root_, journal_path(), log_warning, !options_.dry_run), global_(root_, log_warning),
       rescan_retry_(first_rescan_retry), metrics_(unix_time_now()) {}
 
 bool Daemon::rescan(TimePoint now, RescanCause cause) {
@@ -399,6 +403,10 @@ void Daemon::tick(TimePoint now) {
         write_status(now);
     if (now - last_metrics_ >= metrics_refresh)
         write_metrics(now);
+    if (!state_->governor.any_active() && now - last_record_check_ >= record_check_interval) {
+        percpu_.check_records();
+        last_record_check_ = now;
+    }
 }
 
 void Daemon::rescan_if_due(TimePoint now) {

@@ -135,6 +135,7 @@ class Daemon {
     std::uint64_t counted_hits_ = 0, counted_misses_ = 0; // of the governor's windows
     MetricsRecorder metrics_;
     TimePoint last_metrics_{};
+    TimePoint last_record_check_{};
     bool metrics_failed_ = false; // warn once until a write succeeds again
 };
 

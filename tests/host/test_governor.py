@@ -420,6 +420,32 @@ class GovernorTest(HostTestCase):
         self.assertEqual(read_cpu(self.comp), "7", "clobbered by SIGTERM")
         self.assertFalse(os.path.exists(d.journal))
 
+    def test_07d_external_equal_value_after_release_survives_a_kill(self):
+        """latgov held the completion CPU at "n/a" and released it; its
+        journal keeps the CPU's record for the next hold. Someone else then
+        writes "n/a" too. latgovd, reading the CPUs it keeps records of
+        while idle (every second here: it samples), drops that record; a
+        kill and `latgovd --restore` then leave their "n/a"."""
+        config = FIXED_CONFIG.replace("[defaults]", "io_events = false\nidle_interval_ms = 50\n\n"
+                                      "[defaults]")
+        d = self.start_daemon(config, events=None)  # off by configuration
+        fio = self.start_fio_held(1)
+        fio.wait()
+        self.assertIsNotNone(self.wait_value(lambda: read_cpu(self.comp), "0", 3.0),
+                             f"cpu {self.comp} not released after fio")
+        self.assertIn(self.comp, journal_cpus(d.journal) or [],
+                      "no record kept after release: nothing to show")
+        write_cpu(self.comp, "n/a")
+        d.wait_log(rf"cpu {self.comp}: pm_qos_resume_latency_us changed to n/a by someone "
+                   r"else while latgov did not hold it", timeout=3.0)
+        self.assertNotIn(self.comp, journal_cpus(d.journal) or [])
+        d.proc.kill()
+        d.proc.wait()
+        out = subprocess.run([self.latgovd, "--restore", "--runtime-dir", d.runtime_dir],
+                             capture_output=True, text=True, timeout=10)
+        self.assertEqual(out.returncode, 0, out.stderr)
+        self.assertEqual(read_cpu(self.comp), "n/a", f"their value clobbered:\n{out.stderr}")
+
     def test_08_embedded_default_policy(self):
         """An empty configuration file: the embedded default governs vda in auto
         mode. It reads the default calibration path, which this test hides

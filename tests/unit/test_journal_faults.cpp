@@ -204,6 +204,115 @@ TEST_CASE("a prepared record goes stale when someone else changes the CPU, and i
     CHECK(tree.value(0) == us(400));
 }
 
+TEST_CASE("an earlier run's record is taken over before the first decision") {
+    // A run held cpu 0 at 20 (original 300) and was killed; the restore at
+    // the next start could not put it back (its file was away for a moment).
+    Tree tree(1, "300\n");
+    {
+        PerCpuHolder holder(tree.sysroot(), tree.journal(), ignore);
+        holder.apply({{0, us(20)}}, t0);
+    }
+    fs::rename(tree.slot(0), tree.slot(0).string() + ".away");
+    CHECK_FALSE(restore_journal(tree.sysroot(), tree.journal(), ignore));
+    fs::rename(tree.slot(0).string() + ".away", tree.slot(0));
+    REQUIRE(tree.value(0) == us(20));
+
+    PerCpuHolder holder(tree.sysroot(), tree.journal(), ignore);
+    SUBCASE("held anew: the original stays 300, not the 20 left there") {
+        holder.apply({{0, us(10)}}, t0);
+        CHECK(tree.value(0) == us(10));
+        holder.release_all();
+    }
+    SUBCASE("wanted at the value left there: still put back on release") {
+        holder.apply({{0, us(20)}}, t0);
+        holder.apply({}, t0);
+    }
+    SUBCASE("prepared first: the record is not taken for a fresh one") {
+        holder.prepare({{0, us(10)}});
+        holder.apply({{0, us(10)}}, t0);
+        holder.release_all();
+    }
+    SUBCASE("never wanted: put back at the first apply") {
+        holder.apply({}, t0);
+    }
+    CHECK(tree.value(0) == us(300));
+    holder.release_all();
+    CHECK_FALSE(fs::exists(tree.journal()));
+}
+
+TEST_CASE("a holder told not to take over (--dry-run) leaves an earlier journal alone") {
+    Tree tree(1, "300\n");
+    {
+        PerCpuHolder holder(tree.sysroot(), tree.journal(), ignore);
+        holder.apply({{0, us(20)}}, t0);
+    } // killed
+    const auto before = read_journal(tree.journal());
+    REQUIRE(before);
+    PerCpuHolder holder(tree.sysroot(), tree.journal(), ignore, false);
+    holder.apply({}, t0);
+    holder.prepare({});
+    holder.check_records();
+    holder.release_all();
+    CHECK(tree.value(0) == us(20));
+    const auto after = read_journal(tree.journal());
+    REQUIRE(after);
+    REQUIRE(after->entries.size() == 1);
+    CHECK(format_journal_entry(after->entries[0]) == format_journal_entry(before->entries[0]));
+}
+
+TEST_CASE("a kept record is dropped once someone else writes the value latgov would") {
+    // A record of a CPU latgov does not hold names a value it may write; a
+    // restore would put the original back over the same value set by
+    // someone else. Once latgov sees it, the record goes.
+    Tree tree(1, "300\n");
+    std::vector<std::string> log;
+    PerCpuHolder holder(tree.sysroot(), tree.journal(),
+                        [&](const std::string& line) { log.push_back(line); });
+    SUBCASE("prepared, then theirs, seen by check_records()") {
+        holder.prepare({{0, us(20)}});
+        tree.set(0, "20\n");
+        holder.check_records();
+    }
+    SUBCASE("released, then theirs, seen by check_records()") {
+        holder.apply({{0, us(20)}}, t0);
+        holder.apply({}, t0);
+        REQUIRE(tree.value(0) == us(300));
+        tree.set(0, "20\n");
+        holder.check_records();
+    }
+    SUBCASE("prepared, then theirs, seen at the onset") {
+        holder.prepare({{0, us(20)}});
+        tree.set(0, "20\n");
+        holder.apply({{0, us(20)}}, t0);
+        CHECK(holder.held().empty()); // theirs already meets it
+    }
+    SUBCASE("prepared, then theirs, seen by the next prepare") {
+        holder.prepare({{0, us(20)}});
+        tree.set(0, "20\n");
+        holder.prepare({{0, us(20)}});
+    }
+    REQUIRE(log.size() == 1);
+    CHECK(log[0].find("cpu 0: pm_qos_resume_latency_us changed to 20 by someone else") !=
+          std::string::npos);
+    // Killed now: the restore leaves their value.
+    CHECK(restore_journal(tree.sysroot(), tree.journal(), ignore));
+    CHECK(tree.value(0) == us(20));
+}
+
+TEST_CASE("check_records() leaves the records of CPUs that hold their original or are held") {
+    Tree tree(2, "300\n");
+    PerCpuHolder holder(tree.sysroot(), tree.journal(), ignore);
+    holder.prepare({{0, us(20)}});
+    holder.apply({{1, us(20)}}, t0);
+    holder.check_records();
+    // Killed while cpu 1 is held: both records are still there to restore it.
+    auto journal = read_journal(tree.journal());
+    REQUIRE(journal);
+    CHECK(journal->entries.size() == 2);
+    CHECK(restore_journal(tree.sysroot(), tree.journal(), ignore));
+    CHECK(tree.value(1) == us(300));
+}
+
 TEST_CASE("the journal is refused, and nothing written, when it is a symlink") {
     Tree tree(1, "300\n");
     const fs::path target = tree.journal().string() + ".target";

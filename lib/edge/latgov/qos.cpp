@@ -137,8 +137,9 @@ Result<void> restore_journal(const SysRoot& root, const std::filesystem::path& j
     return {};
 }
 
-PerCpuHolder::PerCpuHolder(const SysRoot& root, std::filesystem::path journal, LogSink log)
-    : root_(root), journal_path_(std::move(journal)), log_(std::move(log)) {}
+PerCpuHolder::PerCpuHolder(const SysRoot& root, std::filesystem::path journal, LogSink log,
+                           bool take_over)
+    : root_(root), journal_path_(std::move(journal)), log_(std::move(log)), adopted_(!take_over) {}
 
 ResumeLatencyFile& PerCpuHolder::file(int cpu) {
     auto it = files_.find(cpu);
@@ -236,6 +237,43 @@ void PerCpuHolder::forget(int cpu) {
     records_.erase(it);
 }
 
+// An earlier run's records (a restore that could not put a CPU back) must be
+// known before the first decision: a value it left would otherwise be taken
+// for the original, and its record overwritten.
+void PerCpuHolder::adopt_journal() {
+    if (adopted_)
+        return;
+    adopted_ = true;
+    std::error_code ec;
+    if (journal_fd_ || !std::filesystem::exists(journal_path_, ec))
+        return;
+    if (auto opened = open_journal(); !opened)
+        log_(opened.error().message + "; what an earlier run left there is not restored yet");
+}
+
+bool PerCpuHolder::drop_if_theirs(int cpu, LatencyLimit current) {
+    auto record = records_.find(cpu);
+    if (record == records_.end() || !record->second.restored || held_.count(cpu) ||
+        current == record->second.entry.original)
+        return false;
+    log_("cpu " + std::to_string(cpu) + ": pm_qos_resume_latency_us changed to " +
+         format_resume_latency(current) + " by someone else while latgov did not hold it; " +
+         "its journal record is dropped, so that no restore puts " +
+         format_resume_latency(record->second.entry.original) + " back over it");
+    forget(cpu);
+    return true;
+}
+
+void PerCpuHolder::check_records() {
+    std::vector<int> cpus;
+    for (const auto& [cpu, record] : records_)
+        if (record.restored && !held_.count(cpu))
+            cpus.push_back(cpu);
+    for (int cpu : cpus)
+        if (auto current = file(cpu).read(); current)
+            drop_if_theirs(cpu, *current);
+}
+
 bool PerCpuHolder::hold(int cpu, LatencyLimit want, SteadyTime now) {
     const std::string name = "cpu " + std::to_string(cpu);
     auto& slot = file(cpu);
@@ -249,6 +287,7 @@ bool PerCpuHolder::hold(int cpu, LatencyLimit want, SteadyTime now) {
             return false;  // still theirs
         yielded_.erase(y); // changed again: what is there now is the original
     }
+    drop_if_theirs(cpu, *current);
     auto record = records_.find(cpu);
     std::optional<Held> previous;
     LatencyLimit original = *current;
@@ -358,6 +397,7 @@ void PerCpuHolder::retry_restores() {
 }
 
 void PerCpuHolder::apply(const std::map<int, LatencyLimit>& wanted, SteadyTime now) {
+    adopt_journal();
     std::vector<int> to_release;
     for (const auto& [cpu, h] : held_)
         if (!wanted.count(cpu) || !wanted.at(cpu))
@@ -373,6 +413,8 @@ void PerCpuHolder::apply(const std::map<int, LatencyLimit>& wanted, SteadyTime n
 }
 
 void PerCpuHolder::prepare(const std::map<int, LatencyLimit>& likely) {
+    adopt_journal();
+    check_records();
     for (const auto& [cpu, limit] : likely) {
         if (!limit || held_.count(cpu))
             continue;

@@ -69,13 +69,28 @@ Result<void> restore_journal(const SysRoot& root, const std::filesystem::path& j
 // same limit (the next burst) then writes only the CPU file.
 class PerCpuHolder {
   public:
-    PerCpuHolder(const SysRoot& root, std::filesystem::path journal, LogSink log);
+    // With `take_over`, the first apply() or prepare() takes over the
+    // records an earlier run left in `journal` (and retries putting them
+    // back); without it (--dry-run, which writes nothing) the journal is
+    // opened only by a first hold.
+    PerCpuHolder(const SysRoot& root, std::filesystem::path journal, LogSink log,
+                 bool take_over = true);
 
     // Brings every CPU to `wanted` (CPUs absent from it are released).
     void apply(const std::map<int, LatencyLimit>& wanted, SteadyTime now);
     // Journals now what holding `likely` would write, so that a later
     // apply() of it writes only the CPU files (called before sleeping).
+    // First it drops the records of CPUs someone else wrote since latgov
+    // last put their original back (check_records()).
     void prepare(const std::map<int, LatencyLimit>& likely);
+    // A record is kept while latgov does not hold its CPU (released, or
+    // journaled ahead by prepare()), and names a value latgov may write: a
+    // restore after a kill would put the original back over that value
+    // even if someone else wrote it. So the CPUs latgov does not hold are
+    // read, and the record of one that no longer holds its original is
+    // dropped (the value is theirs). Called before sleeping and by the
+    // idle daemon's housekeeping tick; hold() checks the same at each onset.
+    void check_records();
     // Puts back every original; removes the journal unless something could
     // not be put back.
     void release_all();
@@ -102,6 +117,8 @@ class PerCpuHolder {
         bool restored = false; // the file is known to hold the original
     };
     bool hold(int cpu, LatencyLimit want, SteadyTime now);
+    void adopt_journal();
+    bool drop_if_theirs(int cpu, LatencyLimit current);
     void release(int cpu);
     void retry_restores();
     bool journal(const JournalEntry& entry, bool restored);
@@ -121,6 +138,7 @@ class PerCpuHolder {
     std::map<int, Held> held_;
     std::map<int, Record> records_;
     std::vector<std::string> kept_lines_; // unparsable lines of an old journal
+    bool adopted_ = false;                // an earlier run's journal looked for (or not to be)
     Fd journal_fd_;
     size_t first_slot_offset_ = 0;
     size_t next_slot_ = 0;
