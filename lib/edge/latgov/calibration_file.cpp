@@ -22,7 +22,7 @@ Result<void> save_calibration(const std::filesystem::path& path, const Calibrati
     std::error_code ec;
     if (path.has_parent_path())
         std::filesystem::create_directories(path.parent_path(), ec);
-    return write_file_atomic(path, format_calibration(calibration), 0644);
+    return write_file_atomic(path, format_calibration(calibration), 0644, Durability::power_loss);
 }
 
 } // namespace latgov

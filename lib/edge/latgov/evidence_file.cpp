@@ -1,6 +1,6 @@
 #include "latgov/evidence_file.hpp"
 
-#include "latgov/replace_file.hpp"
+#include "latgov/runtime_dir.hpp"
 #include "latgov/text_file.hpp"
 
 namespace latgov {
@@ -18,7 +18,7 @@ Result<void> save_evidence(const std::filesystem::path& path, const EvidenceBook
         std::filesystem::create_directories(path.parent_path(), ec);
     if (ec)
         return make_error("Failed to create " + path.parent_path().string() + ": " + ec.message());
-    return replace_file(path, format_evidence(book));
+    return write_file_atomic(path, format_evidence(book), 0644, Durability::power_loss);
 }
 
 } // namespace latgov

@@ -1,7 +1,8 @@
-// Files latgov rewrites whole (the evidence and metrics files; the journal
-// and the status file go through runtime_dir.hpp): written to a unique temporary file and
-// renamed over `path`, so a crash leaves the old text or the new one, never
-// half of either, and a symlink planted at `path` is replaced, not followed.
+// The metrics file, rewritten whole (the journal, status, evidence and
+// calibration files go through runtime_dir.hpp): written to a unique
+// temporary file and renamed over `path`, so a crash leaves the old text or
+// the new one, never half of either, and a symlink planted at `path` is
+// replaced, not followed.
 #pragma once
 
 #include "latgov/result.hpp"
@@ -11,8 +12,9 @@
 
 namespace latgov {
 
-// No fsync: these files guard against the daemon's death, not the
-// machine's, and a flush would be IO on the disks latgov watches.
+// No fsync (Durability::process_crash): the file guards against the
+// daemon's death, not the machine's, and a flush would be IO on the disks
+// latgov watches.
 Result<void> replace_file(const std::filesystem::path& path, std::string_view text);
 
 } // namespace latgov

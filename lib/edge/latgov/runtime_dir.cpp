@@ -82,7 +82,7 @@ Result<std::optional<std::string>> read_file_at(int dir_fd, const std::string& s
 }
 
 Result<void> write_file_atomic_at(int dir_fd, const std::string& shown_dir, std::string_view name,
-                                  std::string_view text, mode_t mode) {
+                                  std::string_view text, mode_t mode, Durability durability) {
     if (auto ok = check_name(name); !ok)
         return ok.error();
     // Unique per process and call: two writers never share a temporary, and
@@ -96,17 +96,21 @@ Result<void> write_file_atomic_at(int dir_fd, const std::string& shown_dir, std:
     if (!fd)
         return make_error("Failed to create " + shown_tmp + ": " + errno_message(errno));
     auto written = write_all(fd.get(), text, shown_tmp);
-    // No fsync: these files guard against the daemon's death, not the
-    // machine's (PM QoS values do not survive a reboot either), and a flush
-    // would be IO on the very disks latgov watches.
     if (written && ::fchmod(fd.get(), mode) != 0) // the umask may have narrowed it
         written = make_error("Failed to chmod " + shown_tmp + ": " + errno_message(errno));
+    if (written && durability == Durability::power_loss && ::fsync(fd.get()) != 0)
+        written = make_error("Failed to flush " + shown_tmp + ": " + errno_message(errno));
     fd.reset();
     if (written && ::renameat(dir_fd, tmp.c_str(), dir_fd, std::string(name).c_str()) != 0)
         written = make_error("Failed to rename " + shown_tmp + " to " + joined(shown_dir, name) +
                              ": " + errno_message(errno));
-    if (!written)
+    if (!written) {
         ::unlinkat(dir_fd, tmp.c_str(), 0);
+        return written;
+    }
+    // The rename itself lasts once the directory is flushed.
+    if (durability == Durability::power_loss && ::fsync(dir_fd) != 0)
+        return make_error("Failed to flush " + shown_dir + ": " + errno_message(errno));
     return written;
 }
 
@@ -222,12 +226,12 @@ Result<std::optional<std::string>> read_file_nofollow(const std::filesystem::pat
 }
 
 Result<void> write_file_atomic(const std::filesystem::path& path, std::string_view text,
-                               mode_t mode) {
+                               mode_t mode, Durability durability) {
     auto dir = open_parent(path);
     if (!dir)
         return make_error("Failed to write " + path.string() + ": " + dir.error().message);
     return write_file_atomic_at(dir->get(), path.parent_path().string(), path.filename().string(),
-                                text, mode);
+                                text, mode, durability);
 }
 
 } // namespace latgov

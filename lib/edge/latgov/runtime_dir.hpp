@@ -50,18 +50,27 @@ class RuntimeDir {
     Fd fd_;
 };
 
+// What a replaced file must survive. The runtime files (journal, status,
+// metrics) guard against the daemon's death, not the machine's (PM QoS
+// values do not survive a reboot either), and a flush would be IO on the
+// disks latgov watches. What latgov learnt (calibration, evidence) is
+// written rarely and would cost a new measurement if a power loss left it
+// empty: it is flushed before the rename, and the directory after it.
+enum class Durability { process_crash, power_loss };
+
 // Relative to an open directory: the same operations for any directory
 // (the calibration file's).
 Result<std::optional<std::string>> read_file_at(int dir_fd, const std::string& shown_dir,
                                                 std::string_view name, size_t max_bytes);
 Result<void> write_file_atomic_at(int dir_fd, const std::string& shown_dir, std::string_view name,
-                                  std::string_view text, mode_t mode);
+                                  std::string_view text, mode_t mode,
+                                  Durability durability = Durability::process_crash);
 
 // By path: opens the parent directory, then the file without following a
 // symlink in its last component.
 Result<std::optional<std::string>> read_file_nofollow(const std::filesystem::path& path,
                                                       size_t max_bytes = max_state_file_bytes);
 Result<void> write_file_atomic(const std::filesystem::path& path, std::string_view text,
-                               mode_t mode);
+                               mode_t mode, Durability durability = Durability::process_crash);
 
 } // namespace latgov
