@@ -135,15 +135,18 @@ void Daemon::start_kicker() {
     const auto& cpus = state_->topology.online_cpus;
     if (!root_.is_live() || (kicker_ && kicker_->asked() == cpus))
         return;
-    kicker_.reset(); // its threads stop before the new ones start
-    auto kicker = CpuKicker::start(cpus);
-    if (!kicker) {
-        spdlog::warn("{}; a CPU constrained while idle keeps its idle state until its next "
-                     "interrupt",
-                     kicker.error().message);
-        return;
+    if (kicker_) {
+        kicker_->update(cpus); // only the threads of CPUs that came or went
+    } else {
+        auto kicker = CpuKicker::start(cpus);
+        if (!kicker) {
+            spdlog::warn("{}; a CPU constrained while idle keeps its idle state until its "
+                         "next interrupt",
+                         kicker.error().message);
+            return;
+        }
+        kicker_ = std::move(*kicker);
     }
-    kicker_ = std::move(*kicker);
     if (!kicker_->refused().empty())
         spdlog::warn("No thread to wake cpu {} (a cpuset narrower than the online CPUs?): "
                      "constrained while idle, it keeps its idle state until its next interrupt",

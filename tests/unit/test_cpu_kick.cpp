@@ -68,3 +68,38 @@ TEST_CASE("a CPU without a thread is not kicked, and CPUs that refuse a thread a
     CHECK(none.error().message.find("Failed to start a thread on any CPU") != std::string::npos);
     CHECK(none.error().message.find(std::to_string(CPU_SETSIZE - 1)) != std::string::npos);
 }
+
+TEST_CASE("an update stops the threads of CPUs that went and leaves the others running") {
+    const auto cpus = allowed_cpus();
+    auto started = CpuKicker::start({cpus.front()});
+    REQUIRE(started);
+    auto& kicker = **started;
+    REQUIRE(kicker.kick(cpus.front()));
+    REQUIRE(wait_for(kicker, cpus.front(), 1).count == 1);
+
+    // More CPUs: the first one's thread is the same (its count is kept).
+    kicker.update(cpus);
+    CHECK(kicker.cpus() == cpus);
+    CHECK(kicker.asked() == cpus);
+    CHECK(kicker.refused().empty());
+    CHECK(kicker.wakes(cpus.front()).count == 1);
+    for (int cpu : cpus) {
+        REQUIRE(kicker.kick(cpu));
+        CHECK(wait_for(kicker, cpu, cpu == cpus.front() ? 2 : 1).last_cpu == cpu);
+    }
+
+    // The first CPU goes: its thread stops, the others keep theirs.
+    const std::vector<int> rest(cpus.begin() + 1, cpus.end());
+    kicker.update(rest);
+    CHECK(kicker.cpus() == rest);
+    CHECK_FALSE(kicker.kick(cpus.front()));
+    for (int cpu : rest)
+        CHECK(kicker.wakes(cpu).count == 1);
+
+    // A CPU that refuses a thread is named, the rest still run.
+    std::vector<int> with_bad = rest;
+    with_bad.push_back(CPU_SETSIZE - 1);
+    kicker.update(with_bad);
+    CHECK(kicker.cpus() == rest);
+    CHECK(kicker.refused().find(std::to_string(CPU_SETSIZE - 1) + " (") == 0);
+}

@@ -6,6 +6,7 @@
 #include <cerrno>
 #include <csignal>
 #include <cstring>
+#include <ctime>
 #include <sched.h>
 #include <string>
 #include <sys/eventfd.h>
@@ -20,43 +21,86 @@ constexpr std::size_t stack_size = 64 * 1024;
 
 } // namespace
 
+Result<void> CpuKicker::start_worker(int cpu) {
+    if (cpu < 0 || cpu >= CPU_SETSIZE)
+        return make_error("no such CPU");
+    auto worker = std::make_shared<Worker>();
+    worker->cpu = cpu;
+    worker->wake = Fd(::eventfd(0, EFD_CLOEXEC));
+    if (!worker->wake)
+        return make_error("eventfd: " + errno_message(errno));
+    pthread_attr_t attr;
+    ::pthread_attr_init(&attr);
+    ::pthread_attr_setstacksize(&attr, stack_size);
+    cpu_set_t set;
+    CPU_ZERO(&set);
+    CPU_SET(static_cast<unsigned>(cpu), &set);
+    ::pthread_attr_setaffinity_np(&attr, sizeof set, &set);
+    // The thread owns a reference: it may outlive the kicker (detached).
+    auto* own = new std::shared_ptr<Worker>(worker);
+    const int err = ::pthread_create(&worker->thread, &attr, &CpuKicker::run, own);
+    ::pthread_attr_destroy(&attr);
+    if (err != 0) {
+        delete own;
+        return make_error(errno_message(err));
+    }
+    workers_.push_back(std::move(worker));
+    return {};
+}
+
 Result<std::unique_ptr<CpuKicker>> CpuKicker::start(const std::vector<int>& cpus) {
     std::unique_ptr<CpuKicker> kicker(new CpuKicker());
-    kicker->asked_ = cpus;
-    std::string& refused = kicker->refused_;
-    for (int cpu : cpus) {
-        if (cpu < 0 || cpu >= CPU_SETSIZE)
-            continue;
-        auto worker = std::make_unique<Worker>();
-        worker->cpu = cpu;
-        worker->wake = Fd(::eventfd(0, EFD_CLOEXEC));
-        if (!worker->wake)
-            return make_error("Failed to create an eventfd to wake cpu " + std::to_string(cpu) +
-                              ": " + errno_message(errno));
-        pthread_attr_t attr;
-        ::pthread_attr_init(&attr);
-        ::pthread_attr_setstacksize(&attr, stack_size);
-        cpu_set_t set;
-        CPU_ZERO(&set);
-        CPU_SET(static_cast<unsigned>(cpu), &set);
-        ::pthread_attr_setaffinity_np(&attr, sizeof set, &set);
-        const int err = ::pthread_create(&worker->thread, &attr, &CpuKicker::run, worker.get());
-        ::pthread_attr_destroy(&attr);
-        if (err != 0) {
-            refused += (refused.empty() ? "" : ", ") + std::to_string(cpu) + " (" +
-                       errno_message(err) + ")";
-            continue;
-        }
-        kicker->workers_.push_back(std::move(worker));
-    }
+    kicker->update(cpus);
     if (kicker->workers_.empty())
-        return make_error("Failed to start a thread on any CPU to wake it: " +
-                          (refused.empty() ? std::string("no CPU given") : refused));
+        return make_error(
+            "Failed to start a thread on any CPU to wake it: " +
+            (kicker->refused_.empty() ? std::string("no CPU given") : kicker->refused_));
     return kicker;
 }
 
+void CpuKicker::update(const std::vector<int>& cpus) {
+    asked_ = cpus;
+    refused_.clear();
+    std::vector<std::shared_ptr<Worker>> leaving;
+    std::erase_if(workers_, [&](const auto& w) {
+        const bool gone = std::find(cpus.begin(), cpus.end(), w->cpu) == cpus.end();
+        if (gone)
+            leaving.push_back(w);
+        return gone;
+    });
+    stop_workers(leaving);
+    for (int cpu : cpus) {
+        if (std::any_of(workers_.begin(), workers_.end(),
+                        [cpu](const auto& w) { return w->cpu == cpu; }))
+            continue;
+        if (auto started = start_worker(cpu); !started)
+            refused_ += (refused_.empty() ? "" : ", ") + std::to_string(cpu) + " (" +
+                        started.error().message + ")";
+    }
+}
+
+void CpuKicker::stop_workers(const std::vector<std::shared_ptr<Worker>>& workers) {
+    for (const auto& w : workers) {
+        w->stop.store(true, std::memory_order_release);
+        const std::uint64_t one = 1;
+        // An eventfd write only fails when the counter would overflow,
+        // which cannot happen to a thread that reads it.
+        (void)!::write(w->wake.get(), &one, sizeof one);
+    }
+    // pthread_timedjoin_np takes a CLOCK_REALTIME deadline.
+    timespec deadline{};
+    ::clock_gettime(CLOCK_REALTIME, &deadline);
+    const auto wait_ns = std::chrono::nanoseconds(stop_wait).count();
+    deadline.tv_sec += static_cast<time_t>((deadline.tv_nsec + wait_ns) / 1'000'000'000);
+    deadline.tv_nsec = static_cast<long>((deadline.tv_nsec + wait_ns) % 1'000'000'000);
+    for (const auto& w : workers)
+        if (::pthread_timedjoin_np(w->thread, nullptr, &deadline) != 0)
+            ::pthread_detach(w->thread); // its CPU is kept busy: it ends when it runs
+}
+
 void* CpuKicker::run(void* arg) {
-    auto* worker = static_cast<Worker*>(arg);
+    const std::unique_ptr<std::shared_ptr<Worker>> own(static_cast<std::shared_ptr<Worker>*>(arg));
+    Worker* worker = own->get();
     // Signals are the main thread's (signalfd).
     sigset_t all;
     ::sigfillset(&all);
@@ -104,15 +148,7 @@ CpuKicker::Wakes CpuKicker::wakes(int cpu) const {
 }
 
 CpuKicker::~CpuKicker() {
-    for (auto& w : workers_) {
-        w->stop.store(true, std::memory_order_release);
-        const std::uint64_t one = 1;
-        // An eventfd write only fails when the counter would overflow,
-        // which cannot happen to a thread that reads it.
-        (void)!::write(w->wake.get(), &one, sizeof one);
-    }
-    for (auto& w : workers_)
-        ::pthread_join(w->thread, nullptr);
+    stop_workers(workers_);
 }
 
 } // namespace latgov

@@ -16,6 +16,7 @@
 #include "latgov/result.hpp"
 
 #include <atomic>
+#include <chrono>
 #include <cstdint>
 #include <memory>
 #include <pthread.h>
@@ -29,6 +30,12 @@ class CpuKicker {
     // One thread per CPU of `cpus`. A CPU that refuses a pinned thread (it
     // went offline) is left out; none at all is an error.
     static Result<std::unique_ptr<CpuKicker>> start(const std::vector<int>& cpus);
+    // The online CPUs changed: the threads of CPUs no longer in `cpus` stop,
+    // new CPUs get one, and the threads of CPUs in both are left alone. (A
+    // thread pinned to a CPU that a real-time task keeps busy may never run;
+    // only the threads of CPUs that went away are waited for, and those the
+    // kernel has moved elsewhere.)
+    void update(const std::vector<int>& cpus);
 
     // Wakes the thread of `cpu`; false when the CPU has none.
     bool kick(int cpu);
@@ -48,9 +55,14 @@ class CpuKicker {
 
     CpuKicker(const CpuKicker&) = delete;
     CpuKicker& operator=(const CpuKicker&) = delete;
-    ~CpuKicker(); // stops and joins the threads
+    // Stops the threads: each is joined within stop_wait, and one that has
+    // not run by then (its CPU kept busy) is detached; it ends when it runs.
+    ~CpuKicker();
+    static constexpr std::chrono::milliseconds stop_wait{200};
 
   private:
+    // Shared by the kicker and the thread, so that a detached thread's
+    // eventfd and counters outlive the kicker.
     struct Worker {
         int cpu = 0;
         Fd wake; // eventfd
@@ -60,8 +72,11 @@ class CpuKicker {
         std::atomic<bool> stop{false};
     };
     CpuKicker() = default;
+    // Starts the thread of `cpu` into workers_; why not, on failure.
+    Result<void> start_worker(int cpu);
+    static void stop_workers(const std::vector<std::shared_ptr<Worker>>& workers);
     static void* run(void* worker);
-    std::vector<std::unique_ptr<Worker>> workers_;
+    std::vector<std::shared_ptr<Worker>> workers_;
     std::vector<int> asked_;
     std::string refused_;
 };
