@@ -54,6 +54,21 @@ std::string format_status(const nlohmann::json& s) {
         s.at("idle_costs").get<std::string>());
     if (s.contains("io_events"))
         out += fmt::format("IO events: {}\n", s.at("io_events").get<std::string>());
+    if (s.contains("onset_delay") && whole<long>(s.at("onset_delay").at("count")) > 0) {
+        const auto& o = s.at("onset_delay");
+        auto us = [&o](const std::string& key) { return o.at(key).get<double>(); };
+        auto split = [&](const std::string& prefix) {
+            return fmt::format("p50 {:.0f} us, p99 {:.0f} us", us(prefix + "p50_us"),
+                               us(prefix + "p99_us"));
+        };
+        out += fmt::format("Onset (first request after idle to limit written), last {}: {}, max "
+                           "{:.0f} us",
+                           whole<long>(o.at("count")), split(""), us("max_us"));
+        if (o.contains("wake_p50_us"))
+            out += fmt::format("; latgovd's wake-up {}, its own work {}", split("wake_"),
+                               split("work_"));
+        out += "\n";
+    }
     out += fmt::format("global /dev/cpu_dma_latency held by latgov: {}",
                        limit(s.at("global_limit_us")));
     if (s.contains("global_held_seconds"))

@@ -1,0 +1,58 @@
+// `latgov status` text from a status.json document.
+#include "latgov/status_text.hpp"
+
+#include <doctest/doctest.h>
+#include <nlohmann/json.hpp>
+#include <string>
+
+using namespace latgov;
+
+namespace {
+
+nlohmann::json minimal_status() {
+    return nlohmann::json::parse(R"({
+        "pid": 42, "cpuidle_driver": "haltpoll", "cpuidle_governor": "haltpoll",
+        "idle_costs": "declared", "io_events": "sleeping until the first request",
+        "cpus": [{"cpu": 1, "limit_us": 0, "held_for": [{"device": "vda", "queue": 0,
+                  "why": "completes"}], "held_seconds": 2.5}],
+        "devices": [{"name": "vda", "mode": "auto", "backend": "percpu",
+                     "observed_latency_us": 50.0, "limit_us": 0, "active_queues": [0]}],
+        "global_limit_us": null, "global_held_for": [],
+        "onset_delay": {"count": 0}
+    })");
+}
+
+bool contains(const std::string& text, const std::string& what) {
+    return text.find(what) != std::string::npos;
+}
+
+} // namespace
+
+TEST_CASE("status text: each held CPU with why, and the IO events line") {
+    const auto text = format_status(minimal_status());
+    CHECK(contains(text, "latgovd pid 42, cpuidle haltpoll/haltpoll"));
+    CHECK(contains(text, "IO events: sleeping until the first request\n"));
+    CHECK(contains(text, "1     0 (poll)   2.5        vda/0 (completes)\n"));
+}
+
+TEST_CASE("status text: the onset delay and its split once there was one") {
+    auto status = minimal_status();
+    CHECK_FALSE(contains(format_status(status), "Onset"));
+
+    status["onset_delay"] = {{"count", 12},          {"p50_us", 131.4},     {"p99_us", 390.0},
+                             {"max_us", 407.2},      {"wake_p50_us", 87.0}, {"wake_p99_us", 283.0},
+                             {"wake_max_us", 300.0}, {"work_p50_us", 42.0}, {"work_p99_us", 216.0},
+                             {"work_max_us", 220.0}};
+    CHECK(contains(format_status(status),
+                   "Onset (first request after idle to limit written), last 12: p50 131 us, p99 "
+                   "390 us, max 407 us; latgovd's wake-up p50 87 us, p99 283 us, its own work "
+                   "p50 42 us, p99 216 us\n"));
+
+    // A status without the split (an older latgovd) still shows the delay.
+    for (const char* key :
+         {"wake_p50_us", "wake_p99_us", "wake_max_us", "work_p50_us", "work_p99_us", "work_max_us"})
+        status["onset_delay"].erase(key);
+    const auto text = format_status(status);
+    CHECK(contains(text, "last 12: p50 131 us, p99 390 us, max 407 us\n"));
+    CHECK_FALSE(contains(text, "wake-up"));
+}
