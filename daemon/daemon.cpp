@@ -357,8 +357,12 @@ void Daemon::write_metrics(TimePoint now) {
         return;
     last_metrics_ = now;
     const auto logged = logged_counts();
-    const auto snapshot = metrics_.snapshot(status_input(now), state_->events.has_value(),
-                                            logged.warnings, logged.errors);
+    const auto io_events = state_->events                 ? IoEventsState::in_use
+                           : !config_.daemon.io_events    ? IoEventsState::off
+                           : !state_->governor.can_hold() ? IoEventsState::not_needed
+                                                          : IoEventsState::unavailable;
+    const auto snapshot =
+        metrics_.snapshot(status_input(now), io_events, logged.warnings, logged.errors);
     if (auto written = replace_file(path, format_metrics(snapshot)); !written) {
         if (!metrics_failed_)
             spdlog::warn("{}", written.error().message);

@@ -24,7 +24,7 @@ MetricsSnapshot example() {
     s.prearm_hits = 40;
     s.prearm_misses = 2;
     s.warnings = 3;
-    s.io_events = true;
+    s.io_events = IoEventsState::in_use;
     s.onset.observe(80e-6);
     s.onset.observe(300e-6);
     s.onset.observe(0.2);
@@ -78,7 +78,10 @@ TEST_CASE("per-CPU limits are in seconds with the reason; counters carry _total"
     CHECK(l.contains("latgov_queue_active{device=\"nvme0n1\",queue=\"2\"} 1"));
     CHECK(l.contains("latgov_holds_total 7"));
     CHECK(l.contains("latgov_log_messages_total{level=\"warning\"} 3"));
-    CHECK(l.contains("latgov_io_events 1"));
+    CHECK(l.contains("latgov_io_events{state=\"in_use\"} 1"));
+    CHECK(l.contains("latgov_io_events{state=\"unavailable\"} 0"));
+    CHECK(l.contains("latgov_io_events{state=\"off\"} 0"));
+    CHECK(l.contains("latgov_io_events{state=\"not_needed\"} 0"));
     // not held: no limit sample; no latency observed: no latency sample
     for (const auto& line : l) {
         CHECK_FALSE(line.starts_with("latgov_cpu_limit_seconds{cpu=\"0\""));

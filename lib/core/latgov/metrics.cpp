@@ -149,9 +149,16 @@ std::string format_metrics(const MetricsSnapshot& s) {
     e.sample("latgov_log_messages_total", "level=\"warning\"", static_cast<double>(s.warnings));
     e.sample("latgov_log_messages_total", "level=\"error\"", static_cast<double>(s.errors));
     e.family("latgov_io_events", "gauge",
-             "1 when an idle latgovd sleeps until the first block request (perf events); 0 "
-             "when it samples every idle_interval_ms instead.");
-    e.sample("latgov_io_events", "", s.io_events ? 1 : 0);
+             "How an idle latgovd learns of the first block request, 1 for the state it is in: "
+             "in_use (perf events wake it), unavailable (refused: it samples every "
+             "idle_interval_ms), off (io_events = false: it samples), not_needed (nothing can "
+             "be held here: it only watches).");
+    for (auto [state, name] :
+         {std::pair{IoEventsState::in_use, "in_use"},
+          std::pair{IoEventsState::unavailable, "unavailable"},
+          std::pair{IoEventsState::off, "off"}, std::pair{IoEventsState::not_needed, "not_needed"}})
+        e.sample("latgov_io_events", fmt::format("state=\"{}\"", name),
+                 s.io_events == state ? 1 : 0);
     return e.take();
 }
 

@@ -47,6 +47,14 @@ struct OnsetHistogram {
     void observe(double seconds);
 };
 
+// How an idle latgovd learns of the first request.
+enum class IoEventsState {
+    in_use,      // block_rq_issue perf events wake it
+    unavailable, // refused (no tracefs, no CAP_PERFMON): it samples every idle_interval_ms
+    off,         // io_events = false: it samples every idle_interval_ms
+    not_needed,  // nothing can be held (no cpuidle driver, every device auto, or no device)
+};
+
 struct MetricsSnapshot {
     std::vector<CpuMetrics> cpus;
     std::vector<DeviceMetrics> devices;
@@ -56,7 +64,7 @@ struct MetricsSnapshot {
     std::map<RescanCause, std::uint64_t> rescans; // causes not in it count 0
     std::uint64_t prearm_hits = 0, prearm_misses = 0;
     std::uint64_t warnings = 0, errors = 0;
-    bool io_events = false; // idle daemon sleeps on block_rq_issue events (else samples)
+    IoEventsState io_events = IoEventsState::unavailable;
     OnsetHistogram onset;
     double start_time_seconds = 0; // Unix time
 };

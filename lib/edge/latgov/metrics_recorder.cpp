@@ -24,7 +24,7 @@ void MetricsRecorder::observe_percpu(const std::map<int, PerCpuHolder::Held>& he
             ++holds_;
 }
 
-MetricsSnapshot MetricsRecorder::snapshot(const StatusInput& in, bool io_events,
+MetricsSnapshot MetricsRecorder::snapshot(const StatusInput& in, IoEventsState io_events,
                                           std::uint64_t warnings, std::uint64_t errors) const {
     MetricsSnapshot s;
     s.start_time_seconds = start_time_seconds_;

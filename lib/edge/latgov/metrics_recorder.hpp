@@ -29,7 +29,7 @@ class MetricsRecorder {
 
     // What latgov holds now (the same input as the status document), with
     // whether an idle daemon sleeps on IO events and the lines logged so far.
-    MetricsSnapshot snapshot(const StatusInput& in, bool io_events, std::uint64_t warnings,
+    MetricsSnapshot snapshot(const StatusInput& in, IoEventsState io_events, std::uint64_t warnings,
                              std::uint64_t errors) const;
 
   private:
