@@ -329,8 +329,8 @@ std::string Daemon::io_events_state() const {
         return state_->events_state;
     return fmt::format(
         "{}; paused: the last {} requests after idle came alone, so idle IO is "
-        "sampled every {} ms until requests come closer together (less than {} ms apart, or a "
-        "longer fixed linger){}",
+        "sampled every {} ms until requests come closer together (less than {} ms apart, or the "
+        "device's linger where longer){}",
         state_->events_state, Governor::isolated_after, config_.daemon.idle_interval.count(),
         stream_gap.count(),
         state_->recorder ? "; a recorder times them, and those at a steady period are held for "
