@@ -35,9 +35,9 @@ constexpr std::chrono::milliseconds max_rescan_retry{5000};
 // The metrics follow the status writes, and are refreshed this often while
 // idle so a scrape can tell a live daemon from a stale file.
 constexpr std::chrono::seconds metrics_refresh{30};
-// While idle, how often the CPUs with a journal record latgov does not hold
-// are read for another writer's value (PerCpuHolder::check_records); with
-// IO events armed the 10 s housekeeping tick sets the pace.
+// How often the CPUs with a journal record latgov does not hold are read for
+// another writer's value (PerCpuHolder::check_records), IO or not; an idle
+// daemon with IO events armed wakes every 10 s, which sets the pace then.
 constexpr std::chrono::seconds record_check_interval{1};
 
 double unix_time_now() {
@@ -410,7 +410,7 @@ void Daemon::tick(TimePoint now) {
         write_status(now);
     if (now - last_metrics_ >= metrics_refresh)
         write_metrics(now);
-    if (!state_->governor.any_active() && now - last_record_check_ >= record_check_interval) {
+    if (now - last_record_check_ >= record_check_interval) {
         percpu_.check_records();
         last_record_check_ = now;
     }

@@ -149,36 +149,40 @@ ResumeLatencyFile& PerCpuHolder::file(int cpu) {
 }
 
 // Takes over what an earlier run left (entries a restore could not put back,
-// lines it could not parse): they stay journaled until put back.
+// lines it could not parse): they stay journaled until put back. Nothing
+// changes in the holder unless the journal is open at the end.
 Result<void> PerCpuHolder::open_journal() {
     if (journal_fd_)
         return {};
     auto old = read_journal(journal_path_);
     if (!old)
         return old.error();
-    kept_lines_ = old->bad_lines;
     std::string prefix(journal_header);
-    for (const auto& line : kept_lines_)
+    for (const auto& line : old->bad_lines)
         prefix += line + "\n";
     prefix.insert(prefix.size() - 1,
                   (journal_record_size - prefix.size() % journal_record_size) % journal_record_size,
                   ' ');
-    first_slot_offset_ = prefix.size();
     std::string text = prefix;
-    records_.clear();
-    next_slot_ = 0;
-    free_slots_.clear();
+    std::map<int, Record> records;
+    size_t slots = 0;
     for (auto& e : old->entries) {
-        if (records_.count(e.cpu))
+        if (records.count(e.cpu))
             continue; // a duplicate: the first one wins
         text += padded_record(format_journal_entry(e));
-        records_[e.cpu] = Record{e, next_slot_++, false};
+        records[e.cpu] = Record{e, slots++, false};
     }
     if (auto written = write_file_atomic(journal_path_, text, 0600); !written)
         return written.error();
-    journal_fd_ = Fd(::open(journal_path_.c_str(), O_RDWR | O_NOFOLLOW | O_CLOEXEC));
-    if (!journal_fd_)
+    Fd fd(::open(journal_path_.c_str(), O_RDWR | O_NOFOLLOW | O_CLOEXEC));
+    if (!fd)
         return make_error("Failed to open " + journal_path_.string() + ": " + errno_message(errno));
+    journal_fd_ = std::move(fd);
+    kept_lines_ = std::move(old->bad_lines);
+    first_slot_offset_ = prefix.size();
+    records_ = std::move(records);
+    next_slot_ = slots;
+    free_slots_.clear();
     return {};
 }
 
@@ -225,16 +229,17 @@ bool PerCpuHolder::journal(const JournalEntry& entry, bool restored) {
     return true;
 }
 
-void PerCpuHolder::forget(int cpu) {
+bool PerCpuHolder::forget(int cpu) {
     auto it = records_.find(cpu);
     if (it == records_.end())
-        return;
+        return true;
     if (auto cleared = write_slot(it->second.slot, ""); !cleared) {
         log_(cleared.error().message);
-        return; // stays: the value there is not one it names
+        return false; // stays: the value there is not one it names
     }
     free_slots_.push_back(it->second.slot);
     records_.erase(it);
+    return true;
 }
 
 // An earlier run's records (a restore that could not put a CPU back) must be
@@ -256,11 +261,13 @@ bool PerCpuHolder::drop_if_theirs(int cpu, LatencyLimit current) {
     if (record == records_.end() || !record->second.restored || held_.count(cpu) ||
         current == record->second.entry.original)
         return false;
+    const auto original = record->second.entry.original;
+    if (!forget(cpu))
+        return false; // logged; tried again at the next look
     log_("cpu " + std::to_string(cpu) + ": pm_qos_resume_latency_us changed to " +
          format_resume_latency(current) + " by someone else while latgov did not hold it; " +
          "its journal record is dropped, so that no restore puts " +
-         format_resume_latency(record->second.entry.original) + " back over it");
-    forget(cpu);
+         format_resume_latency(original) + " back over it");
     return true;
 }
 

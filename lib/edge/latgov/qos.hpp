@@ -70,7 +70,7 @@ Result<void> restore_journal(const SysRoot& root, const std::filesystem::path& j
 class PerCpuHolder {
   public:
     // With `take_over`, the first apply() or prepare() takes over the
-    // records an earlier run left in `journal` (and retries putting them
+    // records an earlier run left in `journal` (apply() retries putting them
     // back); without it (--dry-run, which writes nothing) the journal is
     // opened only by a first hold.
     PerCpuHolder(const SysRoot& root, std::filesystem::path journal, LogSink log,
@@ -88,8 +88,8 @@ class PerCpuHolder {
     // restore after a kill would put the original back over that value
     // even if someone else wrote it. So the CPUs latgov does not hold are
     // read, and the record of one that no longer holds its original is
-    // dropped (the value is theirs). Called before sleeping and by the
-    // idle daemon's housekeeping tick; hold() checks the same at each onset.
+    // dropped (the value is theirs). Called before sleeping and every
+    // second by the daemon's ticks; hold() checks the same at each onset.
     void check_records();
     // Puts back every original; removes the journal unless something could
     // not be put back.
@@ -122,7 +122,7 @@ class PerCpuHolder {
     void release(int cpu);
     void retry_restores();
     bool journal(const JournalEntry& entry, bool restored);
-    void forget(int cpu);
+    bool forget(int cpu); // false if its record could not be cleared
     Result<void> open_journal();
     Result<void> write_slot(size_t slot, const std::string& line);
     ResumeLatencyFile& file(int cpu);
