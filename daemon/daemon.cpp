@@ -133,9 +133,11 @@ void Daemon::install(GovernedState state, TimePoint now, RescanCause cause) {
 
 void Daemon::start_kicker() {
     const auto& cpus = state_->topology.online_cpus;
-    if (!root_.is_live() || (kicker_ && kicker_->asked() == cpus))
+    if (!root_.is_live())
         return;
+    const std::string refused_before = kicker_ ? kicker_->refused() : std::string{};
     if (kicker_) {
+        // Also with the same CPUs: one may have gone offline and come back.
         kicker_->update(cpus); // only the threads of CPUs that came or went
     } else {
         auto kicker = CpuKicker::start(cpus);
@@ -147,7 +149,7 @@ void Daemon::start_kicker() {
         }
         kicker_ = std::move(*kicker);
     }
-    if (!kicker_->refused().empty())
+    if (!kicker_->refused().empty() && kicker_->refused() != refused_before)
         spdlog::warn("No thread to wake cpu {} (a cpuset narrower than the online CPUs?): "
                      "constrained while idle, it keeps its idle state until its next interrupt",
                      kicker_->refused());

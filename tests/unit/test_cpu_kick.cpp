@@ -6,7 +6,10 @@
 
 #include <chrono>
 #include <doctest/doctest.h>
+#include <filesystem>
+#include <fstream>
 #include <sched.h>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -23,6 +26,30 @@ CpuKicker::Wakes wait_for(const CpuKicker& kicker, int cpu, std::uint64_t count)
         wakes = kicker.wakes(cpu);
     }
     return wakes;
+}
+
+// The thread id of latgov-kick/<cpu> in this process, 0 if none.
+int kicker_thread_id(int cpu) {
+    const std::string name = "latgov-kick/" + std::to_string(cpu);
+    for (const auto& task : std::filesystem::directory_iterator("/proc/self/task")) {
+        std::ifstream comm(task.path() / "comm");
+        std::string line;
+        if (std::getline(comm, line) && line == name)
+            return std::stoi(task.path().filename().string());
+    }
+    return 0;
+}
+
+// The same, once the thread has named itself (it does so as it starts):
+// waits up to 5 s.
+int started_kicker_thread_id(int cpu) {
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+    int tid = kicker_thread_id(cpu);
+    while (tid == 0 && std::chrono::steady_clock::now() < deadline) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(1));
+        tid = kicker_thread_id(cpu);
+    }
+    return tid;
 }
 
 } // namespace
@@ -71,6 +98,7 @@ TEST_CASE("a CPU without a thread is not kicked, and CPUs that refuse a thread a
 
 TEST_CASE("an update stops the threads of CPUs that went and leaves the others running") {
     const auto cpus = allowed_cpus();
+    REQUIRE(cpus.size() >= 2); // the test beds have 2 CPUs or more
     auto started = CpuKicker::start({cpus.front()});
     REQUIRE(started);
     auto& kicker = **started;
@@ -93,6 +121,11 @@ TEST_CASE("an update stops the threads of CPUs that went and leaves the others r
     kicker.update(rest);
     CHECK(kicker.cpus() == rest);
     CHECK_FALSE(kicker.kick(cpus.front()));
+    // Ended, not only forgotten (joined, or within 5 s on a loaded machine).
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+    while (kicker_thread_id(cpus.front()) != 0 && std::chrono::steady_clock::now() < deadline)
+        std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    CHECK(kicker_thread_id(cpus.front()) == 0);
     for (int cpu : rest)
         CHECK(kicker.wakes(cpu).count == 1);
 
@@ -102,4 +135,29 @@ TEST_CASE("an update stops the threads of CPUs that went and leaves the others r
     kicker.update(with_bad);
     CHECK(kicker.cpus() == rest);
     CHECK(kicker.refused().find(std::to_string(CPU_SETSIZE - 1) + " (") == 0);
+}
+
+TEST_CASE("an update pins again a thread the kernel moved off its CPU") {
+    const auto cpus = allowed_cpus();
+    REQUIRE(cpus.size() >= 2); // the test beds have 2 CPUs or more
+    const int cpu = cpus[0], elsewhere = cpus[1];
+    auto started = CpuKicker::start({cpu});
+    REQUIRE(started);
+    auto& kicker = **started;
+    // What a CPU going offline does to the thread pinned there: it is moved
+    // to another CPU, with a wider affinity that stays once the CPU is back.
+    const int tid = started_kicker_thread_id(cpu);
+    REQUIRE(tid > 0);
+    cpu_set_t wide;
+    CPU_ZERO(&wide);
+    CPU_SET(static_cast<unsigned>(elsewhere), &wide);
+    REQUIRE(::sched_setaffinity(tid, sizeof wide, &wide) == 0);
+    REQUIRE(kicker.kick(cpu));
+    REQUIRE(wait_for(kicker, cpu, 1).last_cpu == elsewhere);
+
+    kicker.update({cpu}); // the same CPUs: it came back
+    CHECK(kicker.refused().empty());
+    REQUIRE(kicker.kick(cpu));
+    CHECK(wait_for(kicker, cpu, 2).last_cpu == cpu);
+    CHECK(kicker_thread_id(cpu) == tid); // the same thread, pinned again
 }

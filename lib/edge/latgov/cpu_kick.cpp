@@ -19,6 +19,19 @@ namespace {
 // The thread only reads an eventfd: a small stack is plenty.
 constexpr std::size_t stack_size = 64 * 1024;
 
+cpu_set_t only(int cpu) {
+    cpu_set_t set;
+    CPU_ZERO(&set);
+    CPU_SET(static_cast<unsigned>(cpu), &set);
+    return set;
+}
+
+// Does not wait for a thread that cannot run: its CPU stays in the mask.
+bool pin(pthread_t thread, int cpu) {
+    const cpu_set_t set = only(cpu);
+    return ::pthread_setaffinity_np(thread, sizeof set, &set) == 0;
+}
+
 } // namespace
 
 Result<void> CpuKicker::start_worker(int cpu) {
@@ -32,9 +45,7 @@ Result<void> CpuKicker::start_worker(int cpu) {
     pthread_attr_t attr;
     ::pthread_attr_init(&attr);
     ::pthread_attr_setstacksize(&attr, stack_size);
-    cpu_set_t set;
-    CPU_ZERO(&set);
-    CPU_SET(static_cast<unsigned>(cpu), &set);
+    const cpu_set_t set = only(cpu);
     ::pthread_attr_setaffinity_np(&attr, sizeof set, &set);
     // The thread owns a reference: it may outlive the kicker (detached).
     auto* own = new std::shared_ptr<Worker>(worker);
@@ -63,7 +74,11 @@ void CpuKicker::update(const std::vector<int>& cpus) {
     refused_.clear();
     std::vector<std::shared_ptr<Worker>> leaving;
     std::erase_if(workers_, [&](const auto& w) {
-        const bool gone = std::find(cpus.begin(), cpus.end(), w->cpu) == cpus.end();
+        // A CPU that went offline (and maybe came back) had its thread moved
+        // off it with a wider affinity: pinned again, or restarted if that
+        // fails (the thread ended).
+        const bool gone =
+            std::find(cpus.begin(), cpus.end(), w->cpu) == cpus.end() || !pin(w->thread, w->cpu);
         if (gone)
             leaving.push_back(w);
         return gone;

@@ -30,11 +30,12 @@ class CpuKicker {
     // One thread per CPU of `cpus`. A CPU that refuses a pinned thread (it
     // went offline) is left out; none at all is an error.
     static Result<std::unique_ptr<CpuKicker>> start(const std::vector<int>& cpus);
-    // The online CPUs changed: the threads of CPUs no longer in `cpus` stop,
-    // new CPUs get one, and the threads of CPUs in both are left alone. (A
-    // thread pinned to a CPU that a real-time task keeps busy may never run;
-    // only the threads of CPUs that went away are waited for, and those the
-    // kernel has moved elsewhere.)
+    // The online CPUs (may have) changed: the threads of CPUs no longer in
+    // `cpus` stop, new CPUs get one, and the threads of CPUs in both keep
+    // running, pinned again (a CPU that went offline and came back had its
+    // thread moved off it). A thread pinned to a CPU that a real-time task
+    // keeps busy may never run: only the threads of CPUs that went away are
+    // waited for, and the kernel has moved those elsewhere.
     void update(const std::vector<int>& cpus);
 
     // Wakes the thread of `cpu`; false when the CPU has none.
