@@ -403,8 +403,14 @@ void Daemon::tick(TimePoint now) {
     if (log_windows)
         log_finished_windows(state_->governor, windows_before);
     count_windows();
-    if (save_evidence_if_changed(state_->governor, config_.daemon, !options_.dry_run))
+    if (note_evidence_changes(state_->governor)) {
         status_dirty_ = true;
+        evidence_unsaved_ = !options_.dry_run; // --dry-run writes no file
+    }
+    if (evidence_unsaved_ && !state_->governor.any_active()) {
+        save_learnt_evidence(state_->governor, config_.daemon);
+        evidence_unsaved_ = false;
+    }
     // At most one status write per status_interval: the file may live on a
     // disk latgov governs, and every write there is IO it would react to.
     if ((status_dirty_ || state_->governor.any_active()) &&
@@ -571,7 +577,9 @@ void Daemon::shutdown() {
         std::filesystem::remove(config_.daemon.metrics_file, ec);
     }
     spdlog::info("stopped; every constraint released");
-    if (state_ && !options_.dry_run) // --dry-run writes no file
+    if (state_ && evidence_unsaved_)
+        save_learnt_evidence(state_->governor, config_.daemon);
+    else if (state_ && !options_.dry_run) // --dry-run writes no file
         save_unfinished_evidence(state_->governor, config_.daemon);
 }
 

@@ -39,7 +39,7 @@ EvidenceBook evidence_for(const SysRoot& root, const DaemonSettings& settings,
     return std::move(*loaded);
 }
 
-bool save_evidence_if_changed(Governor& governor, const DaemonSettings& settings, bool write_file) {
+bool note_evidence_changes(Governor& governor) {
     governor.refresh_evidence(std::chrono::duration_cast<std::chrono::seconds>(
                                   std::chrono::system_clock::now().time_since_epoch())
                                   .count(),
@@ -55,11 +55,14 @@ bool save_evidence_if_changed(Governor& governor, const DaemonSettings& settings
                          e.inferred_from
                              ? "; carried over from gaps " + gap_class_label(*e.inferred_from)
                              : std::string{});
-    if (!write_file)
-        return true;
-    if (auto saved = save_evidence(settings.evidence_file, governor.evidence()); !saved)
-        spdlog::warn("{}; what was learnt is kept for this run only", saved.error().message);
     return true;
+}
+
+void save_learnt_evidence(const Governor& governor, const DaemonSettings& settings) {
+    if (auto saved = save_evidence(settings.evidence_file, governor.evidence()); !saved)
+        spdlog::warn("{}; what was learnt is kept for this run, and written again with the next "
+                     "change",
+                     saved.error().message);
 }
 
 // Written at exit, not per pair: the file may live on a governed disk, and a

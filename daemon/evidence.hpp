@@ -1,7 +1,8 @@
 // What live IO taught about holding (the governor's EvidenceBook), kept in
 // evidence_file across restarts on the same machine and kernel: loaded when
-// a governed state is built, saved when a verdict changes and, with
-// experiments still unfinished, at exit.
+// a governed state is built, saved once no queue is active after a verdict
+// changed and, with a change unsaved or experiments still unfinished, at
+// exit.
 #pragma once
 
 #include "latgov/config.hpp"
@@ -21,10 +22,14 @@ namespace latgov {
 EvidenceBook evidence_for(const SysRoot& root, const DaemonSettings& settings,
                           const Topology& topology, const Governor* current);
 
-// Ages the verdicts; when one changed, logs what was learnt and, when
-// `write_file` (not under --dry-run), writes the file. True when it changed
-// (the status shows it).
-bool save_evidence_if_changed(Governor& governor, const DaemonSettings& settings, bool write_file);
+// Ages the verdicts; when one changed, logs what was learnt. True when it
+// changed (the status shows it, and the file is to be saved).
+bool note_evidence_changes(Governor& governor);
+
+// Writes evidence_file, flushed: the caller does it while no queue is
+// active, since the file may live on a governed disk and the flush would
+// stall the loop in the middle of IO.
+void save_learnt_evidence(const Governor& governor, const DaemonSettings& settings);
 
 // At exit: the window pairs of experiments still uncertain, so that short
 // runs add up to a verdict over restarts.

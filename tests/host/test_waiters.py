@@ -342,7 +342,9 @@ class WaitersTest(HostTestCase):
             self.assertEqual(d.stop(), 0)
             return
         # Learnt and persisted: holding pays at this gap.
-        self.assertTrue(os.path.exists(self.evidence), "nothing learnt was written")
+        # Written once no queue is active (fio ended, the linger ran out).
+        self.assertIsNotNone(self.wait_value(lambda: os.path.exists(self.evidence), True, 2.0),
+                             "nothing learnt was written 2 s after fio")
         with open(self.evidence) as f:
             learnt = f.read()
         self.assertRegex(learnt, r"(?m)^gap class=\d+ verdict=hold ", learnt)
