@@ -35,7 +35,7 @@ def program(arch, numbers):
     ENOSYS; the rest: allowed."""
     n = len(numbers)
     code = [insn(BPF_LD_W_ABS, 0, 0, OFFSET_ARCH),
-            insn(BPF_JEQ_K, 0, n + 2, arch),
+            insn(BPF_JEQ_K, 0, n + 1, arch),  # to the ALLOW return
             insn(BPF_LD_W_ABS, 0, 0, OFFSET_NR)]
     for i, nr in enumerate(numbers):
         code.append(insn(BPF_JEQ_K, n - i, 0, nr))  # to the ENOSYS return

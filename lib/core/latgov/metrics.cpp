@@ -150,7 +150,8 @@ std::string format_metrics(const MetricsSnapshot& s) {
     e.sample("latgov_log_messages_total", "level=\"error\"", static_cast<double>(s.errors));
     e.family("latgov_io_events", "gauge",
              "How an idle latgovd learns of the first block request, 1 for the state it is in: "
-             "in_use (perf events wake it), unavailable (refused: it samples every "
+             "in_use (perf events wake it, unless paused while requests come alone), unavailable "
+             "(refused: it samples every "
              "idle_interval_ms), off (io_events = false: it samples), not_needed (nothing can "
              "be held here: it only watches).");
     for (auto [state, name] :
