@@ -137,7 +137,7 @@ class Daemon {
     TimePoint last_metrics_{};
     TimePoint last_record_check_{};
     bool evidence_unsaved_ = false; // a verdict changed; saved once no queue is active
-    bool metrics_failed_ = false; // warn once until a write succeeds again
+    bool metrics_failed_ = false;   // warn once until a write succeeds again
 };
 
 } // namespace latgov
