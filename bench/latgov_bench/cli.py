@@ -21,7 +21,7 @@ from .meta import DaemonInfo, RunMeta, Settings
 from .report import summary_text
 from .results import ResultsWriter, columns, read_rows
 from .runner import (ALL_MODES, BENCH, DAEMON_MODES, DEFAULT_CONFIG, Interrupted, Runner,
-                     Session, Tools, calibrate, existing_calibration, log)
+                     Session, Tools, calibrate, existing_calibration, log, unit_nice)
 from .sysstate import SysRoot
 from .target import DEFAULT_TARGET, HarnessError, create_file, resolve_target
 from .targets import DEFAULT_TARGETS, TargetsError, evaluate, load_targets
@@ -387,7 +387,7 @@ def run(args: argparse.Namespace, session: Session, root: SysRoot) -> int:
                else existing_calibration(args.latgov_config))
         log("wake-up costs: %s" % cal)
         daemon = DaemonInfo(repo_relative(args.latgovd), git, config_desc, cal, "; ".join(
-            describe_binary(b) for b in (args.latgovd, args.latgov)))
+            describe_binary(b) for b in (args.latgovd, args.latgov)), session.tools.nice)
     meta = RunMeta(host, settings, target.info(), list(sys.argv),
                    datetime.datetime.now().isoformat(timespec="seconds"), fio_version,
                    ss.read_global_qos(root), ", ".join(
@@ -471,7 +471,12 @@ def main(argv: list[str] | None = None) -> int:
     for s in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
         signal.signal(s, on_signal)
     root = SysRoot()
-    session = Session(root, Tools(args.fio, args.latgovd, args.latgov, args.latgov_config))
+    try:
+        nice = unit_nice()
+    except (HarnessError, OSError) as e:
+        print("bench/ab: %s" % e, file=sys.stderr)
+        return 2
+    session = Session(root, Tools(args.fio, args.latgovd, args.latgov, args.latgov_config, nice))
     try:
         return run(args, session, root)
     except (HarnessError, TargetsError) as e:

@@ -29,6 +29,7 @@ class DaemonInfo:
     config_desc: str
     calibration: str
     binaries: str
+    nice: int
 
 
 @dataclass
@@ -66,7 +67,7 @@ class RunMeta:
             out.update(latgovd=self.daemon.latgovd, git=self.daemon.git,
                        config_desc=self.daemon.config_desc,
                        calibration=self.daemon.calibration,
-                       binaries=self.daemon.binaries)
+                       binaries=self.daemon.binaries, nice=self.daemon.nice)
         return out
 
     @staticmethod
@@ -84,7 +85,8 @@ class RunMeta:
         daemon = None
         if d.get("latgovd"):
             daemon = DaemonInfo(d["latgovd"], d.get("git", "?"), d.get("config_desc", "?"),
-                                d.get("calibration", "?"), d.get("binaries", "?"))
+                                d.get("calibration", "?"), d.get("binaries", "?"),
+                                int(d.get("nice", 0)))  # runs before it was recorded: 0
         return RunMeta(host, settings, d.get("target_info", {}), list(d.get("command", [])),
                        d.get("started", "?"), d.get("fio_version", "?"),
                        d.get("dma_before", "?"), d.get("percpu_before", "?"), daemon,

@@ -143,8 +143,8 @@ def header(rows: list[dict], meta: RunMeta) -> list[str]:
         L.append("- waiter workload: %s" % meta.waiter)
     if meta.daemon:
         d = meta.daemon
-        L.append("- latgovd: %s (source tree git %s), config: %s" % (d.latgovd, d.git,
-                                                                      d.config_desc))
+        L.append("- latgovd: %s (source tree git %s), config: %s, nice %d"
+                 % (d.latgovd, d.git, d.config_desc, d.nice))
         L.append("- binaries: %s" % d.binaries)
         L.append("- wake-up costs: %s; daemon status reported idle_costs = %s" % (
             d.calibration, ", ".join(sorted({r["latgovd_idle_costs"] for r in rows

@@ -34,7 +34,7 @@ def test_no_time_deeper_than_poll_once_the_hold_returns():
     def deeper_us() -> int:
         return sum(int(os.pread(fd, 64, 0)) for fd in fds)
 
-    session = Session(root, Tools("fio", "latgovd", "latgov", None))
+    session = Session(root, Tools("fio", "latgovd", "latgov", None, 0))
     gains = []
     try:
         for _ in range(TRIES):

@@ -1,6 +1,7 @@
 """summary.md from the committed results: the same per-workload numbers as
 the harness wrote before, and the targets table driven by targets.toml."""
 
+import dataclasses
 import json
 import subprocess
 import sys
@@ -8,6 +9,7 @@ import sys
 import pytest
 
 from latgov_bench.aggregate import aggregate
+from latgov_bench.meta import RunMeta
 from latgov_bench.report import summary_text
 from latgov_bench.targets import (MET, MISSED, NOT_APPLICABLE, NOT_MEASURED, evaluate,
                                   load_targets)
@@ -119,3 +121,15 @@ def test_resummarize_rebuilds_summary_and_aggregate(run, run_copy):
     assert data["modes"] == run.meta.settings.modes
     assert {t["verdict"] for t in data["targets"]} <= {MET, MISSED, NOT_MEASURED,
                                                         NOT_APPLICABLE}
+
+
+def test_report_names_latgovd_nice(run, run_copy):
+    """A run records latgovd's nice (the unit's); runs from before it was
+    recorded ran latgovd at 0."""
+    assert run.meta.daemon.nice == 0
+    assert ", nice 0\n" in build(run)[2]
+    run.meta.daemon = dataclasses.replace(run.meta.daemon, nice=-10)
+    run.meta.save(run_copy / "run-meta.json")
+    run.meta = RunMeta.load(run_copy / "run-meta.json")
+    assert run.meta.daemon.nice == -10
+    assert ", nice -10\n" in build(run)[2]

@@ -415,16 +415,32 @@ class Watched:
         return on / total
 
 
+UNIT_FILE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "systemd",
+                         "latgov.service")
+
+
+def unit_nice():
+    """The Nice= that latgov.service runs latgovd at."""
+    with open(UNIT_FILE) as f:
+        for line in f:
+            if line.startswith("Nice="):
+                return int(line.split("=", 1)[1])
+    raise AssertionError(f"{UNIT_FILE} sets no Nice=")
+
+
 class Daemon:
     def __init__(self, latgovd, runtime_dir, config_path, log_path, prefix=()):
         """prefix: a command that execs latgovd (setpriv ... to drop
-        capabilities); latgovd's pid is then the process's own."""
+        capabilities); latgovd's pid is then the process's own. latgovd
+        runs at the unit's priority: its timer races the IO it holds for."""
         self.runtime_dir = runtime_dir
         self.log_path = log_path
         self.logf = open(log_path, "ab")
+        nice = unit_nice()
         self.proc = subprocess.Popen(
             [*prefix, latgovd, "--config", config_path, "--runtime-dir", runtime_dir],
-            stdin=subprocess.DEVNULL, stdout=self.logf, stderr=subprocess.STDOUT)
+            stdin=subprocess.DEVNULL, stdout=self.logf, stderr=subprocess.STDOUT,
+            preexec_fn=lambda: os.setpriority(os.PRIO_PROCESS, 0, nice))
 
     def log(self):
         with open(self.log_path, errors="replace") as f:

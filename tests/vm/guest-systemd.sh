@@ -200,6 +200,11 @@ got_cpus=$(for task in /proc/"$pid"/task/*; do
                awk '/^Cpus_allowed_list:/ { print $2 }' "$task/status"
            done | sort -u | tr '\n' ' ')
 lg_check "after calibrate_on_start latgovd may run on CPUs ${got_cpus% } (PID 1: $want_cpus)" test "${got_cpus% }" = "$want_cpus"
+# Nice=: the timer and the kick threads preempt a CPU-bound task.
+want_nice=$(show Nice)
+got_nice=$(for task in /proc/"$pid"/task/*; do awk '{ print $19 }' "$task/stat"; done | sort -u | tr '\n' ' ')
+lg_check "every latgovd thread runs at nice ${got_nice% } (the unit's Nice=$want_nice)" \
+  test "${got_nice% }" = "$want_nice" -a "$want_nice" -lt 0
 if bad=$(grep -E "Failed to|Permission denied|Operation not permitted|not on tmpfs" <<< "$jt"); then
   lg_fail "journal: errors under the unit's hardening: $(head -n 5 <<< "$bad" | tr '\n' ';')"
 else lg_pass "journal: no 'Failed to' / 'Permission denied' / EPERM"; fi
