@@ -267,15 +267,18 @@ void Daemon::apply(const Holds& holds, TimePoint now, bool kick) {
         wanted[cpu] = hold.limit;
     const auto percpu_changes = diff_holds(holds_.percpu, holds.percpu);
     const auto dry_run_changes = diff_holds(holds_.dry_run, holds.dry_run);
-    for (const auto& change : percpu_changes)
-        spdlog::debug("cpu {}: {} -> {}", change.cpu, describe_limit(change.from),
-                      describe_limit(change.to));
+    // The descriptions are strings: built only for a line that is logged.
+    if (spdlog::should_log(spdlog::level::debug)) {
+        for (const auto& change : percpu_changes)
+            spdlog::debug("cpu {}: {} -> {}", change.cpu, describe_limit(change.from),
+                          describe_limit(change.to));
+        if (holds.global != holds_.global)
+            spdlog::debug("global: {} -> {}", describe_limit(holds_.global),
+                          describe_limit(holds.global));
+    }
     for (const auto& change : dry_run_changes)
         spdlog::info("dry-run: cpu {} would go {} -> {}", change.cpu, describe_limit(change.from),
                      describe_limit(change.to));
-    if (holds.global != holds_.global)
-        spdlog::debug("global: {} -> {}", describe_limit(holds_.global),
-                      describe_limit(holds.global));
     if (!percpu_changes.empty() || holds.global != holds_.global || !dry_run_changes.empty())
         status_dirty_ = true;
     // The CPUs held anew or more strictly, looked for only when the wanted
