@@ -256,9 +256,10 @@ lg_check "after reload: $props (same PID $pid)" test "$props" = "active/running 
 lg_check "journal: configuration reloaded" grep -q "configuration reloaded" <<< "$(journal)"
 
 # --- kill -9, then a stalled loop, while holding ---------------------------------
-# One fio run for both (fio takes 10-30 s to start under emulation). Before
-# each, someone else writes $foreign to CPU $other: nothing may touch it.
-if fio_bg 40 && held_only_comp "before kill -9"; then
+# One fio run for both: 60 s, as fio takes 10-30 s to start under emulation
+# and the two restarts 20-40 s under TCG. Before each, someone else writes
+# $foreign to CPU $other: nothing may touch it.
+if fio_bg 60 && held_only_comp "before kill -9"; then
   set_foreign "$foreign"
   # SIGKILL: ExecStopPost= must put the value back before the restarted
   # daemon (after RestartSec=) takes it again; systemctl is too slow here to
