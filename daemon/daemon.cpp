@@ -192,10 +192,12 @@ void Daemon::open_window(TimePoint now) {
     take_recorded_requests();
     if (!state_->governor.prearm(now + window_slack()))
         return;
-    if (auto period = state_->governor.periodic().period())
-        spdlog::debug("pre-armed for a periodic request (every {} us, spread {} us)",
-                      period->period.count() / 1000, period->spread.count() / 1000);
     apply(state_->governor.holds(), now);
+    state_->governor.prearm_written(std::chrono::steady_clock::now());
+    if (auto period = state_->governor.periodic().period())
+        spdlog::debug("pre-armed for a periodic request (every {} us, spread {} us, lead {} us)",
+                      period->period.count() / 1000, period->spread.count() / 1000,
+                      state_->governor.periodic().lead().count() / 1000);
     last_change_ = now;
     next_tick_ = now; // sampled from here on, as from an onset
 }

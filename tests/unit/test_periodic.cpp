@@ -164,3 +164,60 @@ TEST_CASE("a window asked for late is the next one that still closes after now")
     REQUIRE(w);
     CHECK(w->expected == last + 20ms);
 }
+
+TEST_CASE("windows whose holds were written late widen the lead by that lateness") {
+    PeriodicOnsets p;
+    TimePoint last = feed(p, fio, t0, 20ms, 8); // no spread
+    CHECK(p.late() == 0ns);
+    CHECK(p.lead() == PeriodicOnsets::base_lead);
+    // Opens one window after another; the holds of each are written
+    // late_of(i) after it opened, and its request comes on time.
+    auto run = [&](int windows, auto late_of) {
+        for (int i = 0; i < windows; ++i) {
+            auto w = p.next_window(last);
+            REQUIRE(w);
+            p.opened(*w);
+            p.written(w->opens + late_of(i));
+            last = w->expected;
+            p.observe(fio, last);
+            p.hit();
+        }
+    };
+    // Written before the window opened (epoll_wait's early millisecond):
+    // not late at all.
+    run(4, [](int) { return -300us; });
+    CHECK(p.late() == 0ns);
+    // Late by 100 us, and 1 ms in one window of eight: the 90th percentile
+    // of the last 16 is 100 us (one late outlier in ten is not the rule).
+    run(16, [](int i) { return i % 8 == 7 ? 1000us : 100us; });
+    CHECK(p.late() == 100us);
+    // Late by 1 ms in every second window: it is.
+    run(16, [](int i) { return i % 2 ? 1000us : 100us; });
+    CHECK(p.late() == 1000us);
+    auto w = p.next_window(last);
+    REQUIRE(w);
+    CHECK(p.lead() == PeriodicOnsets::base_lead + 1000us);
+    CHECK(w->opens == w->expected - PeriodicOnsets::base_lead - 1000us);
+    // A write with no window opened since the last one counts nothing.
+    p.written(w->opens + 5s);
+    CHECK(p.late() == 1000us);
+    // However late latgovd is, the lead takes at most a tenth of the period.
+    {
+        PeriodicOnsets slow = p;
+        auto v = slow.next_window(last);
+        REQUIRE(v);
+        for (int i = 0; i < 16; ++i) {
+            slow.opened(*v);
+            slow.written(v->opens + 5ms);
+        }
+        CHECK(slow.late() == 2ms);
+        CHECK(slow.lead() == PeriodicOnsets::base_lead + 2ms);
+    }
+    // Forgetting the period keeps what latgovd's own lateness was.
+    p.opened(*w);
+    p.miss();
+    p.opened(*p.next_window(w->closes));
+    p.miss();
+    REQUIRE_FALSE(p.period());
+    CHECK(p.late() == 1000us);
+}

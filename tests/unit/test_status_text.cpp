@@ -56,3 +56,22 @@ TEST_CASE("status text: the onset delay and its split once there was one") {
     CHECK(contains(text, "last 12: p50 131 us, p99 390 us, max 407 us\n"));
     CHECK_FALSE(contains(text, "wake-up"));
 }
+
+TEST_CASE("status text: the period held ahead for, and the lateness in its lead") {
+    auto status = minimal_status();
+    status["prearm"] = {{"hits", 90},        {"misses", 2},      {"period_us", 30004.8},
+                        {"spread_us", 21.1}, {"lead_us", 892.2}, {"grace_us", 542.2},
+                        {"late_us", 350.0}};
+    CHECK(contains(format_status(status),
+                   "Periodic requests after idle: every 30005 us (spread 21 us), held from 892 "
+                   "us before each (350 us of it for latgovd's own lateness); 90 came in their "
+                   "window, 2 did not\n"));
+    // Never late, or a status from before the lateness was kept: no part.
+    for (auto late : {nlohmann::json(0.0), nlohmann::json()}) {
+        if (late.is_null())
+            status["prearm"].erase("late_us");
+        else
+            status["prearm"]["late_us"] = late;
+        CHECK(contains(format_status(status), "held from 892 us before each; 90 came in"));
+    }
+}

@@ -144,6 +144,9 @@ class Governor {
     // miss). True if it activated a queue. Devices whose policy says
     // prearm = false are left alone.
     bool prearm(TimePoint now);
+    // The holds of the window prearm() opened were written at `at`: how
+    // late that was widens the next windows' lead.
+    void prearm_written(TimePoint at) { periodic_.written(at); }
     // When prearm() opens the next window (none while one is open, or
     // without a period, or while requests are not isolated).
     std::optional<TimePoint> window_opens(TimePoint now) const;

@@ -20,6 +20,7 @@ void PeriodicOnsets::forget() {
     last_.reset();
     intervals_.clear();
     last_opened_.reset();
+    opens_.reset();
     misses_in_a_row_ = 0;
 }
 
@@ -83,9 +84,34 @@ std::optional<PeriodicOnsets::Period> PeriodicOnsets::period() const {
     return Period{median, spread};
 }
 
+void PeriodicOnsets::opened(const PrearmWindow& window) {
+    last_opened_ = window.expected;
+    opens_ = window.opens;
+}
+
+void PeriodicOnsets::written(TimePoint at) {
+    if (!opens_)
+        return;
+    late_.push_back(std::max(nanoseconds::zero(), at - *opens_));
+    if (late_.size() > late_history)
+        late_.pop_front();
+    opens_.reset();
+}
+
+std::chrono::nanoseconds PeriodicOnsets::late() const {
+    if (late_.empty())
+        return nanoseconds::zero();
+    std::vector<nanoseconds> sorted(late_.begin(), late_.end());
+    std::sort(sorted.begin(), sorted.end());
+    const nanoseconds late = sorted[(sorted.size() - 1) * 9 / 10];
+    // However late latgovd is, a window stays a small part of the period.
+    const auto p = period();
+    return p ? std::min(late, p->period / max_late_share) : late;
+}
+
 std::chrono::nanoseconds PeriodicOnsets::lead() const {
     const auto p = period();
-    return base_lead + (p ? 2 * p->spread : nanoseconds::zero());
+    return base_lead + late() + (p ? 2 * p->spread : nanoseconds::zero());
 }
 
 std::chrono::nanoseconds PeriodicOnsets::grace() const {

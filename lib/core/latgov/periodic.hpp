@@ -40,10 +40,15 @@ class PeriodicOnsets {
     // of the CPUs it holds, each an exit from halt on a guest: traced on a
     // KVM guest, the last of them was running 200-400 us after the timer
     // was due. The grace covers a late request. Each grows by twice the
-    // spread of the intervals.
+    // spread of the intervals, and the lead by how late latgovd wrote its
+    // holds after a window opened: the 90th percentile of the last
+    // `late_history` windows (a host slow to wake it, a CPU-bound task
+    // where its timer fired), up to a tenth of the period.
     static constexpr std::chrono::microseconds base_lead{500};
     static constexpr std::chrono::microseconds base_grace{500};
     static constexpr int misses_allowed = 2;
+    static constexpr std::size_t late_history = 16;
+    static constexpr int max_late_share = 10;
 
     struct Period {
         std::chrono::nanoseconds period;
@@ -62,7 +67,9 @@ class PeriodicOnsets {
     // and that still closes after `now`; none without a period.
     std::optional<PrearmWindow> next_window(TimePoint now) const;
     // Marks `window` as opened: the next one comes a period later.
-    void opened(const PrearmWindow& window) { last_opened_ = window.expected; }
+    void opened(const PrearmWindow& window);
+    // The holds of the window opened last were written at `at`.
+    void written(TimePoint at);
 
     std::optional<Period> period() const;
     std::uint64_t source() const { return source_; }
@@ -70,6 +77,9 @@ class PeriodicOnsets {
     std::uint64_t misses() const { return misses_total_; }
     std::chrono::nanoseconds lead() const;
     std::chrono::nanoseconds grace() const;
+    // How late the holds are written after a window opens: the part of
+    // the lead that covers it (see base_lead); zero before any window.
+    std::chrono::nanoseconds late() const;
 
   private:
     void forget();
@@ -78,6 +88,9 @@ class PeriodicOnsets {
     std::optional<TimePoint> last_;
     std::deque<std::chrono::nanoseconds> intervals_; // newest last
     std::optional<TimePoint> last_opened_;
+    std::optional<TimePoint> opens_; // the window opened last, until written()
+    // Kept when a period is forgotten: they are latgovd's, not the series'.
+    std::deque<std::chrono::nanoseconds> late_; // newest last
     int misses_in_a_row_ = 0;
     std::uint64_t hits_ = 0;
     std::uint64_t misses_total_ = 0;

@@ -32,6 +32,15 @@ std::string carried_from(const nlohmann::json& evidence) {
     return " (as at gaps " + it->get<std::string>() + ")";
 }
 
+// " (N us of it for latgovd's own lateness)" where windows opened late;
+// older status files have no such field.
+std::string late_part(const nlohmann::json& prearm) {
+    auto it = prearm.find("late_us");
+    if (it == prearm.end() || it->get<double>() < 1.0)
+        return {};
+    return fmt::format(" ({:.0f} us of it for latgovd's own lateness)", it->get<double>());
+}
+
 } // namespace
 
 std::string format_status(const nlohmann::json& s) {
@@ -117,11 +126,11 @@ std::string format_status(const nlohmann::json& s) {
         const auto& p = s.at("prearm");
         if (p.contains("period_us"))
             out += fmt::format("\nPeriodic requests after idle: every {:.0f} us (spread {:.0f} "
-                               "us), held from {:.0f} us before each; {} came in their window, "
+                               "us), held from {:.0f} us before each{}; {} came in their window, "
                                "{} did not\n",
                                p.at("period_us").get<double>(), p.at("spread_us").get<double>(),
-                               p.at("lead_us").get<double>(), whole<long>(p.at("hits")),
-                               whole<long>(p.at("misses")));
+                               p.at("lead_us").get<double>(), late_part(p),
+                               whole<long>(p.at("hits")), whole<long>(p.at("misses")));
         else if (whole<long>(p.at("hits")) + whole<long>(p.at("misses")) > 0)
             out += fmt::format("\nPeriodic requests after idle: no period now; {} came in their "
                                "window, {} did not\n",

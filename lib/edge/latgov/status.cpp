@@ -119,6 +119,7 @@ json build_status(const StatusInput& in) {
         prearm["period_us"] = static_cast<double>(period->period.count()) / 1000.0;
         prearm["spread_us"] = static_cast<double>(period->spread.count()) / 1000.0;
         prearm["lead_us"] = static_cast<double>(periodic.lead().count()) / 1000.0;
+        prearm["late_us"] = static_cast<double>(periodic.late().count()) / 1000.0;
         prearm["grace_us"] = static_cast<double>(periodic.grace().count()) / 1000.0;
     }
     status["prearm"] = std::move(prearm);
