@@ -307,16 +307,26 @@ class Fio:
             pass
         return 0
 
-    def wait_io_start(self, timeout=5.0):
-        """When fio's reads reached the disk (its read_bytes passed 64 KiB)."""
+    def wait_io_start(self, timeout=5.0, streak=8, step=0.002):
+        """When fio's reads reached the disk: its read_bytes grew in each of
+        `streak` samples `step` apart (the first of them is the start). A
+        byte count alone is not enough where the page cache is small: fio
+        and its libraries are then read from this disk too, in bursts of
+        page faults, a few hundred ms before the job's first read."""
         deadline = time.monotonic() + timeout
+        last, growing, first = self.read_bytes(), 0, None
         while time.monotonic() < deadline:
-            if self.read_bytes() >= 64 << 10:
-                self.io_started = time.monotonic()
+            time.sleep(step)
+            now, read = time.monotonic(), self.read_bytes()
+            growing = growing + 1 if read > last else 0
+            if growing == 1:
+                first = now - step
+            last = read
+            if growing >= streak:
+                self.io_started = first
                 return self.io_started
             if self.proc.poll() is not None:
                 break
-            time.sleep(0.001)
         raise AssertionError(f"fio did not start reading within {timeout} s "
                              f"(rc {self.proc.poll()}): {self.stderr()}")
 
