@@ -25,6 +25,9 @@ BENCH = Path(__file__).resolve().parent.parent
 JOBS = BENCH / "jobs"
 DEFAULT_CONFIG = "/etc/latgov/latgov.toml"
 UNIT_FILE = BENCH.parent / "systemd" / "latgov.service"
+DEFAULT_CALIBRATION = "/var/lib/latgov/calibration.toml"
+ALL_MODES = ["off", "static", "latgov", "latgov-dryrun"]
+DAEMON_MODES = ("latgov", "latgov-dryrun")
 
 
 def unit_nice() -> int:
@@ -33,9 +36,6 @@ def unit_nice() -> int:
         if line.startswith("Nice="):
             return int(line.split("=", 1)[1])
     raise HarnessError("%s sets no Nice=" % UNIT_FILE)
-DEFAULT_CALIBRATION = "/var/lib/latgov/calibration.toml"
-ALL_MODES = ["off", "static", "latgov", "latgov-dryrun"]
-DAEMON_MODES = ("latgov", "latgov-dryrun")
 
 
 class Interrupted(Exception):
