@@ -1,6 +1,7 @@
 // The threads that wake a CPU after latgovd constrains it: a kick wakes
 // the thread pinned to that CPU, it runs there, and the threads stop when
-// the kicker goes.
+// the kicker goes. A thread also runs the handler, on its CPU, for the fds
+// watched for that CPU.
 #include "allowed_cpus.hpp"
 #include "latgov/cpu_kick.hpp"
 
@@ -8,9 +9,13 @@
 #include <doctest/doctest.h>
 #include <filesystem>
 #include <fstream>
+#include <map>
+#include <mutex>
 #include <sched.h>
 #include <string>
+#include <sys/eventfd.h>
 #include <thread>
+#include <unistd.h>
 #include <vector>
 
 using namespace latgov;
@@ -160,4 +165,62 @@ TEST_CASE("an update pins again a thread the kernel moved off its CPU") {
     REQUIRE(kicker.kick(cpu));
     CHECK(wait_for(kicker, cpu, 2).last_cpu == cpu);
     CHECK(kicker_thread_id(cpu) == tid); // the same thread, pinned again
+}
+
+TEST_CASE("a watched fd runs the handler on the thread of its CPU, there") {
+    const auto cpus = allowed_cpus();
+    struct Call {
+        int cpu;
+        int ran_on;
+    };
+    std::mutex mutex;
+    std::vector<Call> calls;
+    std::map<int, Fd> fds; // by CPU: an eventfd, read by the handler
+    auto kicker = CpuKicker::start(cpus, [&](int cpu) {
+        std::lock_guard lock(mutex);
+        std::uint64_t value = 0;
+        CHECK(::read(fds.at(cpu).get(), &value, sizeof value) == sizeof value);
+        calls.push_back({cpu, ::sched_getcpu()});
+    });
+    REQUIRE(kicker);
+    {
+        std::lock_guard lock(mutex);
+        for (int cpu : cpus) {
+            fds[cpu] = Fd(::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));
+            REQUIRE(fds[cpu]);
+            REQUIRE((*kicker)->watch(cpu, fds[cpu].get()));
+        }
+    }
+    const std::uint64_t one = 1;
+    for (int cpu : cpus)
+        REQUIRE(::write(fds.at(cpu).get(), &one, sizeof one) == sizeof one);
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+    for (;;) {
+        {
+            std::lock_guard lock(mutex);
+            if (calls.size() >= cpus.size() || std::chrono::steady_clock::now() > deadline)
+                break;
+        }
+        std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
+    std::lock_guard lock(mutex);
+    REQUIRE(calls.size() == cpus.size()); // once each: the handler read its fd
+    for (const auto& call : calls)
+        CHECK(call.ran_on == call.cpu);
+    // Ready fds are not kicks.
+    for (int cpu : cpus)
+        CHECK((*kicker)->wakes(cpu).count == 0);
+}
+
+TEST_CASE("nothing is watched for a CPU without a thread, or by a kicker without a handler") {
+    const auto cpus = allowed_cpus();
+    Fd fd(::eventfd(0, EFD_CLOEXEC));
+    REQUIRE(fd);
+    auto with_handler = CpuKicker::start({cpus.front()}, [](int) {});
+    REQUIRE(with_handler);
+    CHECK_FALSE((*with_handler)->watch(CPU_SETSIZE - 1, fd.get()));
+    CHECK_FALSE((*with_handler)->watch(cpus.front(), -1)); // epoll refuses it
+    auto without = CpuKicker::start({cpus.front()});
+    REQUIRE(without);
+    CHECK_FALSE((*without)->watch(cpus.front(), fd.get()));
 }

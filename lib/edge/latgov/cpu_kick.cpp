@@ -9,6 +9,7 @@
 #include <ctime>
 #include <sched.h>
 #include <string>
+#include <sys/epoll.h>
 #include <sys/eventfd.h>
 #include <unistd.h>
 
@@ -16,8 +17,10 @@ namespace latgov {
 
 namespace {
 
-// The thread only reads an eventfd: a small stack is plenty.
-constexpr std::size_t stack_size = 64 * 1024;
+// Waking the CPU needs next to no stack; the ready handler runs latgovd's
+// onset (its governor, the writes, a log line), far less than this, which is
+// only touched as used.
+constexpr std::size_t stack_size = 1024 * 1024;
 
 cpu_set_t only(int cpu) {
     cpu_set_t set;
@@ -42,6 +45,15 @@ Result<void> CpuKicker::start_worker(int cpu) {
     worker->wake = Fd(::eventfd(0, EFD_CLOEXEC));
     if (!worker->wake)
         return make_error("eventfd: " + errno_message(errno));
+    worker->epoll = Fd(::epoll_create1(EPOLL_CLOEXEC));
+    if (!worker->epoll)
+        return make_error("epoll_create1: " + errno_message(errno));
+    epoll_event ev{};
+    ev.events = EPOLLIN;
+    ev.data.fd = worker->wake.get();
+    if (::epoll_ctl(worker->epoll.get(), EPOLL_CTL_ADD, worker->wake.get(), &ev) != 0)
+        return make_error("epoll_ctl: " + errno_message(errno));
+    worker->on_ready = on_ready_;
     pthread_attr_t attr;
     ::pthread_attr_init(&attr);
     ::pthread_attr_setstacksize(&attr, stack_size);
@@ -59,8 +71,11 @@ Result<void> CpuKicker::start_worker(int cpu) {
     return {};
 }
 
-Result<std::unique_ptr<CpuKicker>> CpuKicker::start(const std::vector<int>& cpus) {
+Result<std::unique_ptr<CpuKicker>> CpuKicker::start(const std::vector<int>& cpus,
+                                                    ReadyHandler on_ready) {
     std::unique_ptr<CpuKicker> kicker(new CpuKicker());
+    if (on_ready)
+        kicker->on_ready_ = std::make_shared<const ReadyHandler>(std::move(on_ready));
     kicker->update(cpus);
     if (kicker->workers_.empty())
         return make_error(
@@ -123,16 +138,26 @@ void* CpuKicker::run(void* arg) {
     const std::string name = "latgov-kick/" + std::to_string(worker->cpu);
     ::pthread_setname_np(::pthread_self(), name.substr(0, 15).c_str());
     for (;;) {
-        std::uint64_t value = 0;
-        const ssize_t n = ::read(worker->wake.get(), &value, sizeof value);
+        epoll_event ready[8];
+        const int n = ::epoll_wait(worker->epoll.get(), ready, 8, -1);
         if (worker->stop.load(std::memory_order_acquire))
             break;
-        if (n == sizeof value) {
-            worker->last_cpu.store(::sched_getcpu(), std::memory_order_relaxed);
-            worker->count.fetch_add(1, std::memory_order_release);
-        } else if (n < 0 && errno != EINTR) {
+        if (n < 0 && errno != EINTR)
             break;
+        bool watched = false;
+        for (int i = 0; i < n; ++i) {
+            if (ready[i].data.fd != worker->wake.get()) {
+                watched = true;
+                continue;
+            }
+            std::uint64_t value = 0;
+            if (::read(worker->wake.get(), &value, sizeof value) == sizeof value) {
+                worker->last_cpu.store(::sched_getcpu(), std::memory_order_relaxed);
+                worker->count.fetch_add(1, std::memory_order_release);
+            }
         }
+        if (watched && worker->on_ready)
+            (*worker->on_ready)(worker->cpu);
     }
     return nullptr;
 }
@@ -144,6 +169,17 @@ bool CpuKicker::kick(int cpu) {
         return false;
     const std::uint64_t one = 1;
     return ::write((*it)->wake.get(), &one, sizeof one) == sizeof one;
+}
+
+bool CpuKicker::watch(int cpu, int fd) {
+    auto it = std::find_if(workers_.begin(), workers_.end(),
+                           [cpu](const auto& w) { return w->cpu == cpu; });
+    if (it == workers_.end() || !(*it)->on_ready)
+        return false;
+    epoll_event ev{};
+    ev.events = EPOLLIN;
+    ev.data.fd = fd;
+    return ::epoll_ctl((*it)->epoll.get(), EPOLL_CTL_ADD, fd, &ev) == 0;
 }
 
 std::vector<int> CpuKicker::cpus() const {

@@ -10,6 +10,13 @@
 // pinned there and asleep on an eventfd, is woken by a write, runs for a
 // moment and sleeps again, and the CPU idles under its new limit. The
 // write does not wait for the CPU to wake.
+//
+// A thread also waits for the fds watched for its CPU (latgovd's IO issue
+// events of that CPU) and runs a handler when one is ready, on that CPU. The
+// kernel signals such an event on the CPU that issued the request, and the
+// reader pinned there wakes without an interrupt to another CPU: that
+// interrupt is an idle exit when the other CPU sleeps (an exit to the host in
+// a guest), and it came before the first request after idle could be held.
 #pragma once
 
 #include "latgov/fd.hpp"
@@ -18,6 +25,7 @@
 #include <atomic>
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <pthread.h>
 #include <string>
@@ -27,9 +35,15 @@ namespace latgov {
 
 class CpuKicker {
   public:
+    // Runs on the thread of a CPU when a watched fd of that CPU is ready;
+    // given the CPU. It is the caller's to read the fd (level-triggered: an
+    // fd left readable calls it again).
+    using ReadyHandler = std::function<void(int cpu)>;
+
     // One thread per CPU of `cpus`. A CPU that refuses a pinned thread (it
     // went offline) is left out; none at all is an error.
-    static Result<std::unique_ptr<CpuKicker>> start(const std::vector<int>& cpus);
+    static Result<std::unique_ptr<CpuKicker>> start(const std::vector<int>& cpus,
+                                                    ReadyHandler on_ready = {});
     // The online CPUs (may have) changed: the threads of CPUs no longer in
     // `cpus` stop, new CPUs get one, and the threads of CPUs in both keep
     // running, pinned again (a CPU that went offline and came back had its
@@ -40,6 +54,11 @@ class CpuKicker {
 
     // Wakes the thread of `cpu`; false when the CPU has none.
     bool kick(int cpu);
+    // Has the thread of `cpu` wait for `fd` to be readable too, and run the
+    // handler then; false (nothing watched) when the CPU has no thread, the
+    // kicker no handler, or epoll refuses the fd. Closing the fd stops the watch. A thread stopped
+    // by update() forgets its fds.
+    bool watch(int cpu, int fd);
     // The CPUs that have a thread, sorted.
     std::vector<int> cpus() const;
     // The CPUs start() was given, and those that refused a thread with why
@@ -66,7 +85,9 @@ class CpuKicker {
     // eventfd and counters outlive the kicker.
     struct Worker {
         int cpu = 0;
-        Fd wake; // eventfd
+        Fd wake;  // eventfd
+        Fd epoll; // the eventfd and the fds watched
+        std::shared_ptr<const ReadyHandler> on_ready;
         pthread_t thread{};
         std::atomic<std::uint64_t> count{0};
         std::atomic<int> last_cpu{-1};
@@ -78,6 +99,7 @@ class CpuKicker {
     static void stop_workers(const std::vector<std::shared_ptr<Worker>>& workers);
     static void* run(void* worker);
     std::vector<std::shared_ptr<Worker>> workers_;
+    std::shared_ptr<const ReadyHandler> on_ready_;
     std::vector<int> asked_;
     std::string refused_;
 };
