@@ -32,3 +32,14 @@ TEST_CASE("onset summary keeps only the newest delays") {
     CHECK(s.max_us == doctest::Approx(20));
     CHECK(s.p50_us == doctest::Approx(10));
 }
+
+TEST_CASE("onset summary counts the onsets handled on the issuing CPU among those kept") {
+    OnsetDelays delays(3);
+    delays.record(10us, true); // dropped once three more arrive
+    delays.record(20us, true);
+    delays.record(30us, false);
+    delays.record(40us, true);
+    const auto s = delays.summary();
+    CHECK(s.count == 3);
+    CHECK(s.on_issuing_cpu == 2);
+}

@@ -47,6 +47,11 @@ TEST_CASE("status text: the onset delay and its split once there was one") {
                    "Onset (first request after idle to limit written), last 12: p50 131 us, p99 "
                    "390 us, max 407 us; latgovd's wake-up p50 87 us, p99 283 us, its own work "
                    "p50 42 us, p99 216 us\n"));
+    status["onset_delay"]["on_issuing_cpu"] = 11;
+    CHECK(contains(format_status(status),
+                   "its own work p50 42 us, p99 216 us; 11 handled on the CPU that issued the "
+                   "request\n"));
+    status["onset_delay"].erase("on_issuing_cpu");
 
     // A status without the split (an older latgovd) still shows the delay.
     for (const char* key :

@@ -4,20 +4,25 @@
 
 namespace latgov {
 
-void OnsetDelays::record(std::chrono::nanoseconds delay) {
+void OnsetDelays::record(std::chrono::nanoseconds delay, bool on_issuing_cpu) {
     if (capacity_ == 0)
         return;
-    if (delays_us_.size() >= capacity_)
-        delays_us_.erase(delays_us_.begin());
-    delays_us_.push_back(static_cast<double>(delay.count()) / 1000.0);
+    if (delays_.size() >= capacity_)
+        delays_.erase(delays_.begin());
+    delays_.push_back({static_cast<double>(delay.count()) / 1000.0, on_issuing_cpu});
 }
 
 OnsetSummary OnsetDelays::summary() const {
     OnsetSummary out;
-    out.count = delays_us_.size();
-    if (delays_us_.empty())
+    out.count = delays_.size();
+    if (delays_.empty())
         return out;
-    auto sorted = delays_us_;
+    std::vector<double> sorted;
+    sorted.reserve(delays_.size());
+    for (const auto& delay : delays_) {
+        sorted.push_back(delay.us);
+        out.on_issuing_cpu += delay.on_issuing_cpu ? 1 : 0;
+    }
     std::sort(sorted.begin(), sorted.end());
     // The nearest rank below: a delay that was really observed.
     auto at = [&](double q) {

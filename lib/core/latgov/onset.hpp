@@ -14,18 +14,24 @@ struct OnsetSummary {
     double p50_us = 0;
     double p99_us = 0;
     double max_us = 0;
+    // Of `count`, those latgovd handled on the CPU that issued the request.
+    std::size_t on_issuing_cpu = 0;
 };
 
 class OnsetDelays {
   public:
     // Keeps the newest `capacity` delays.
     explicit OnsetDelays(std::size_t capacity = 1000) : capacity_(capacity) {}
-    void record(std::chrono::nanoseconds delay);
+    void record(std::chrono::nanoseconds delay, bool on_issuing_cpu = false);
     OnsetSummary summary() const;
 
   private:
+    struct Delay {
+        double us;
+        bool on_issuing_cpu;
+    };
     std::size_t capacity_;
-    std::vector<double> delays_us_; // newest last
+    std::vector<Delay> delays_; // newest last
 };
 
 } // namespace latgov

@@ -76,6 +76,9 @@ std::string format_status(const nlohmann::json& s) {
         if (o.contains("wake_p50_us"))
             out += fmt::format("; latgovd's wake-up {}, its own work {}", split("wake_"),
                                split("work_"));
+        if (o.contains("on_issuing_cpu"))
+            out += fmt::format("; {} handled on the CPU that issued the request",
+                               whole<long>(o.at("on_issuing_cpu")));
         out += "\n";
     }
     out += fmt::format("global /dev/cpu_dma_latency held by latgov: {}",
