@@ -17,6 +17,7 @@
 #include <sched.h>
 #include <spdlog/spdlog.h>
 #include <sys/epoll.h>
+#include <sys/eventfd.h>
 #include <sys/signalfd.h>
 #include <sys/statfs.h>
 #include <systemd/sd-daemon.h>
@@ -86,6 +87,12 @@ Daemon::Daemon(Options options, Config config)
       percpu_(root_, journal_path(), log_warning, !options_.dry_run), global_(root_, log_warning),
       rescan_retry_(first_rescan_retry), metrics_(unix_time_now()) {}
 
+Daemon::~Daemon() {
+    // The kick threads stop with the kicker, after members they would use.
+    std::lock_guard lock(gate_->mutex);
+    gate_->open = false;
+}
+
 bool Daemon::rescan(TimePoint now, RescanCause cause) {
     auto state = build_governed_state(root_, config_, state_.get());
     if (!state) {
@@ -123,9 +130,7 @@ void Daemon::install(GovernedState state, TimePoint now, RescanCause cause) {
     start_kicker();
     spdlog::info("topology scanned ({})", to_string(cause));
     log_governed_state(*state_);
-    if (epoll_ && state_->events)
-        for (int fd : state_->events->fds())
-            watch(fd);
+    watch_events();
     // The new governor starts idle: what the old one held is released.
     apply(state_->governor.holds(), now);
     status_dirty_ = true;
@@ -140,7 +145,12 @@ void Daemon::start_kicker() {
         // Also with the same CPUs: one may have gone offline and come back.
         kicker_->update(cpus); // only the threads of CPUs that came or went
     } else {
-        auto kicker = CpuKicker::start(cpus);
+        // Entered from a kick thread whenever its CPU's IO events are ready.
+        auto kicker = CpuKicker::start(cpus, [this, gate = gate_](int) {
+            std::lock_guard lock(gate->mutex);
+            if (gate->open)
+                on_cpu_io_ready();
+        });
         if (!kicker) {
             spdlog::warn("{}; a CPU constrained while idle keeps its idle state until its "
                          "next interrupt",
@@ -161,6 +171,40 @@ void Daemon::watch(int fd) {
     ev.data.fd = fd;
     if (::epoll_ctl(epoll_.get(), EPOLL_CTL_ADD, fd, &ev) != 0)
         spdlog::warn("Failed to watch fd {}: {}", fd, errno_message(errno));
+}
+
+void Daemon::watch_events() {
+    if (!state_->events)
+        return;
+    for (const auto& [cpu, fd] : state_->events->fds())
+        if (!kicker_ || !kicker_->watch(cpu, fd))
+            watch(fd);
+}
+
+void Daemon::on_io_ready(TimePoint now) {
+    // Sample from an onset on, one period after it. A request during IO
+    // (from a CPU still armed) keeps the period.
+    if (on_io_events(now))
+        next_tick_ = now;
+    arm_timer(now);
+}
+
+void Daemon::on_cpu_io_ready() {
+    try {
+        if (state_ && state_->events)
+            on_io_ready(std::chrono::steady_clock::now());
+    } catch (const std::exception&) {
+        // The loop rethrows it, and releases every constraint.
+        cpu_thread_failed_ = std::current_exception();
+        gate_->open = false;
+    }
+    wake_loop();
+}
+
+void Daemon::wake_loop() {
+    const std::uint64_t one = 1;
+    // Fails only when the counter would overflow: the loop reads it first.
+    (void)!::write(loop_wake_.get(), &one, sizeof one);
 }
 
 void Daemon::take_recorded_requests() {
@@ -208,6 +252,7 @@ bool Daemon::on_io_events(TimePoint now) {
         return false;
     const std::uint64_t woken_ns = monotonic_ns();
     std::uint64_t first_ns = 0; // the earliest request that activated a queue
+    int first_cpu = -1;         // and the CPU that issued it
     std::vector<int> fired;     // the CPUs whose events fired
     auto take = [&](const std::vector<IssuedRequest>& requests) {
         for (const auto& request : requests) {
@@ -215,8 +260,10 @@ bool Daemon::on_io_events(TimePoint now) {
             const TimePoint issued{std::chrono::nanoseconds(request.time_ns)}; // CLOCK_MONOTONIC
             if (state_->governor.on_request_issued(request.dev, request.cpu, now, request.waited,
                                                    issued) &&
-                (first_ns == 0 || request.time_ns < first_ns))
+                (first_ns == 0 || request.time_ns < first_ns)) {
                 first_ns = request.time_ns;
+                first_cpu = request.cpu;
+            }
         }
         std::sort(fired.begin(), fired.end());
         fired.erase(std::unique(fired.begin(), fired.end()), fired.end());
@@ -232,7 +279,8 @@ bool Daemon::on_io_events(TimePoint now) {
         last_change_ = now;
         const auto done_ns = monotonic_ns();
         if (done_ns >= first_ns && woken_ns >= first_ns) {
-            onset_.record(std::chrono::nanoseconds(done_ns - first_ns));
+            onset_.record(std::chrono::nanoseconds(done_ns - first_ns),
+                          ::sched_getcpu() == first_cpu);
             metrics_.observe_onset(static_cast<double>(done_ns - first_ns) / 1e9);
             // Of that, the part before latgovd ran: its own wake-up.
             onset_wake_.record(std::chrono::nanoseconds(woken_ns - first_ns));
@@ -569,6 +617,7 @@ void Daemon::reload(TimePoint now) {
 }
 
 void Daemon::shutdown() {
+    gate_->open = false; // no kick thread holds anything again
     sd_notify(0, "STOPPING=1\nSTATUS=Releasing constraints");
     percpu_.release_all();
     global_.apply(std::nullopt, std::chrono::steady_clock::now());
@@ -607,13 +656,17 @@ std::map<int, LatencyLimit> Daemon::likely_holds() const {
 
 int Daemon::run() {
     block_daemon_signals(); // already, from main(); kept for any other caller
+    // Released only while the loop waits.
+    std::unique_lock lock(gate_->mutex);
     // No exception may leave with limits held.
     try {
-        return run_loop();
+        return run_loop(lock);
     } catch (const std::exception& e) {
         spdlog::critical("Unexpected error, releasing every constraint: {}", e.what());
     }
     try {
+        if (!lock.owns_lock())
+            lock.lock();
         shutdown();
     } catch (const std::exception& e) {
         spdlog::critical("Failed to release every constraint ({}): the journal in {} keeps "
@@ -623,7 +676,7 @@ int Daemon::run() {
     return 1;
 }
 
-int Daemon::run_loop() {
+int Daemon::run_loop(std::unique_lock<std::mutex>& lock) {
     if (options_.dry_run) {
         spdlog::info("dry run: no restore, no calibration, nothing written to {}",
                      config_.daemon.runtime_dir.string());
@@ -663,32 +716,32 @@ int Daemon::run_loop() {
         uevents_ = std::move(*monitor);
         uevents_->drain();
     }
-    auto state = build_governed_state(root_, config_);
-    if (!state) {
-        spdlog::error("{}", state.error().message);
-        return 1;
-    }
-    auto now = std::chrono::steady_clock::now();
-    install(std::move(*state), now, RescanCause::start);
-    spdlog::info("idle-state costs: {}", state_->cost_source);
-    fmt::print(stderr, "{}", format_topology_table(state_->topology));
-
     sigset_t mask; // blocked by block_daemon_signals()
     sigemptyset(&mask);
     for (int sig : {SIGINT, SIGTERM, SIGHUP})
         sigaddset(&mask, sig);
     signals_ = Fd(::signalfd(-1, &mask, SFD_CLOEXEC | SFD_NONBLOCK));
     epoll_ = Fd(::epoll_create1(EPOLL_CLOEXEC));
-    if (!signals_ || !epoll_) {
+    loop_wake_ = Fd(::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));
+    if (!signals_ || !epoll_ || !loop_wake_) {
         spdlog::error("Failed to set up the event loop: {}", errno_message(errno));
         return 1;
     }
     watch(signals_.get());
+    watch(loop_wake_.get());
     if (uevents_)
         watch(uevents_->fd());
-    if (state_->events)
-        for (int fd : state_->events->fds())
-            watch(fd);
+
+    auto state = build_governed_state(root_, config_);
+    if (!state) {
+        spdlog::error("{}", state.error().message);
+        return 1;
+    }
+    auto now = std::chrono::steady_clock::now();
+    install(std::move(*state), now, RescanCause::start); // watches the IO events
+    spdlog::info("idle-state costs: {}", state_->cost_source);
+    fmt::print(stderr, "{}", format_topology_table(state_->topology));
+
     std::uint64_t watchdog_usec = 0;
     if (sd_watchdog_enabled(0, &watchdog_usec) > 0)
         watchdog_interval_ = std::chrono::microseconds(watchdog_usec);
@@ -707,18 +760,24 @@ int Daemon::run_loop() {
         epoll_event events[16];
         const timespec timeout = wait_timeout(wake_at_, std::chrono::steady_clock::now());
         int n = -1;
-        if (have_epoll_pwait2_) {
+        bool pwait2 = have_epoll_pwait2_; // the member is the lock's
+        lock.unlock();                    // the kick threads take IO events meanwhile
+        if (pwait2) {
             n = ::epoll_pwait2(epoll_.get(), events, 16, &timeout, nullptr);
             // Before Linux 5.11, or refused by a seccomp filter that does not
             // know it: whole milliseconds, rounded up, from here on.
-            if (n < 0 && (errno == ENOSYS || errno == EPERM)) {
-                have_epoll_pwait2_ = false;
+            const int pwait2_errno = n < 0 ? errno : 0;
+            pwait2 = pwait2_errno != ENOSYS && pwait2_errno != EPERM;
+            if (!pwait2) // logged now: the wait below may be long
                 spdlog::debug("epoll_pwait2: {}; ticks in whole milliseconds",
-                              errno_message(errno));
-            }
+                              errno_message(pwait2_errno));
         }
-        if (!have_epoll_pwait2_)
+        if (!pwait2)
             n = ::epoll_wait(epoll_.get(), events, 16, wait_timeout_ms(timeout));
+        const int wait_errno = errno;
+        lock.lock();
+        have_epoll_pwait2_ = pwait2;
+        errno = wait_errno;
         if (n < 0) {
             if (errno == EINTR)
                 continue;
@@ -745,13 +804,13 @@ int Daemon::run_loop() {
             } else if (uevents_ && events[i].data.fd == uevents_->fd()) {
                 on_uevents(std::chrono::steady_clock::now());
                 arm_timer(std::chrono::steady_clock::now()); // wake when the burst is due
+            } else if (events[i].data.fd == loop_wake_.get()) {
+                std::uint64_t value = 0;
+                (void)!::read(loop_wake_.get(), &value, sizeof value);
+                if (cpu_thread_failed_)
+                    std::rethrow_exception(cpu_thread_failed_);
             } else if (state_->events) {
-                now = std::chrono::steady_clock::now();
-                // Sample from an onset on, one period after it. A request
-                // during IO (from a CPU still armed) keeps the period.
-                if (on_io_events(now))
-                    next_tick_ = now;
-                arm_timer(now);
+                on_io_ready(std::chrono::steady_clock::now());
             }
         }
         now = std::chrono::steady_clock::now();

@@ -1,7 +1,11 @@
-// latgovd's event loop: one thread, one epoll over signals, uevents and the IO
-// issue events, whose timeout is the next tick. Ticks sample IO, let the
-// governor decide and apply what it decides; SIGHUP reloads, SIGTERM/SIGINT
-// release and stop.
+// latgovd's event loop: one epoll over signals and uevents, whose timeout is
+// the next tick. Ticks sample IO, let the governor decide and apply what it
+// decides; SIGHUP reloads, SIGTERM/SIGINT release and stop. Each CPU's IO
+// issue events are taken on that CPU by its kick thread (cpu_kick.hpp), so
+// the first request after idle is held without waking another CPU first
+// (the loop's epoll takes those of a CPU without one). The loop and the
+// kick threads share the state under one lock, which the loop releases only
+// while it waits.
 #pragma once
 
 #include "governed.hpp"
@@ -18,9 +22,11 @@
 #include "latgov/uevent_monitor.hpp"
 
 #include <chrono>
+#include <exception>
 #include <filesystem>
 #include <map>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <string>
 
@@ -46,6 +52,9 @@ Result<Config> load_daemon_config(const Options& options);
 class Daemon {
   public:
     Daemon(Options options, Config config);
+    ~Daemon();
+    Daemon(const Daemon&) = delete;
+    Daemon& operator=(const Daemon&) = delete;
     // Until a signal stops it: 0 on SIGTERM/SIGINT, 1 when it cannot start.
     int run();
 
@@ -78,7 +87,16 @@ class Daemon {
     void arm_timer(TimePoint now);
     // Takes the requests the events saw; true when one activated a queue.
     bool on_io_events(TimePoint now);
+    // The IO events are ready: takes them and sets the next deadline.
+    void on_io_ready(TimePoint now);
+    // The same on a CPU's kick thread, under the lock; then wakes the loop,
+    // whose deadline moved.
+    void on_cpu_io_ready();
+    void wake_loop();
     void watch(int fd);
+    // Each IO event's fd to its CPU's kick thread, or to the loop's epoll
+    // where the CPU has none.
+    void watch_events();
     // Feeds the requests the recorder saw to the governor.
     void take_recorded_requests();
     // Holds ahead of a periodic request, if its window is due.
@@ -88,7 +106,7 @@ class Daemon {
     std::chrono::milliseconds window_slack() const;
     // The governor's windows that ended since the last call, to the metrics.
     void count_windows();
-    int run_loop();
+    int run_loop(std::unique_lock<std::mutex>& lock);
     // What the first requests after idle would hold (journaled before sleeping).
     std::map<int, LatencyLimit> likely_holds() const;
 
@@ -100,14 +118,27 @@ class Daemon {
     std::optional<RuntimeDir> runtime_;
     PerCpuHolder percpu_;
     GlobalHolder global_;
-    // Wakes the CPUs a per-CPU limit was just written for (none under
-    // --sysroot: the tree's CPUs are not this machine's).
+    // What the loop's thread and the kick threads share: the lock over the
+    // daemon's state, and whether the threads may still enter. Their
+    // handler holds it too, so it outlives the members destroyed before
+    // the kicker; `open` is false once the daemon releases or goes.
+    struct Gate {
+        std::mutex mutex;
+        bool open = true;
+    };
+    std::shared_ptr<Gate> gate_ = std::make_shared<Gate>();
+    // Wakes the CPUs a per-CPU limit was just written for, and takes each
+    // CPU's IO events there (none under --sysroot: the tree's CPUs are not
+    // this machine's).
     std::unique_ptr<CpuKicker> kicker_;
     std::vector<int> held_anew_; // CPUs held, or held more strictly, since the last kick
     std::unique_ptr<GovernedState> state_;
     IoSample sample_;
     Holds holds_;
     Fd epoll_, signals_;
+    Fd loop_wake_; // eventfd: a kick thread moved the loop's deadline
+    // What a kick thread threw while taking IO events: the loop rethrows it.
+    std::exception_ptr cpu_thread_failed_;
     TimePoint wake_at_{};           // the next tick, epoll's timeout
     bool have_epoll_pwait2_ = true; // else epoll_wait, in milliseconds
     TimePoint next_tick_{};

@@ -435,7 +435,8 @@ class FaultTest(HostTestCase):
             f"p50 {onset['p50_us']:.0f} us, p99 {onset['p99_us']:.0f} us, "
             f"max {onset['max_us']:.0f} us; latgovd's wake-up p50 "
             f"{onset['wake_p50_us']:.0f} us, p99 {onset['wake_p99_us']:.0f} us; its own work "
-            f"p50 {onset['work_p50_us']:.0f} us, p99 {onset['work_p99_us']:.0f} us")
+            f"p50 {onset['work_p50_us']:.0f} us, p99 {onset['work_p99_us']:.0f} us; "
+            f"{onset['on_issuing_cpu']} handled on the issuing CPU")
         self.assertGreaterEqual(onset["count"], n // 2, onset)
         # What latgovd does once running (drain, decide, write the CPU file;
         # no journal write) is well under 100 us; its tail and the wake-up

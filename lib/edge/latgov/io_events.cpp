@@ -148,10 +148,10 @@ Result<IoIssueEvents> IoIssueEvents::open(const SysRoot& root, const std::vector
     return events;
 }
 
-std::vector<int> IoIssueEvents::fds() const {
-    std::vector<int> fds;
+std::vector<IoIssueEvents::EventFd> IoIssueEvents::fds() const {
+    std::vector<EventFd> fds;
     for (const auto& e : events_)
-        fds.push_back(e.ring.fd());
+        fds.push_back({e.cpu, e.ring.fd()});
     return fds;
 }
 

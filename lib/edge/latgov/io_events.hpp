@@ -66,8 +66,12 @@ class IoIssueEvents {
                                       const WatchedDevs& watched,
                                       IssueWakeup wakeup = IssueWakeup::each_request);
 
-    // The fds to wait on (one per CPU and filter).
-    std::vector<int> fds() const;
+    // The fds to wait on (one per CPU and filter), each with its CPU.
+    struct EventFd {
+        int cpu;
+        int fd;
+    };
+    std::vector<EventFd> fds() const;
     // Enables every event not enabled (interrupting only those CPUs).
     Result<void> arm();
     // Disables the events of `cpus` (those that fired), or of every CPU.
