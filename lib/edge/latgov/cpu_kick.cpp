@@ -135,7 +135,7 @@ void* CpuKicker::run(void* arg) {
     sigset_t all;
     ::sigfillset(&all);
     ::pthread_sigmask(SIG_BLOCK, &all, nullptr);
-    const std::string name = "latgov-kick/" + std::to_string(worker->cpu);
+    const std::string name = std::string(kick_thread_prefix) + std::to_string(worker->cpu);
     ::pthread_setname_np(::pthread_self(), name.substr(0, 15).c_str());
     for (;;) {
         epoll_event ready[8];

@@ -29,9 +29,15 @@
 #include <memory>
 #include <pthread.h>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace latgov {
+
+// The threads are named this and their CPU ("latgov-kick/3"): latgovd's
+// IO filters leave out the requests they issue (journal writes on a
+// governed disk) as they leave out the main thread's.
+inline constexpr std::string_view kick_thread_prefix = "latgov-kick/";
 
 class CpuKicker {
   public:

@@ -1,5 +1,6 @@
 #include "latgov/io_events.hpp"
 
+#include "latgov/cpu_kick.hpp"
 #include "latgov/parse.hpp"
 
 #include <algorithm>
@@ -62,10 +63,12 @@ std::string own_requests_excluded(const std::string& filter) {
     char comm[17] = {};
     if (::prctl(PR_GET_NAME, comm) != 0 || comm[0] == '\0')
         return filter;
-    // Kernel writeback and journal commits (ext4's jbd2) are what latgovd's
-    // own writes turn into; no task sleeps on them at the moment they start.
-    const std::string self =
-        std::string("comm != \"") + comm + "\" && !(comm ~ \"kworker/*\") && !(comm ~ \"jbd2/*\")";
+    // latgovd's kick threads (cpu_kick.hpp) write too. Kernel writeback and
+    // journal commits (ext4's jbd2) are what latgovd's own writes turn
+    // into; no task sleeps on them at the moment they start.
+    const std::string self = std::string("comm != \"") + comm + "\" && !(comm ~ \"" +
+                             std::string(kick_thread_prefix) +
+                             "*\") && !(comm ~ \"kworker/*\") && !(comm ~ \"jbd2/*\")";
     return filter.empty() ? self : "(" + filter + ") && " + self;
 }
 

@@ -40,7 +40,9 @@ std::size_t max_filter_length();
 std::vector<std::string> device_filters(const WatchedDevs& watched, std::size_t suffix_length,
                                         std::size_t max_length);
 // `filter` narrowed to requests that this process did not issue
-// ("(...) && comm != \"latgovd\""); "" (every disk) gives the narrowing alone.
+// ("(...) && comm != \"latgovd\"", its kick threads and the kernel's
+// writeback and journal threads left out too); "" (every disk) gives the
+// narrowing alone.
 std::string own_requests_excluded(const std::string& filter);
 // The filters of the wake-up events: one perf event per filter and CPU,
 // each within `max_length`, together matching the requests of `watched`
