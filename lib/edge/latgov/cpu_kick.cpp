@@ -98,7 +98,7 @@ void CpuKicker::update(const std::vector<int>& cpus) {
             leaving.push_back(w);
         return gone;
     });
-    stop_workers(leaving);
+    stop_workers(leaving, false);
     for (int cpu : cpus) {
         if (std::any_of(workers_.begin(), workers_.end(),
                         [cpu](const auto& w) { return w->cpu == cpu; }))
@@ -109,13 +109,18 @@ void CpuKicker::update(const std::vector<int>& cpus) {
     }
 }
 
-void CpuKicker::stop_workers(const std::vector<std::shared_ptr<Worker>>& workers) {
+void CpuKicker::stop_workers(const std::vector<std::shared_ptr<Worker>>& workers, bool join) {
     for (const auto& w : workers) {
         w->stop.store(true, std::memory_order_release);
         const std::uint64_t one = 1;
         // An eventfd write only fails when the counter would overflow,
         // which cannot happen to a thread that reads it.
         (void)!::write(w->wake.get(), &one, sizeof one);
+    }
+    if (!join) {
+        for (const auto& w : workers)
+            ::pthread_detach(w->thread);
+        return;
     }
     // pthread_timedjoin_np takes a CLOCK_REALTIME deadline.
     timespec deadline{};
@@ -199,7 +204,7 @@ CpuKicker::Wakes CpuKicker::wakes(int cpu) const {
 }
 
 CpuKicker::~CpuKicker() {
-    stop_workers(workers_);
+    stop_workers(workers_, true);
 }
 
 } // namespace latgov

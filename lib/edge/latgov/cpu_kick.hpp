@@ -42,8 +42,9 @@ inline constexpr std::string_view kick_thread_prefix = "latgov-kick/";
 class CpuKicker {
   public:
     // Runs on the thread of a CPU when a watched fd of that CPU is ready;
-    // given the CPU. It is the caller's to read the fd (level-triggered: an
-    // fd left readable calls it again).
+    // given the CPU. It is the caller's to consume what made the fd ready:
+    // epoll is level-triggered, and an fd that polls readable again calls
+    // it again (a perf event polls readable once per wake-up).
     using ReadyHandler = std::function<void(int cpu)>;
 
     // One thread per CPU of `cpus`. A CPU that refuses a pinned thread (it
@@ -53,9 +54,9 @@ class CpuKicker {
     // The online CPUs (may have) changed: the threads of CPUs no longer in
     // `cpus` stop, new CPUs get one, and the threads of CPUs in both keep
     // running, pinned again (a CPU that went offline and came back had its
-    // thread moved off it). A thread pinned to a CPU that a real-time task
-    // keeps busy may never run: only the threads of CPUs that went away are
-    // waited for, and the kernel has moved those elsewhere.
+    // thread moved off it). The threads that stop are not waited for: one
+    // may be in the handler, waiting for a lock the caller holds. Each ends
+    // when it next runs (a handler it is in finishes first).
     void update(const std::vector<int>& cpus);
 
     // Wakes the thread of `cpu`; false when the CPU has none.
@@ -102,7 +103,9 @@ class CpuKicker {
     CpuKicker() = default;
     // Starts the thread of `cpu` into workers_; why not, on failure.
     Result<void> start_worker(int cpu);
-    static void stop_workers(const std::vector<std::shared_ptr<Worker>>& workers);
+    // Tells the threads to stop; joins each within stop_wait if `join`,
+    // else (and past that) leaves it to end when it runs.
+    static void stop_workers(const std::vector<std::shared_ptr<Worker>>& workers, bool join);
     static void* run(void* worker);
     std::vector<std::shared_ptr<Worker>> workers_;
     std::shared_ptr<const ReadyHandler> on_ready_;
