@@ -176,9 +176,15 @@ void Daemon::watch(int fd) {
 void Daemon::watch_events() {
     if (!state_->events)
         return;
-    for (const auto& [cpu, fd] : state_->events->fds())
-        if (!kicker_ || !kicker_->watch(cpu, fd))
-            watch(fd);
+    // The kernel wakes both waiters of an event, and the first to poll it
+    // takes it (a perf event polls readable once per wake-up): the CPU's
+    // thread, which runs as soon as the request's submitter sleeps, or the
+    // loop, where that CPU is kept busy (a real-time task) or has no thread.
+    for (const auto& [cpu, fd] : state_->events->fds()) {
+        if (kicker_)
+            kicker_->watch(cpu, fd);
+        watch(fd);
+    }
 }
 
 void Daemon::on_io_ready(TimePoint now) {
@@ -777,6 +783,8 @@ int Daemon::run_loop(std::unique_lock<std::mutex>& lock) {
         const int wait_errno = errno;
         lock.lock();
         have_epoll_pwait2_ = pwait2;
+        if (cpu_thread_failed_)
+            std::rethrow_exception(cpu_thread_failed_);
         errno = wait_errno;
         if (n < 0) {
             if (errno == EINTR)
@@ -807,8 +815,6 @@ int Daemon::run_loop(std::unique_lock<std::mutex>& lock) {
             } else if (events[i].data.fd == loop_wake_.get()) {
                 std::uint64_t value = 0;
                 (void)!::read(loop_wake_.get(), &value, sizeof value);
-                if (cpu_thread_failed_)
-                    std::rethrow_exception(cpu_thread_failed_);
             } else if (state_->events) {
                 on_io_ready(std::chrono::steady_clock::now());
             }

@@ -11,9 +11,11 @@ root; a missing prerequisite
 FAILS, it never skips. Helpers and the per-test setup/teardown: hostlib.py.
 """
 
+import ctypes
 import json
 import mmap
 import os
+import platform
 import random
 import re
 import subprocess
@@ -129,6 +131,64 @@ def kicker_threads(pid):
     return threads
 
 
+def kick_thread(pid, cpu):
+    """The thread id of latgovd's latgov-kick/<cpu>."""
+    for tid in os.listdir(f"/proc/{pid}/task"):
+        try:
+            with open(f"/proc/{pid}/task/{tid}/comm") as f:
+                if f.read().strip() == f"latgov-kick/{cpu}":
+                    return int(tid)
+        except FileNotFoundError:
+            continue
+    raise AssertionError(f"latgovd (pid {pid}) has no thread latgov-kick/{cpu}")
+
+
+# The waits latgovd's threads sleep in (epoll_wait, epoll_pwait, epoll_pwait2),
+# by machine: a thread stopped there holds no lock of latgovd's.
+EPOLL_WAITS = {"x86_64": {232, 281, 441}, "aarch64": {22, 441}}
+PTRACE_SEIZE, PTRACE_INTERRUPT, PTRACE_DETACH = 0x4206, 0x4207, 17
+WAIT_ALL = 0x40000000  # __WALL: wait for a thread that is not a process leader
+
+
+class StoppedThread:
+    """`with StoppedThread(pid, tid):` thread `tid` of the child process
+    `pid` is stopped (ptrace) while it waits in epoll, and the process's
+    other threads run on; at the end it goes on from where it was."""
+
+    def __init__(self, pid, tid):
+        self.pid, self.tid = pid, tid
+        self.libc = ctypes.CDLL(None, use_errno=True)
+
+    def ptrace(self, request):
+        if self.libc.ptrace(ctypes.c_long(request), ctypes.c_long(self.tid), None, None) != 0:
+            errno = ctypes.get_errno()
+            raise OSError(errno, f"ptrace({request:#x}) of thread {self.tid}: "
+                                 f"{os.strerror(errno)}")
+
+    def syscall(self):
+        with open(f"/proc/{self.pid}/task/{self.tid}/syscall") as f:
+            field = f.read().split()[0]
+        return int(field) if field.isdigit() else None
+
+    def __enter__(self):
+        waits = EPOLL_WAITS.get(platform.machine())
+        if waits is None:
+            raise AssertionError(f"no epoll syscall numbers known for {platform.machine()}")
+        for _ in range(50):
+            self.ptrace(PTRACE_SEIZE)
+            self.ptrace(PTRACE_INTERRUPT)
+            os.waitpid(self.tid, WAIT_ALL)
+            if self.syscall() in waits:
+                return self
+            # Stopped at work, maybe holding the lock: let it go back to sleep.
+            self.ptrace(PTRACE_DETACH)
+            time.sleep(0.01)
+        raise AssertionError(f"thread {self.tid} never stopped in an epoll wait")
+
+    def __exit__(self, *exc):
+        self.ptrace(PTRACE_DETACH)
+
+
 def context_switches(pid):
     """voluntary + nonvoluntary context switches of every thread of pid."""
     total = 0
@@ -231,13 +291,16 @@ class OnsetTest(HostTestCase):
         else:
             self.fail(f"cpu {self.comp} held for background IO before every attempt to read")
         issued, returned = self.reader.read()
-        deadline = returned + timeout
+        return issued, returned, self.watch_hold(returned + timeout)
+
+    def watch_hold(self, deadline):
+        """Polls until cpu comp reads "n/a": when, or None past `deadline`."""
         while True:
             now = time.monotonic()
             if read_cpu(self.comp) == "n/a":
-                return issued, returned, now
+                return now
             if now > deadline:
-                return issued, returned, None
+                return None
             time.sleep(0.0001)
 
     def watch_release(self, since, timeout=3.0):
@@ -256,6 +319,36 @@ class OnsetTest(HostTestCase):
                 self.fail(f"cpu {self.comp} still {read_cpu(self.comp)!r} {timeout} s after "
                           "the read")
             time.sleep(0.001)
+
+    def onsets(self, n):
+        """`n` onsets: each a read after idle, seen held, then a second read
+        while held (reads that each came alone would stop the wake-ups,
+        test_04), then the release."""
+        for i in range(n):
+            self.settle(0.0)
+            issued, returned, held = self.read_and_watch_onset()
+            self.assertIsNotNone(held, f"read {i + 1}: cpu {self.comp} not held after a read")
+            self.reader.read()
+            self.watch_release(returned)
+
+    def onsets_with_a_thread_stopped(self, d, tid, n):
+        """`n` onsets as onsets(), each read with latgovd's thread `tid`
+        stopped: the hold seen then was written by its other threads."""
+        for i in range(n):
+            for _ in range(20):
+                self.settle(0.0)
+                with StoppedThread(d.proc.pid, tid):
+                    if read_cpu(self.comp) != "0":
+                        continue  # held for background IO: settle again
+                    issued, returned = self.reader.read()
+                    held = self.watch_hold(returned + ONSET_SEEN_MAX_MS / 1000)
+                    self.assertIsNotNone(held, f"read {i + 1}: cpu {self.comp} not held within "
+                                               f"{ONSET_SEEN_MAX_MS} ms with thread {tid} stopped")
+                    self.reader.read()
+                    break
+            else:
+                self.fail(f"cpu {self.comp} held for background IO before every attempt to read")
+            self.watch_release(returned)
 
     def onset(self, d, min_count):
         st = self.wait_status(d, lambda s: s.get("onset_delay", {}).get("count", 0) >= min_count,
@@ -547,12 +640,7 @@ class OnsetTest(HostTestCase):
                          "a kick thread woke while nothing was constrained")
 
         onsets = 10
-        for _ in range(onsets):
-            self.settle(0.0)
-            issued, returned, held = self.read_and_watch_onset()
-            self.assertIsNotNone(held, f"cpu {self.comp} not held after a read")
-            self.reader.read()  # a second read while held: not a lonely onset
-            self.watch_release(returned)
+        self.onsets(onsets)
         after = kicker_threads(d.proc.pid)
         woke = after[self.comp][0] - idle[self.comp][0]
         log(f"  {onsets} onsets with latgovd on cpu {self.submit_cpu}: cpu {self.comp}'s "
@@ -571,26 +659,41 @@ class OnsetTest(HostTestCase):
     def test_08_onset_taken_on_the_issuing_cpu(self):
         """The first request after idle wakes the kick thread of the CPU
         that issued it, which takes the event and writes the hold there: no
-        wake-up of another, maybe idle, CPU comes first. latgovd's main
-        thread is kept on the completion CPU, away from the reader: each of
-        20 onsets is still handled on the reader's CPU."""
+        wake-up of another, maybe idle, CPU comes first. With latgovd's main
+        thread kept on the completion CPU and stopped during each read, the
+        hold is still written, by the reader's CPU's thread, and each onset
+        counts as handled on the issuing CPU."""
         d = self.start_daemon(ONSET_CONFIG)
         os.sched_setaffinity(d.proc.pid, {self.comp})  # the main thread only
-        onsets = 20
-        for i in range(onsets):
-            self.settle(0.0)
-            issued, returned, held = self.read_and_watch_onset()
-            self.assertIsNotNone(held, f"read {i + 1}: cpu {self.comp} not held after a read")
-            self.reader.read()  # a second read while held: not a lonely onset
-            self.watch_release(returned)
-        st, onset = self.onset(d, onsets)
-        log(f"  {onset['count']} onsets, reader on cpu {self.submit_cpu}, latgovd's main "
-            f"thread on cpu {self.comp}: {onset['on_issuing_cpu']} handled on the issuing CPU; "
-            f"onset p50 {onset['p50_us']:.0f} us, p99 {onset['p99_us']:.0f} us, latgovd's "
-            f"wake-up p50 {onset['wake_p50_us']:.0f} us, p99 {onset['wake_p99_us']:.0f} us")
-        # Background IO issued from another CPU at the same moment as a read
-        # may be taken by the first thread to wake: one onset of slack.
-        self.assertGreaterEqual(onset["on_issuing_cpu"], onset["count"] - 1, st)
+        self.settle(1.0)
+        before = read_status(d)["onset_delay"]
+        onsets = 5
+        self.onsets_with_a_thread_stopped(d, d.proc.pid, onsets)
+        st, onset = self.onset(d, before["count"] + onsets)
+        local = onset["on_issuing_cpu"] - before["on_issuing_cpu"]
+        log(f"  {onsets} reads with latgovd's main thread stopped: held each time; "
+            f"{local} of {onset['count'] - before['count']} onsets handled on the issuing CPU")
+        self.assertGreaterEqual(local, onsets, st)
+        self.assertEqual(d.stop(), 0)
+        self.assertEqual(read_all(), self.baseline)
+
+    def test_09_onset_taken_by_the_loop_when_the_cpus_thread_cannot_run(self):
+        """test_08 the other way round: the reader's CPU's kick thread stopped
+        (as one kept from running by a real-time task there), latgovd's main
+        thread, on the completion CPU, takes the event itself and holds
+        within the same bound; those onsets count as handled elsewhere."""
+        d = self.start_daemon(ONSET_CONFIG)
+        os.sched_setaffinity(d.proc.pid, {self.comp})  # the main thread only
+        self.settle(1.0)
+        before = read_status(d)["onset_delay"]
+        onsets = 5
+        self.onsets_with_a_thread_stopped(d, kick_thread(d.proc.pid, self.submit_cpu), onsets)
+        st, onset = self.onset(d, before["count"] + onsets)
+        elsewhere = (onset["count"] - before["count"]) - (
+            onset["on_issuing_cpu"] - before["on_issuing_cpu"])
+        log(f"  {onsets} reads with cpu {self.submit_cpu}'s kick thread stopped: held each "
+            f"time; {elsewhere} onsets handled on another CPU than the issuing one")
+        self.assertGreaterEqual(elsewhere, onsets, st)
         self.assertEqual(d.stop(), 0)
         self.assertEqual(read_all(), self.baseline)
 
