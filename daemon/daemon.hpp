@@ -1,11 +1,11 @@
-// latgovd's event loop: one epoll over signals, uevents and the IO issue
-// events, whose timeout is the next tick. Ticks sample IO, let the governor
-// decide and apply what it decides; SIGHUP reloads, SIGTERM/SIGINT release
-// and stop. Each CPU's IO issue events are also watched by its kick thread
-// (cpu_kick.hpp), which usually takes them first, on that CPU: the first
-// request after idle is held without waking another CPU first. The loop
-// and the kick threads share the state under one lock, which the loop
-// releases only while it waits.
+// latgovd's event loop: one epoll over signals and uevents, whose timeout is
+// the next tick. Ticks sample IO, let the governor decide and apply what it
+// decides; SIGHUP reloads, SIGTERM/SIGINT release and stop. Each CPU's IO
+// issue events are taken on that CPU by its kick thread (cpu_kick.hpp), so
+// the first request after idle is held without waking another CPU first
+// (the loop's epoll takes those of a CPU without one). The loop and the
+// kick threads share the state under one lock, which the loop releases only
+// while it waits.
 #pragma once
 
 #include "governed.hpp"
@@ -94,7 +94,8 @@ class Daemon {
     void on_cpu_io_ready();
     void wake_loop();
     void watch(int fd);
-    // Each IO event's fd to its CPU's kick thread and to the loop's epoll.
+    // Each IO event's fd to its CPU's kick thread, or to the loop's epoll
+    // where the CPU has none.
     void watch_events();
     // Feeds the requests the recorder saw to the governor.
     void take_recorded_requests();
