@@ -28,6 +28,7 @@ def columns(host: HostInfo) -> list[str]:
              "latgovd_sched_cpu_s", "latgovd_vol_ctxsw", "latgovd_nonvol_ctxsw",
              "latgovd_rc", "latgovd_idle_costs", "latgovd_limits_seen",
              "onset_count", "onset_p50_us", "onset_p99_us", "onset_max_us",
+             "onset_wake_p50_us", "onset_wake_p99_us", "onset_on_issuing_cpu",
              "prearm_hits", "prearm_misses"]
     cols += ["qos_samples", "global_held_frac", "global_min_us"]
     for cpu in host.cpus:

@@ -120,6 +120,9 @@ class StatusTally:
             "onset_p50_us": self.onset.get("p50_us", ""),
             "onset_p99_us": self.onset.get("p99_us", ""),
             "onset_max_us": self.onset.get("max_us", ""),
+            "onset_wake_p50_us": self.onset.get("wake_p50_us", ""),
+            "onset_wake_p99_us": self.onset.get("wake_p99_us", ""),
+            "onset_on_issuing_cpu": self.onset.get("on_issuing_cpu", ""),
             "prearm_hits": self.prearm.get("hits", ""),
             "prearm_misses": self.prearm.get("misses", ""),
         }

@@ -40,8 +40,11 @@ def test_status_gives_limits_and_the_last_onset_statistics():
            "onset_delay": {"count": 3, "p50_us": 80.0, "p99_us": 150.0, "max_us": 151.0}})
     s.add({"idle_costs": "declared", "global_limit_us": None,
            "cpus": [{"cpu": 0, "limit_us": None}, {"cpu": 1, "limit_us": None}],
-           "onset_delay": {"count": 4, "p50_us": 70.0, "p99_us": 140.0, "max_us": 151.0}})
+           "onset_delay": {"count": 4, "p50_us": 70.0, "p99_us": 140.0, "max_us": 151.0,
+                           "wake_p50_us": 40.0, "wake_p99_us": 90.0, "on_issuing_cpu": 3}})
     r = s.result()
     assert r["status_held_frac"] == 0.5
     assert r["latgovd_limits_seen"] == "cpu1=0"
     assert (r["onset_count"], r["onset_p99_us"]) == (4, 140.0)
+    assert (r["onset_wake_p50_us"], r["onset_wake_p99_us"]) == (40.0, 90.0)
+    assert r["onset_on_issuing_cpu"] == 3
