@@ -63,8 +63,8 @@ class CpuKicker {
     bool kick(int cpu);
     // Has the thread of `cpu` wait for `fd` to be readable too, and run the
     // handler then; false (nothing watched) when the CPU has no thread, the
-    // kicker no handler, or epoll refuses the fd. Closing the fd stops the watch. A thread stopped
-    // by update() forgets its fds.
+    // kicker no handler, or epoll refuses the fd. Closing the fd stops the
+    // watch. A thread stopped by update() forgets its fds.
     bool watch(int cpu, int fd);
     // The CPUs that have a thread, sorted.
     std::vector<int> cpus() const;
