@@ -58,13 +58,25 @@ std::uint64_t monotonic_ns() { // the clock the events are stamped with
            static_cast<std::uint64_t>(ts.tv_nsec);
 }
 
-} // namespace
-
-void block_daemon_signals() {
+// Taken by the loop's signalfd, blocked everywhere else.
+sigset_t daemon_signals() {
     sigset_t mask;
     sigemptyset(&mask);
     for (int sig : {SIGINT, SIGTERM, SIGHUP})
         sigaddset(&mask, sig);
+    return mask;
+}
+
+// Fails only when the counter would overflow: the loop reads it first.
+void wake_loop(const Fd& wake) {
+    const std::uint64_t one = 1;
+    (void)!::write(wake.get(), &one, sizeof one);
+}
+
+} // namespace
+
+void block_daemon_signals() {
+    const sigset_t mask = daemon_signals();
     sigprocmask(SIG_BLOCK, &mask, nullptr);
 }
 
@@ -147,9 +159,15 @@ void Daemon::start_kicker() {
     } else {
         // Entered from a kick thread whenever its CPU's IO events are ready.
         auto kicker = CpuKicker::start(cpus, [this, gate = gate_](int) {
-            std::lock_guard lock(gate->mutex);
-            if (gate->open)
-                on_cpu_io_ready();
+            bool wake = false;
+            {
+                std::lock_guard lock(gate->mutex);
+                wake = gate->open && on_cpu_io_ready();
+            }
+            // After the unlock, so that the loop does not wake into the
+            // lock; through the gate, which outlives the daemon.
+            if (wake)
+                wake_loop(gate->wake);
         });
         if (!kicker) {
             spdlog::warn("{}; a CPU constrained while idle keeps its idle state until its "
@@ -197,22 +215,18 @@ void Daemon::on_io_ready(TimePoint now) {
     arm_timer(now);
 }
 
-void Daemon::on_cpu_io_ready() {
+bool Daemon::on_cpu_io_ready() noexcept {
     try {
         if (state_ && state_->events)
             on_io_ready(std::chrono::steady_clock::now());
-    } catch (const std::exception&) {
-        // The loop rethrows it, and releases every constraint.
+        return wake_at_ < loop_waits_until_;
+    } catch (...) {
+        // Anything, or the thread ends the process with the limits held:
+        // the loop rethrows it, and releases every constraint.
         cpu_thread_failed_ = std::current_exception();
         gate_->open = false;
+        return true;
     }
-    wake_loop();
-}
-
-void Daemon::wake_loop() {
-    const std::uint64_t one = 1;
-    // Fails only when the counter would overflow: the loop reads it first.
-    (void)!::write(loop_wake_.get(), &one, sizeof one);
 }
 
 void Daemon::take_recorded_requests() {
@@ -724,19 +738,16 @@ int Daemon::run_loop(std::unique_lock<std::mutex>& lock) {
         uevents_ = std::move(*monitor);
         uevents_->drain();
     }
-    sigset_t mask; // blocked by block_daemon_signals()
-    sigemptyset(&mask);
-    for (int sig : {SIGINT, SIGTERM, SIGHUP})
-        sigaddset(&mask, sig);
+    const sigset_t mask = daemon_signals(); // blocked by block_daemon_signals()
     signals_ = Fd(::signalfd(-1, &mask, SFD_CLOEXEC | SFD_NONBLOCK));
     epoll_ = Fd(::epoll_create1(EPOLL_CLOEXEC));
-    loop_wake_ = Fd(::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));
-    if (!signals_ || !epoll_ || !loop_wake_) {
+    gate_->wake = Fd(::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));
+    if (!signals_ || !epoll_ || !gate_->wake) {
         spdlog::error("Failed to set up the event loop: {}", errno_message(errno));
         return 1;
     }
     watch(signals_.get());
-    watch(loop_wake_.get());
+    watch(gate_->wake.get());
     if (uevents_)
         watch(uevents_->fd());
 
@@ -769,7 +780,8 @@ int Daemon::run_loop(std::unique_lock<std::mutex>& lock) {
         const timespec timeout = wait_timeout(wake_at_, std::chrono::steady_clock::now());
         int n = -1;
         bool pwait2 = have_epoll_pwait2_; // the member is the lock's
-        lock.unlock();                    // the kick threads take IO events meanwhile
+        loop_waits_until_ = wake_at_;
+        lock.unlock(); // the kick threads take IO events meanwhile
         if (pwait2) {
             n = ::epoll_pwait2(epoll_.get(), events, 16, &timeout, nullptr);
             // Before Linux 5.11, or refused by a seccomp filter that does not
@@ -814,9 +826,9 @@ int Daemon::run_loop(std::unique_lock<std::mutex>& lock) {
             } else if (uevents_ && events[i].data.fd == uevents_->fd()) {
                 on_uevents(std::chrono::steady_clock::now());
                 arm_timer(std::chrono::steady_clock::now()); // wake when the burst is due
-            } else if (events[i].data.fd == loop_wake_.get()) {
+            } else if (events[i].data.fd == gate_->wake.get()) {
                 std::uint64_t value = 0;
-                (void)!::read(loop_wake_.get(), &value, sizeof value);
+                (void)!::read(gate_->wake.get(), &value, sizeof value);
             } else if (state_->events) {
                 on_io_ready(std::chrono::steady_clock::now());
             }

@@ -1,11 +1,11 @@
-// latgovd's event loop: one epoll over signals and uevents, whose timeout is
-// the next tick. Ticks sample IO, let the governor decide and apply what it
-// decides; SIGHUP reloads, SIGTERM/SIGINT release and stop. Each CPU's IO
-// issue events are taken on that CPU by its kick thread (cpu_kick.hpp), so
-// the first request after idle is held without waking another CPU first
-// (the loop's epoll takes those of a CPU without one). The loop and the
-// kick threads share the state under one lock, which the loop releases only
-// while it waits.
+// latgovd's event loop: one epoll over signals, uevents and the kick
+// threads' wake-ups, whose timeout is the next tick. Ticks sample IO, let
+// the governor decide and apply what it decides; SIGHUP reloads,
+// SIGTERM/SIGINT release and stop. Each CPU's IO issue events are taken on
+// that CPU by its kick thread (cpu_kick.hpp), so the first request after
+// idle is held without waking another CPU first (the loop's epoll takes
+// those of a CPU without one). The loop and the kick threads share the
+// state under one lock, which the loop releases only while it waits.
 #pragma once
 
 #include "governed.hpp"
@@ -55,7 +55,8 @@ class Daemon {
     ~Daemon();
     Daemon(const Daemon&) = delete;
     Daemon& operator=(const Daemon&) = delete;
-    // Until a signal stops it: 0 on SIGTERM/SIGINT, 1 when it cannot start.
+    // Until a signal stops it: 0 on SIGTERM/SIGINT, 1 when it cannot start
+    // or fails while running (every constraint released first).
     int run();
 
   private:
@@ -74,7 +75,8 @@ class Daemon {
     // unless `kick` is false, when the caller does it later.
     void apply(const Holds& holds, TimePoint now, bool kick = true);
     void kick_held_anew();
-    // Starts a thread per online CPU to wake it, when the set changed.
+    // A thread per online CPU to wake it: started, or brought up to date
+    // with the online CPUs.
     void start_kicker();
     StatusInput status_input(TimePoint now) const;
     // How an idle daemon wakes, for the status.
@@ -89,10 +91,9 @@ class Daemon {
     bool on_io_events(TimePoint now);
     // The IO events are ready: takes them and sets the next deadline.
     void on_io_ready(TimePoint now);
-    // The same on a CPU's kick thread, under the lock; then wakes the loop,
-    // whose deadline moved.
-    void on_cpu_io_ready();
-    void wake_loop();
+    // The same on a CPU's kick thread, under the lock; true when the loop
+    // must wake: its deadline moved earlier, or this failed.
+    bool on_cpu_io_ready() noexcept;
     void watch(int fd);
     // Each IO event's fd to its CPU's kick thread, or to the loop's epoll
     // where the CPU has none.
@@ -125,6 +126,7 @@ class Daemon {
     struct Gate {
         std::mutex mutex;
         bool open = true;
+        Fd wake; // eventfd in the loop's epoll: a kick thread moved its deadline
     };
     std::shared_ptr<Gate> gate_ = std::make_shared<Gate>();
     // Wakes the CPUs a per-CPU limit was just written for, and takes each
@@ -136,10 +138,10 @@ class Daemon {
     IoSample sample_;
     Holds holds_;
     Fd epoll_, signals_;
-    Fd loop_wake_; // eventfd: a kick thread moved the loop's deadline
     // What a kick thread threw while taking IO events: the loop rethrows it.
     std::exception_ptr cpu_thread_failed_;
     TimePoint wake_at_{};           // the next tick, epoll's timeout
+    TimePoint loop_waits_until_{};  // the wake_at_ of the loop's current wait
     bool have_epoll_pwait2_ = true; // else epoll_wait, in milliseconds
     TimePoint next_tick_{};
     TimePoint last_status_{};

@@ -44,7 +44,8 @@ class CpuKicker {
     // Runs on the thread of a CPU when a watched fd of that CPU is ready;
     // given the CPU. It is the caller's to consume what made the fd ready:
     // epoll is level-triggered, and an fd that polls readable again calls
-    // it again (a perf event polls readable once per wake-up).
+    // it again (a perf event polls readable once per wake-up). It must not
+    // throw: the thread would end the process (std::terminate).
     using ReadyHandler = std::function<void(int cpu)>;
 
     // One thread per CPU of `cpus`. A CPU that refuses a pinned thread (it
@@ -106,7 +107,7 @@ class CpuKicker {
     // Tells the threads to stop; joins each within stop_wait if `join`,
     // else (and past that) leaves it to end when it runs.
     static void stop_workers(const std::vector<std::shared_ptr<Worker>>& workers, bool join);
-    static void* run(void* worker);
+    static void* run(void* worker) noexcept;
     std::vector<std::shared_ptr<Worker>> workers_;
     std::shared_ptr<const ReadyHandler> on_ready_;
     std::vector<int> asked_;
