@@ -123,14 +123,14 @@ void CpuKicker::stop_workers(const std::vector<std::shared_ptr<Worker>>& workers
             ::pthread_detach(w->thread);
         return;
     }
-    // pthread_timedjoin_np takes a CLOCK_REALTIME deadline.
+    // Monotonic: a clock step does not stretch or cut the wait.
     timespec deadline{};
-    ::clock_gettime(CLOCK_REALTIME, &deadline);
+    ::clock_gettime(CLOCK_MONOTONIC, &deadline);
     const auto wait_ns = std::chrono::nanoseconds(stop_wait).count();
     deadline.tv_sec += static_cast<time_t>((deadline.tv_nsec + wait_ns) / 1'000'000'000);
     deadline.tv_nsec = static_cast<long>((deadline.tv_nsec + wait_ns) % 1'000'000'000);
     for (const auto& w : workers)
-        if (::pthread_timedjoin_np(w->thread, nullptr, &deadline) != 0)
+        if (::pthread_clockjoin_np(w->thread, nullptr, CLOCK_MONOTONIC, &deadline) != 0)
             ::pthread_detach(w->thread); // its CPU is kept busy: it ends when it runs
 }
 
