@@ -109,7 +109,7 @@ DROP_PERF_CAPS = ["setpriv", "--inh-caps=-perfmon,-sys_admin",
 
 def kicker_threads(pid):
     """{cpu: (voluntary context switches, CPU it last ran on)} of latgovd's
-    latgov-kick/N threads, the threads that wake a CPU it constrained."""
+    latgovd/N threads, the threads that wake a CPU it constrained."""
     threads = {}
     for tid in os.listdir(f"/proc/{pid}/task"):
         try:
@@ -121,7 +121,7 @@ def kicker_threads(pid):
                 stat = f.read()
         except FileNotFoundError:
             continue
-        m = re.fullmatch(r"latgov-kick/(\d+)", comm)
+        m = re.fullmatch(r"latgovd/(\d+)", comm)
         if not m:
             continue
         switches = int(re.search(r"^voluntary_ctxt_switches:\s*(\d+)", status, re.M).group(1))
@@ -132,15 +132,15 @@ def kicker_threads(pid):
 
 
 def kick_thread(pid, cpu):
-    """The thread id of latgovd's latgov-kick/<cpu>."""
+    """The thread id of latgovd's latgovd/<cpu>."""
     for tid in os.listdir(f"/proc/{pid}/task"):
         try:
             with open(f"/proc/{pid}/task/{tid}/comm") as f:
-                if f.read().strip() == f"latgov-kick/{cpu}":
+                if f.read().strip() == f"latgovd/{cpu}":
                     return int(tid)
         except FileNotFoundError:
             continue
-    raise AssertionError(f"latgovd (pid {pid}) has no thread latgov-kick/{cpu}")
+    raise AssertionError(f"latgovd (pid {pid}) has no thread latgovd/{cpu}")
 
 
 # The waits latgovd's threads sleep in (epoll_wait, epoll_pwait, epoll_pwait2),
@@ -605,7 +605,7 @@ class OnsetTest(HostTestCase):
         """A CPU reads its PM QoS limit when it enters idle, so one that
         sleeps while latgovd constrains it would pay its exit at the
         completion interrupt all the same. latgovd keeps a thread per online
-        CPU (latgov-kick/N) and wakes the thread of each CPU it has just
+        CPU (latgovd/N) and wakes the thread of each CPU it has just
         constrained, other than the one it runs on. The thread of the
         submitting CPU takes each onset's IO event there (test_08), so each
         onset constrains the idle completion CPU and wakes its thread; while
@@ -618,7 +618,7 @@ class OnsetTest(HostTestCase):
                 online.extend(range(int(first), int(last or first) + 1))
         threads = kicker_threads(d.proc.pid)
         self.assertEqual(sorted(threads), online,
-                         f"latgov-kick threads {sorted(threads)}, online CPUs {online}")
+                         f"latgovd/N threads {sorted(threads)}, online CPUs {online}")
         # The main thread only (its tid is the pid): the kick threads stay
         # put. (It inherits this test's affinity already; made sure here.)
         # It takes no IO events, so it stays off the completion CPU.

@@ -33,9 +33,9 @@ CpuKicker::Wakes wait_for(const CpuKicker& kicker, int cpu, std::uint64_t count)
     return wakes;
 }
 
-// The thread id of latgov-kick/<cpu> in this process, 0 if none.
+// The thread id of latgovd/<cpu> in this process, 0 if none.
 int kicker_thread_id(int cpu) {
-    const std::string name = "latgov-kick/" + std::to_string(cpu);
+    const std::string name = "latgovd/" + std::to_string(cpu);
     for (const auto& task : std::filesystem::directory_iterator("/proc/self/task")) {
         std::ifstream comm(task.path() / "comm");
         std::string line;

@@ -110,7 +110,7 @@ TEST_CASE("the wake-up filter names the governed disks and leaves out latgovd's 
     REQUIRE(::prctl(PR_GET_NAME, comm) == 0);
     const std::string self = std::string("comm != \"") + comm + "\"";
     const std::string kernel =
-        R"(!(comm ~ "latgov-kick/*") && !(comm ~ "kworker/*") && !(comm ~ "jbd2/*"))";
+        R"(!(comm ~ "latgovd/*") && !(comm ~ "kworker/*") && !(comm ~ "jbd2/*"))";
     const WatchedDevs two{{266338304, 8388608}, false, {}};
     CHECK(request_filter_terms(two) ==
           std::vector<std::string>{"dev == 8388608", "dev == 266338304"});

@@ -193,10 +193,10 @@ lg_check "calibrate_on_start wrote $calibration" test -s "$calibration"
 lg_check "idle costs in use: measured ($(grep -m1 -o 'idle-state costs: .*' <<< "$jt"))" grep -q "idle-state costs: measured" <<< "$jt"
 # The probe's reads ran pinned to one CPU: every thread of the daemon must
 # still be allowed on every CPU the service manager allows it (PID 1's),
-# but for the latgov-kick/N threads, each pinned to its CPU for good.
+# but for the latgovd/N threads, each pinned to its CPU for good.
 want_cpus=$(awk '/^Cpus_allowed_list:/ { print $2 }' /proc/1/status)
 got_cpus=$(for task in /proc/"$pid"/task/*; do
-               case $(cat "$task/comm") in latgov-kick/*) continue ;; esac
+               case $(cat "$task/comm") in latgovd/*) continue ;; esac
                awk '/^Cpus_allowed_list:/ { print $2 }' "$task/status"
            done | sort -u | tr '\n' ' ')
 lg_check "after calibrate_on_start latgovd may run on CPUs ${got_cpus% } (PID 1: $want_cpus)" test "${got_cpus% }" = "$want_cpus"

@@ -34,10 +34,10 @@
 
 namespace latgov {
 
-// The threads are named this and their CPU ("latgov-kick/3"): latgovd's
+// The threads are named this and their CPU ("latgovd/3"): latgovd's
 // IO filters leave out the requests they issue (journal writes on a
 // governed disk) as they leave out the main thread's.
-inline constexpr std::string_view kick_thread_prefix = "latgov-kick/";
+inline constexpr std::string_view kick_thread_prefix = "latgovd/";
 
 class CpuKicker {
   public:
