@@ -525,7 +525,10 @@ void Daemon::rescan_if_due(TimePoint now) {
     if (now >= next_periodic_check_) {
         next_periodic_check_ = now + periodic_check_interval;
         auto topology = discover_topology(root_);
-        if (!topology || topology_fingerprint(*topology) != fingerprint_) {
+        if (!topology) {
+            spdlog::warn("Failed to check the topology: {}; rescanning", topology.error().message);
+            rescan(now, RescanCause::periodic);
+        } else if (topology_fingerprint(*topology) != fingerprint_) {
             spdlog::warn("the topology changed without a uevent saying so, rescanning");
             rescan(now, RescanCause::periodic);
         }
