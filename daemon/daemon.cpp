@@ -608,10 +608,10 @@ void Daemon::arm_timer(TimePoint now) {
     // rounds its timeout up to whole milliseconds: a millisecond earlier
     // (open_window takes it as due).
     window_at_ = state_->recorder ? state_->governor.window_opens(now) : std::nullopt;
-    if (window_at_)
+    if (window_at_) {
         *window_at_ -= window_slack();
-    if (window_at_)
         wake_at_ = std::min(wake_at_, *window_at_);
+    }
     // A close already past waits for a tick that samples (one that could
     // not keeps the window open: the sampling period retries, no spin).
     if (auto closes = state_->governor.window_closes(); closes && *closes > now)

@@ -149,12 +149,6 @@ struct EvidenceBook {
     std::map<int, GapEvidence> gaps; // by gap class
 };
 
-// Stamps new verdicts with `now_s` and makes "no-hold" verdicts older than
-// `max_age` uncertain again: what holding buys depends on how idle the CPUs
-// are, and a verdict taken while other work kept them busy (measured here:
-// no gain at a load average of 7 on 2 CPUs, a third off the latency at 3)
-// must not keep a quiet machine unheld for good. "hold" verdicts stay:
-// holding costs poll time only while a CPU would idle. True when it changed.
 // The verdict at gap class `cls` of `book` from its own gains (judge) and,
 // where those stay uncertain after min_pairs, from the classes around it.
 // What a hold saves is a wake-up, and a wake-up does not get cheaper after a
@@ -169,6 +163,12 @@ struct EvidenceBook {
 GapEvidence judge_at(const EvidenceBook& book, int cls, const Gains& gains,
                      const EvidenceRules& rules);
 
+// Stamps new verdicts with `now_s` and makes "no-hold" verdicts older than
+// `max_age` uncertain again: what holding buys depends on how idle the CPUs
+// are, and a verdict taken while other work kept them busy (measured here:
+// no gain at a load average of 7 on 2 CPUs, a third off the latency at 3)
+// must not keep a quiet machine unheld for good. "hold" verdicts stay:
+// holding costs poll time only while a CPU would idle. True when it changed.
 bool refresh_verdicts(EvidenceBook& book, std::int64_t now_s, std::chrono::seconds max_age);
 
 std::string format_evidence(const EvidenceBook& book);

@@ -193,7 +193,7 @@ class Governor {
     bool prearms(const GovernedDevice& device) const;
     LatencyLimit limit_for(const GovernedDevice& device, int cpu) const;
     bool update_waiters(GovernedDevice& device, TimePoint now);
-    // Ends a pre-armed queue's window: `released` if the queue went idle.
+    // Ends a pre-armed queue's window, whether its request came or not.
     void close_prearm(GovernedQueue& queue);
     // A pre-armed window closed without its request (a miss), or its
     // request came alone and completed while requests are isolated: the

@@ -1,5 +1,5 @@
 // When latgovd wakes next. Pure: the loop passes what it knows and the time,
-// and arms its timer at the answer.
+// and waits until the answer (its epoll's timeout).
 #pragma once
 
 #include "latgov/config.hpp"

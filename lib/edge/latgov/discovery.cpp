@@ -102,11 +102,6 @@ Cpu read_cpu(const SysRoot& root, int id, std::vector<std::string>& warnings) {
     return cpu;
 }
 
-struct IrqInfo {
-    int number = 0;
-    std::string name;
-};
-
 // IRQ action names -> numbers, from /sys/kernel/irq/<n>/actions. One IRQ may
 // carry several actions ("a,b").
 IrqNames read_irq_names(const SysRoot& root, std::vector<std::string>& warnings) {
