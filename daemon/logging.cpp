@@ -131,10 +131,4 @@ void log_warning(const std::string& line) {
     spdlog::warn("{}", line);
 }
 
-std::string describe_limit(LatencyLimit limit) {
-    if (!limit)
-        return "none";
-    return *limit == 0 ? "0 us (poll only)" : std::to_string(*limit) + " us";
-}
-
 } // namespace latgov

@@ -17,7 +17,5 @@ struct LogCounts {
 LogCounts logged_counts();
 // For the edge's warning callbacks (PM QoS holders, journal restore).
 void log_warning(const std::string& line);
-// A limit as a log line shows it: "none", "0 us (poll only)", "20 us".
-std::string describe_limit(LatencyLimit limit);
 
 } // namespace latgov

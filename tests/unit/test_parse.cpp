@@ -40,6 +40,12 @@ TEST_CASE("pm_qos_resume_latency_us: 0 is no limit, n/a is 0 us") {
     CHECK(format_resume_latency(LatencyLimit{20}) == "20");
 }
 
+TEST_CASE("a limit in words: the file's 0 and n/a are not what a reader sees") {
+    CHECK(describe_limit(LatencyLimit{}) == "no limit");
+    CHECK(describe_limit(LatencyLimit{0}) == "0 us (poll only)");
+    CHECK(describe_limit(LatencyLimit{20}) == "20 us");
+}
+
 TEST_CASE("cpu_dma_latency reads back a 4-byte s32") {
     auto bytes = [](std::int32_t v) {
         std::string s(4, '\0');

@@ -7,16 +7,6 @@
 
 namespace latgov {
 
-namespace {
-
-std::string describe(LatencyLimit limit) {
-    if (!limit)
-        return "no limit";
-    return *limit == 0 ? "0 us (poll only)" : fmt::format("{} us", *limit);
-}
-
-} // namespace
-
 std::string mount_fstype(std::string_view mounts, std::string_view path) {
     std::string best_point, best_type;
     std::istringstream in{std::string(mounts)};
@@ -57,11 +47,12 @@ std::vector<Finding> diagnose(const HostFacts& f) {
         out.push_back({L::note, "/dev/cpu_dma_latency", "not readable",
                        "Run as root to see whether another process holds a global limit."});
     else if (f.cpu_dma_latency && f.cpu_dma_latency != f.latgov_global_limit)
-        out.push_back({L::attention, "/dev/cpu_dma_latency",
-                       fmt::format("held at {} by another process", describe(f.cpu_dma_latency)),
-                       "A global limit (tuned's force_latency, a database, an admin) applies to "
-                       "every CPU at all times and makes per-queue limits moot. Find the holder "
-                       "with `fuser -v /dev/cpu_dma_latency`."});
+        out.push_back(
+            {L::attention, "/dev/cpu_dma_latency",
+             fmt::format("held at {} by another process", describe_limit(f.cpu_dma_latency)),
+             "A global limit (tuned's force_latency, a database, an admin) applies to "
+             "every CPU at all times and makes per-queue limits moot. Find the holder "
+             "with `fuser -v /dev/cpu_dma_latency`."});
     else
         out.push_back({L::ok, "/dev/cpu_dma_latency",
                        f.cpu_dma_latency ? "held by latgov only" : "no holder", ""});

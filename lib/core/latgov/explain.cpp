@@ -24,11 +24,10 @@ const nlohmann::json* find_named(const nlohmann::json& list, std::string_view na
     return nullptr;
 }
 
+// status.json's limit_us: a number, or null for no limit.
 std::string limit_words(const nlohmann::json& limit) {
-    if (!limit.is_number())
-        return "no limit";
-    auto us = limit.get<std::uint32_t>();
-    return us == 0 ? "0 us (poll only: no idle state at all)" : fmt::format("{} us", us);
+    return describe_limit(limit.is_number() ? LatencyLimit(limit.get<std::uint32_t>())
+                                            : std::nullopt);
 }
 
 } // namespace
@@ -67,8 +66,7 @@ Result<std::string> explain_device(const ExplainInput& in, std::string_view name
                            : nullptr;
     if (p.mode == Mode::fixed) {
         out += fmt::format("Mode fixed: while a queue is active its completion CPUs hold {}.\n",
-                           p.limit_us == 0 ? std::string("0 us (poll only)")
-                                           : fmt::format("{} us", p.limit_us));
+                           describe_limit(p.limit_us));
     } else if (p.mode == Mode::automatic) {
         out += fmt::format("Mode auto: the wake-up cost allowed is latency_fraction {} of the "
                            "observed mean request latency",

@@ -112,6 +112,12 @@ Result<LatencyLimit> parse_resume_latency(std::string_view text) {
     return LatencyLimit{us};
 }
 
+std::string describe_limit(LatencyLimit limit) {
+    if (!limit)
+        return "no limit";
+    return *limit == 0 ? "0 us (poll only)" : std::to_string(*limit) + " us";
+}
+
 std::string format_resume_latency(LatencyLimit limit) {
     if (!limit)
         return "0";

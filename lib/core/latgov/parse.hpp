@@ -18,6 +18,9 @@ using CpuSet = std::vector<int>;
 
 // A CPU wake-up latency limit in microseconds; nullopt means "no limit".
 using LatencyLimit = std::optional<std::uint32_t>;
+// In words, as logs and reports show it: "no limit", "0 us (poll only)",
+// "20 us".
+std::string describe_limit(LatencyLimit limit);
 
 std::string_view trim(std::string_view text);
 // The pieces between separators, empty ones included ("a,,b" -> a, "", b).
