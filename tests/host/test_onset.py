@@ -131,16 +131,23 @@ def kicker_threads(pid):
     return threads
 
 
-def kick_thread(pid, cpu):
-    """The thread id of latgovd's latgovd/<cpu>."""
-    for tid in os.listdir(f"/proc/{pid}/task"):
+def epoll_watches(pid):
+    """{epoll fd: the fds it watches} of process `pid`, and which of its
+    fds are perf events and which the signalfd (the main loop's epoll
+    watches that one), from /proc/<pid>/fd and fdinfo."""
+    watches, kinds = {}, {}
+    for fd in os.listdir(f"/proc/{pid}/fd"):
         try:
-            with open(f"/proc/{pid}/task/{tid}/comm") as f:
-                if f.read().strip() == f"latgovd/{cpu}":
-                    return int(tid)
+            kinds[int(fd)] = os.readlink(f"/proc/{pid}/fd/{fd}")
         except FileNotFoundError:
             continue
-    raise AssertionError(f"latgovd (pid {pid}) has no thread latgovd/{cpu}")
+    for fd, kind in kinds.items():
+        if kind == "anon_inode:[eventpoll]":
+            with open(f"/proc/{pid}/fdinfo/{fd}") as f:
+                watches[fd] = {int(t) for t in re.findall(r"^tfd:\s*(\d+)", f.read(), re.M)}
+    perf = {fd for fd, kind in kinds.items() if kind == "anon_inode:[perf_event]"}
+    signalfd = {fd for fd, kind in kinds.items() if kind == "anon_inode:[signalfd]"}
+    return watches, perf, signalfd
 
 
 # The waits latgovd's threads sleep in (epoll_wait, epoll_pwait, epoll_pwait2),
@@ -619,6 +626,21 @@ class OnsetTest(HostTestCase):
         threads = kicker_threads(d.proc.pid)
         self.assertEqual(sorted(threads), online,
                          f"latgovd/N threads {sorted(threads)}, online CPUs {online}")
+        # Each CPU's IO events are watched by its thread's epoll alone: a
+        # perf event polls readable once per wake-up, so a second watcher
+        # (the loop) would take some onsets, late.
+        watches, perf, signalfd = epoll_watches(d.proc.pid)
+        loop = [fd for fd, watched in watches.items() if watched & signalfd]
+        self.assertEqual(len(loop), 1, f"no single epoll watches the signalfd: {watches}")
+        self.assertEqual(watches[loop[0]] & perf, set(),
+                         f"the loop's epoll watches perf events: {watches}, perf {perf}")
+        threads_epolls = [watched for fd, watched in watches.items() if fd != loop[0]]
+        self.assertEqual(len(threads_epolls), len(online), watches)
+        for watched in threads_epolls:
+            self.assertTrue(watched & perf, f"a thread's epoll watches no IO event: {watches}")
+        for fd in perf:
+            self.assertLessEqual(sum(fd in watched for watched in watches.values()), 1,
+                                 f"perf fd {fd} watched twice: {watches}")
         # The main thread only (its tid is the pid): the kick threads stay
         # put. (It inherits this test's affinity already; made sure here.)
         # It takes no IO events, so it stays off the completion CPU.
