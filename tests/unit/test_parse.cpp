@@ -40,6 +40,25 @@ TEST_CASE("pm_qos_resume_latency_us: 0 is no limit, n/a is 0 us") {
     CHECK(format_resume_latency(LatencyLimit{20}) == "20");
 }
 
+TEST_CASE("parse_whole takes the whole field as a number, or nothing") {
+    std::uint64_t u = 0;
+    CHECK((parse_whole("42", u) && u == 42));
+    CHECK_FALSE(parse_whole("", u));
+    CHECK_FALSE(parse_whole(" 42", u));
+    CHECK_FALSE(parse_whole("42 ", u));
+    CHECK_FALSE(parse_whole("+42", u));
+    CHECK_FALSE(parse_whole("-1", u));
+    CHECK_FALSE(parse_whole("18446744073709551616", u)); // 2^64
+    int i = 0;
+    CHECK((parse_whole("-7", i) && i == -7));
+    double d = 0;
+    CHECK((parse_whole("1e-05", d) && d == 1e-05));
+    CHECK((parse_whole("0.25", d) && d == 0.25));
+    CHECK_FALSE(parse_whole("inf", d));
+    CHECK_FALSE(parse_whole("nan", d));
+    CHECK_FALSE(parse_whole("1.5x", d));
+}
+
 TEST_CASE("a limit in words: the file's 0 and n/a are not what a reader sees") {
     CHECK(describe_limit(LatencyLimit{}) == "no limit");
     CHECK(describe_limit(LatencyLimit{0}) == "0 us (poll only)");

@@ -1,7 +1,8 @@
 #include "latgov/cost_model.hpp"
 
+#include "latgov/parse.hpp"
+
 #include <algorithm>
-#include <charconv>
 #include <cmath>
 #include <fmt/format.h>
 #include <limits>
@@ -276,23 +277,6 @@ std::string escape(std::string_view text) {
     return out;
 }
 
-template <typename T>
-bool parse_number(std::string_view text, T& out) {
-    if constexpr (std::is_floating_point_v<T>) {
-        try {
-            size_t used = 0;
-            out = static_cast<T>(std::stod(std::string(text), &used));
-            return used == text.size() && std::isfinite(static_cast<double>(out));
-        } catch (const std::exception&) {
-            return false;
-        }
-    } else {
-        const char* end = text.data() + text.size();
-        auto [ptr, ec] = std::from_chars(text.data(), end, out);
-        return ec == std::errc{} && ptr == end && !text.empty();
-    }
-}
-
 } // namespace
 
 std::string format_evidence(const EvidenceBook& book) {
@@ -368,14 +352,14 @@ Result<EvidenceBook> parse_evidence(std::string_view text, const std::string& so
                 auto v = field(key);
                 if (!v)
                     return v.error();
-                if (!parse_number(*v, *target) || *target < 0)
+                if (!parse_whole(*v, *target) || *target < 0)
                     return make_error(where() + ": bad " + std::string(key) + " \"" + *v + "\"");
             }
             for (const auto& [key, target] : doubles) {
                 auto v = field(key);
                 if (!v)
                     return v.error();
-                if (!parse_number(*v, *target))
+                if (!parse_whole(*v, *target))
                     return make_error(where() + ": bad " + std::string(key) + " \"" + *v + "\"");
             }
             if (cls >= gap_classes)
@@ -396,11 +380,11 @@ Result<EvidenceBook> parse_evidence(std::string_view text, const std::string& so
             auto device = field("device");
             e.device = device && *device != "-" ? *device : std::string{};
             if (auto at = fields.find("learnt_at");
-                at != fields.end() && (!parse_number(at->second, e.learnt_at) || e.learnt_at < 0))
+                at != fields.end() && (!parse_whole(at->second, e.learnt_at) || e.learnt_at < 0))
                 return make_error(where() + ": bad learnt_at \"" + at->second + "\"");
             if (auto from = fields.find("from"); from != fields.end()) {
                 int c = -1;
-                if (!parse_number(from->second, c) || c < 0 || c >= gap_classes || c == cls)
+                if (!parse_whole(from->second, c) || c < 0 || c >= gap_classes || c == cls)
                     return make_error(where() + ": bad from \"" + from->second +
                                       "\" (another gap class, 0.." +
                                       std::to_string(gap_classes - 1) + ")");

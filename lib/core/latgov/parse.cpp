@@ -30,18 +30,6 @@ std::vector<std::string_view> split(std::string_view text, char separator) {
     }
 }
 
-namespace {
-
-template <typename T>
-bool parse_whole(std::string_view text, T& out) {
-    if (text.empty())
-        return false;
-    auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), out);
-    return ec == std::errc{} && end == text.data() + text.size();
-}
-
-} // namespace
-
 std::string in_quotes(std::string_view text) {
     constexpr size_t max = 40;
     std::string s(text.substr(0, max));

@@ -5,10 +5,13 @@
 
 #include "latgov/result.hpp"
 
+#include <charconv>
+#include <cmath>
 #include <cstdint>
 #include <optional>
 #include <string>
 #include <string_view>
+#include <type_traits>
 #include <vector>
 
 namespace latgov {
@@ -30,6 +33,20 @@ std::vector<std::string_view> split(std::string_view text, char separator);
 // empty set.
 Result<CpuSet> parse_cpu_list(std::string_view text);
 std::string format_cpu_list(const CpuSet& cpus); // "0-3,8"
+
+// The whole of `text` as a number: no space, no '+', nothing after it, a
+// finite value for a floating-point T. False if not (`out` then unspecified).
+template <typename T>
+bool parse_whole(std::string_view text, T& out) {
+    if (text.empty())
+        return false;
+    auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), out);
+    if (ec != std::errc{} || end != text.data() + text.size())
+        return false;
+    if constexpr (std::is_floating_point_v<T>)
+        return std::isfinite(out);
+    return true;
+}
 
 Result<std::uint64_t> parse_u64(std::string_view text);
 

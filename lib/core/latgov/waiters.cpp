@@ -1,23 +1,8 @@
 #include "latgov/waiters.hpp"
 
 #include <algorithm>
-#include <charconv>
 
 namespace latgov {
-
-namespace {
-
-bool whole_number(std::string_view text, std::uint64_t& out) {
-    const char* end = text.data() + text.size();
-    auto [ptr, ec] = std::from_chars(text.data(), end, out);
-    return ec == std::errc{} && ptr == end && !text.empty();
-}
-
-std::string quoted(std::string_view text) {
-    return "\"" + std::string(text.substr(0, 40)) + "\"";
-}
-
-} // namespace
 
 Result<void> parse_stat_cpu_iowait(std::string_view proc_stat, std::vector<std::uint64_t>& iowait) {
     std::fill(iowait.begin(), iowait.end(), 0);
@@ -47,10 +32,10 @@ Result<void> parse_stat_cpu_iowait(std::string_view proc_stat, std::vector<std::
         }
         std::uint64_t cpu = 0;
         std::uint64_t value = 0;
-        if (n < 6 || !whole_number(fields[0].substr(3), cpu) || cpu > 65535)
-            return make_error("bad cpu line " + quoted(line));
-        if (!whole_number(fields[5], value))
-            return make_error("bad iowait " + quoted(fields[5]) + " in line " + quoted(line));
+        if (n < 6 || !parse_whole(fields[0].substr(3), cpu) || cpu > 65535)
+            return make_error("bad cpu line " + in_quotes(line));
+        if (!parse_whole(fields[5], value))
+            return make_error("bad iowait " + in_quotes(fields[5]) + " in line " + in_quotes(line));
         if (iowait.size() <= cpu)
             iowait.resize(cpu + 1, 0);
         iowait[cpu] = value;

@@ -1,9 +1,9 @@
 #include "latgov/discovery.hpp"
 
 #include "latgov/irq_match.hpp"
+#include "latgov/parse.hpp"
 
 #include <algorithm>
-#include <charconv>
 #include <map>
 
 namespace latgov {
@@ -39,10 +39,7 @@ std::string read_optional(const SysRoot& root, const std::string& path) {
 
 std::optional<int> to_int(std::string_view text) {
     int value = 0;
-    auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
-    if (ec != std::errc{} || end != text.data() + text.size())
-        return std::nullopt;
-    return value;
+    return parse_whole(text, value) ? std::optional<int>(value) : std::nullopt;
 }
 
 // Names like "state3", "cpu12", "hctx0": the number after `prefix`.
