@@ -706,13 +706,9 @@ int Daemon::run_loop(std::unique_lock<std::mutex>& lock) {
         spdlog::info("dry run: no restore, no calibration, nothing written to {}",
                      config_.daemon.runtime_dir.string());
     } else {
-        auto dir = RuntimeDir::open(config_.daemon.runtime_dir, true);
+        auto dir = RuntimeDir::open_locked(config_.daemon.runtime_dir, true);
         if (!dir) {
             spdlog::error("{}", dir.error().message);
-            return 1;
-        }
-        if (auto locked = dir->lock(); !locked) {
-            spdlog::error("{}", locked.error().message);
             return 1;
         }
         runtime_ = std::move(*dir);

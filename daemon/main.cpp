@@ -106,15 +106,11 @@ int main(int argc, char** argv) {
         std::error_code ec;
         if (!std::filesystem::exists(runtime, ec) && !ec)
             return 0;
-        auto dir = RuntimeDir::open(runtime, false);
-        if (!dir) {
-            spdlog::error("{}", dir.error().message);
-            return 1;
-        }
         // A running latgovd holds the lock: restoring under it would undo
         // its limits and delete its journal.
-        if (auto locked = dir->lock(); !locked) {
-            spdlog::error("{}", locked.error().message);
+        auto dir = RuntimeDir::open_locked(runtime, false); // held until the end
+        if (!dir) {
+            spdlog::error("{}", dir.error().message);
             return 1;
         }
         if (auto restored = restore_journal(root, runtime / "journal", log_warning); !restored) {

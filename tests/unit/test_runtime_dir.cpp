@@ -81,6 +81,20 @@ TEST_CASE("only one process-wide owner holds the runtime directory's lock") {
     CHECK(second->lock());
 }
 
+TEST_CASE("open_locked opens and locks, and says which of the two failed") {
+    test::TempDir tmp("latgov-rundir");
+    auto owner = RuntimeDir::open_locked(tmp.path() / "run", true);
+    REQUIRE(owner);
+    auto other = RuntimeDir::open_locked(tmp.path() / "run", false);
+    REQUIRE_FALSE(other);
+    CHECK(other.error().message.find("another latgovd") != std::string::npos);
+    auto missing = RuntimeDir::open_locked(tmp.path() / "none", false);
+    REQUIRE_FALSE(missing);
+    CHECK(missing.error().message.find("none") != std::string::npos);
+    { auto gone = std::move(*owner); }
+    CHECK(RuntimeDir::open_locked(tmp.path() / "run", false));
+}
+
 TEST_CASE("an atomic write replaces a planted symlink instead of writing through it") {
     test::TempDir tmp("latgov-rundir");
     auto dir = RuntimeDir::open(tmp.path() / "run", true);

@@ -181,6 +181,15 @@ Result<void> RuntimeDir::lock() {
     return make_error("Failed to lock " + path_.string() + ": " + errno_message(errno));
 }
 
+Result<RuntimeDir> RuntimeDir::open_locked(const std::filesystem::path& path, bool create) {
+    auto dir = open(path, create);
+    if (!dir)
+        return dir;
+    if (auto locked = dir->lock(); !locked)
+        return locked.error();
+    return dir;
+}
+
 Result<std::optional<std::string>> RuntimeDir::read(std::string_view name, size_t max_bytes) const {
     return read_file_at(fd_.get(), path_.string(), name, max_bytes);
 }

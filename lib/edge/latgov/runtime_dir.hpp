@@ -31,6 +31,8 @@ class RuntimeDir {
     // QoS at a time (latgovd, `latgovd --restore`, `latgov calibrate`). The
     // kernel drops it when the process dies, so a crash leaves no stale lock.
     Result<void> lock();
+    // open(), then lock(), for callers that say nothing more of either.
+    static Result<RuntimeDir> open_locked(const std::filesystem::path& path, bool create);
 
     const std::filesystem::path& path() const { return path_; }
     int fd() const { return fd_.get(); }
