@@ -35,7 +35,7 @@ int explain(const Args& args) {
         return fail(config.error().message);
     // The costs latgovd uses; why a calibration does not apply is in the source.
     const auto costs = load_idle_costs(root, config->daemon, *topology, [](const std::string&) {});
-    const auto status = read_status(runtime_dir / "status.json");
+    const auto status = read_status(runtime_dir);
     auto text = explain_device({*topology, *config, costs.per_cpu, costs.source, status}, device);
     if (!text)
         return fail(text.error().message);

@@ -70,7 +70,7 @@ Wake wait_until(std::chrono::steady_clock::time_point deadline, const sigset_t& 
 // Shows the status every `interval` until SIGINT (Ctrl-C), SIGTERM or
 // SIGHUP, then exits 0. On a terminal the frame is redrawn in place with the
 // cursor hidden, shown again on the way out, and a resize redraws at once.
-int watch_status(const SysRoot& root, const std::filesystem::path& status_file,
+int watch_status(const SysRoot& root, const std::filesystem::path& runtime_dir,
                  std::chrono::milliseconds interval) {
     const bool terminal = isatty(STDOUT_FILENO) == 1;
     sigset_t signals;
@@ -86,15 +86,16 @@ int watch_status(const SysRoot& root, const std::filesystem::path& status_file,
         return fail(fmt::format("Failed to write to standard output: {}", std::strerror(errno)));
     auto next = std::chrono::steady_clock::now();
     for (;;) {
-        const auto status = read_status(status_file);
+        const auto status = load_status(runtime_dir);
         std::string body;
-        if (!status.is_object()) {
-            body = "no status at " + status_file.string() + ": is latgovd running?\n";
+        if (!status) {
+            body = status.error().message + "\n";
         } else {
             try {
-                body = format_status(status) + format_other_holders(root, status);
+                body = format_status(*status) + format_other_holders(root, *status);
             } catch (const std::exception& e) {
-                body = "Failed to read " + status_file.string() + ": " + e.what() + "\n";
+                body = fmt::format("Failed to read {}: {}\n",
+                                   (runtime_dir / status_file_name).string(), e.what());
             }
         }
         const std::time_t now = std::time(nullptr);
@@ -121,12 +122,20 @@ int watch_status(const SysRoot& root, const std::filesystem::path& status_file,
 
 } // namespace
 
-nlohmann::json read_status(const std::filesystem::path& path) {
+Result<nlohmann::json> load_status(const std::filesystem::path& runtime_dir) {
+    const auto path = (runtime_dir / status_file_name).string();
     auto text = read_text_file(path);
     if (!text)
-        return nullptr;
+        return make_error("no status at " + path + ": is latgovd running?");
     auto status = nlohmann::json::parse(*text, nullptr, false);
-    return status.is_discarded() ? nlohmann::json(nullptr) : status;
+    if (status.is_discarded())
+        return make_error("Failed to parse " + path);
+    return status;
+}
+
+nlohmann::json read_status(const std::filesystem::path& runtime_dir) {
+    auto status = load_status(runtime_dir);
+    return status ? *status : nlohmann::json(nullptr);
 }
 
 int status(const Args& args) {
@@ -151,25 +160,23 @@ int status(const Args& args) {
         }
     }
     const SysRoot root(args.sysroot);
-    const std::string path = runtime_dir + "/status.json";
     if (watch && as_json)
         return usage_error("status: --watch redraws the text; --json prints once");
     if (watch)
-        return watch_status(root, path, interval);
-    auto text = read_text_file(path);
-    if (!text)
-        return fail("no status at " + path + ": is latgovd running?");
-    auto status = nlohmann::json::parse(*text, nullptr, false);
-    if (status.is_discarded())
-        return fail("Failed to parse " + path);
+        return watch_status(root, runtime_dir, interval);
+    auto status = load_status(runtime_dir);
+    if (!status)
+        return fail(status.error().message);
     if (as_json) {
-        fmt::print("{}\n", status.dump(2, ' ', false, nlohmann::json::error_handler_t::replace));
+        fmt::print("{}\n", status->dump(2, ' ', false, nlohmann::json::error_handler_t::replace));
         return 0;
     }
     try {
-        fmt::print("{}{}", format_status(status), format_other_holders(root, status));
+        fmt::print("{}{}", format_status(*status), format_other_holders(root, *status));
     } catch (const std::exception& e) {
-        return fail("Failed to read " + path + ": " + e.what());
+        return fail(fmt::format("Failed to read {}: {}",
+                                (std::filesystem::path(runtime_dir) / status_file_name).string(),
+                                e.what()));
     }
     return 0;
 }

@@ -2,6 +2,8 @@
 // options and dispatches.
 #pragma once
 
+#include "latgov/result.hpp"
+
 #include <filesystem>
 #include <nlohmann/json.hpp>
 #include <string>
@@ -19,8 +21,11 @@ struct Args {
 int fail(const std::string& message);
 // Prints the message and the usage text, returns the exit status of a usage error (2).
 int usage_error(const std::string& message);
-// latgovd's status file, or null when it is missing or unreadable (not running).
-nlohmann::json read_status(const std::filesystem::path& path);
+// latgovd's status file in `runtime_dir`; the error says why not (missing:
+// latgovd is not running; or not JSON).
+Result<nlohmann::json> load_status(const std::filesystem::path& runtime_dir);
+// The same, null for either error (a report that goes on without it).
+nlohmann::json read_status(const std::filesystem::path& runtime_dir);
 
 int topology(const Args& args);
 int snapshot(const Args& args);

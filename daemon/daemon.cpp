@@ -647,7 +647,7 @@ void Daemon::shutdown() {
     percpu_.release_all();
     global_.apply(std::nullopt, std::chrono::steady_clock::now());
     if (runtime_)
-        if (auto removed = runtime_->remove("status.json"); !removed)
+        if (auto removed = runtime_->remove(status_file_name); !removed)
             spdlog::warn("{}", removed.error().message);
     // node_exporter would go on serving a stopped daemon's last values
     // (--dry-run wrote none, and leaves a running daemon's file alone).

@@ -35,7 +35,9 @@ struct StatusInput {
 // CPU, one per governed device, the global hold, the IO event state and the
 // onset delays.
 nlohmann::ordered_json build_status(const StatusInput& input);
-// Atomically, as "status.json" in the runtime directory (readable by all).
+// The status file's name in the runtime directory.
+inline constexpr std::string_view status_file_name = "status.json";
+// Atomically, as status_file_name in the runtime directory (readable by all).
 Result<void> write_status(const RuntimeDir& dir, const nlohmann::ordered_json& status);
 
 } // namespace latgov
