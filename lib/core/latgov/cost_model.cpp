@@ -43,9 +43,8 @@ std::string gap_class_label(int cls) {
 
 int GapClassTracker::update(double gap_us) {
     const int cls = gap_class(gap_us);
-    constexpr double slack = 1.25;
-    const bool far_below = current_ && gap_us * slack < gap_class_low_us(*current_);
-    const bool far_above = current_ && gap_us > gap_class_high_us(*current_) * slack;
+    const bool far_below = current_ && gap_us * gap_class_slack < gap_class_low_us(*current_);
+    const bool far_above = current_ && gap_us > gap_class_high_us(*current_) * gap_class_slack;
     if (!current_ || (!far_below && !far_above)) {
         pending_.reset();
         current_ = current_.value_or(cls);
@@ -522,12 +521,10 @@ HoldDecision HoldEvidence::decide(const EvidenceBook& book) const {
                                                                                      : nullptr;
         };
         const GapEvidence* e = known(*d.gap_class);
-        // A gap within 25% of a class boundary (1 ms of think time lands
-        // there) also takes the verdict of the class across it.
-        constexpr double slack = 1.25;
-        if (!e && gap_us_ && *gap_us_ < gap_class_low_us(*d.gap_class) * slack)
+        // A gap near a class boundary also takes the verdict across it.
+        if (!e && gap_us_ && *gap_us_ < gap_class_low_us(*d.gap_class) * gap_class_slack)
             e = known(*d.gap_class - 1);
-        if (!e && gap_us_ && *gap_us_ * slack > gap_class_high_us(*d.gap_class))
+        if (!e && gap_us_ && *gap_us_ * gap_class_slack > gap_class_high_us(*d.gap_class))
             e = known(*d.gap_class + 1);
         if (e) {
             d.hold = e->verdict == Verdict::hold;

@@ -49,6 +49,10 @@ int gap_class(double gap_us);
 double gap_class_low_us(int cls);
 double gap_class_high_us(int cls);    // infinity for the last class
 std::string gap_class_label(int cls); // "128-256 us", "< 128 us", ">= 16384 us"
+// A gap within this factor of a class's bounds is near the class: it does
+// not move GapClassTracker out of it, and it takes the verdict of the class
+// across the bound where its own has none (1 ms of think time lands there).
+constexpr double gap_class_slack = 1.25;
 
 // The current class of a drifting gap estimate, with hysteresis: it moves
 // only when the gap leaves the class's bounds by more than 25%, so windows
