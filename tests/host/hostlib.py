@@ -27,6 +27,11 @@ import tempfile
 import time
 import unittest
 
+# The bench's own readers of the same files: one parser of each.
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "bench"))
+from latgov_bench.runner import unit_nice  # noqa: E402  (the Nice= latgov.service sets)
+from latgov_bench.sysstate import parse_cpu_list as cpu_list  # noqa: E402
+
 
 DISK = "vda"
 FIO_FILE = "/var/tmp/latgov-host-test-fio.dat"
@@ -106,19 +111,6 @@ def read_global():
         return struct.unpack("=i", f.read(4))[0]
 
 
-def parse_cpu_list(text):
-    cpus = set()
-    for part in text.strip().split(","):
-        if not part:
-            continue
-        if "-" in part:
-            lo, hi = part.split("-")
-            cpus.update(range(int(lo), int(hi) + 1))
-        else:
-            cpus.add(int(part))
-    return cpus
-
-
 def disk_irq():
     """(irq number, irq name) of the disk's single request queue, from
     /sys/block/<disk>/device -> virtioN and /proc/interrupts."""
@@ -149,7 +141,7 @@ def irq_count(irq):
 
 def completion_cpus(irq):
     with open(f"/proc/irq/{irq}/effective_affinity_list") as f:
-        return parse_cpu_list(f.read())
+        return set(cpu_list(f.read()))
 
 
 def disk_devno():
@@ -423,19 +415,6 @@ class Watched:
             if v == held and hi > lo:
                 on += hi - lo
         return on / total
-
-
-UNIT_FILE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "systemd",
-                         "latgov.service")
-
-
-def unit_nice():
-    """The Nice= that latgov.service runs latgovd at."""
-    with open(UNIT_FILE) as f:
-        for line in f:
-            if line.startswith("Nice="):
-                return int(line.split("=", 1)[1])
-    raise AssertionError(f"{UNIT_FILE} sets no Nice=")
 
 
 class Daemon:
