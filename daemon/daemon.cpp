@@ -625,7 +625,7 @@ void Daemon::reload(TimePoint now) {
             std::chrono::duration_cast<std::chrono::microseconds>(now.time_since_epoch()).count()));
     auto config = load_daemon_config(options_);
     if (!config) {
-        spdlog::error("Failed to reload configuration, keeping the running one: {}",
+        spdlog::error("Failed to reload the configuration: {}; keeping the running one",
                       config.error().message);
     } else {
         if (config->daemon.runtime_dir != config_.daemon.runtime_dir)

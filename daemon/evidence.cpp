@@ -27,7 +27,7 @@ EvidenceBook evidence_for(const SysRoot& root, const DaemonSettings& settings,
         return fresh;
     auto loaded = load_evidence(path);
     if (!loaded) {
-        spdlog::warn("Failed to load {}, learning again: {}", path.string(),
+        spdlog::warn("Failed to load {}: {}; learning again", path.string(),
                      loaded.error().message);
         return fresh;
     }

@@ -18,7 +18,7 @@ Result<IoSampler> open_sampler(const SysRoot& root, const Config& config,
                                    config.daemon.queue_inflight ? governor.queue_tags()
                                                                 : std::vector<QueueTags>{});
     if (!sampler && config.daemon.queue_inflight) {
-        spdlog::warn("Failed to open per-queue in-flight counts ({}); using device counts",
+        spdlog::warn("Failed to open per-queue in-flight counts: {}; using device counts",
                      sampler.error().message);
         sampler = IoSampler::open(root, governor.stat_sources());
     }
@@ -43,7 +43,7 @@ std::pair<std::optional<IoIssueEvents>, std::string> open_io_events(const SysRoo
                             config.daemon.status_interval.count())};
     auto events = IoIssueEvents::open(root, topology.online_cpus, governor.watched_devs());
     if (!events) {
-        spdlog::warn("IO events unavailable ({}); sampling every {} ms while idle instead",
+        spdlog::warn("Failed to open the IO events: {}; sampling every {} ms while idle instead",
                      events.error().message, config.daemon.idle_interval.count());
         return {std::nullopt, "unavailable: " + events.error().message};
     }
@@ -59,7 +59,7 @@ std::optional<IoIssueEvents> open_recorder(const SysRoot& root, const Topology& 
     auto recorder = IoIssueEvents::open(root, topology.online_cpus, governor.watched_devs(),
                                         IssueWakeup::never);
     if (!recorder) {
-        spdlog::warn("Failed to open the request recorder ({}); nothing is held ahead of "
+        spdlog::warn("Failed to open the request recorder: {}; nothing is held ahead of "
                      "periodic requests",
                      recorder.error().message);
         return std::nullopt;
@@ -73,7 +73,7 @@ std::optional<IssueCounters> open_issue_counters(const SysRoot& root, const Topo
         return std::nullopt;
     auto counters = IssueCounters::open(root, topology.online_cpus, governor.watched_devs());
     if (!counters) {
-        spdlog::warn("Failed to open per-CPU request counters ({}); waiter CPUs from iowait only",
+        spdlog::warn("Failed to open per-CPU request counters: {}; waiter CPUs from iowait only",
                      counters.error().message);
         return std::nullopt;
     }

@@ -26,7 +26,7 @@ void calibrate_if_missing(const SysRoot& root, const DaemonSettings& settings) {
     std::atomic<bool> stop{false};
     auto calibration = run_calibration(root, options, stop);
     if (!calibration) {
-        spdlog::warn("Failed to calibrate, using declared exit latencies: {}",
+        spdlog::warn("Failed to calibrate: {}; using declared exit latencies",
                      calibration.error().message);
         return;
     }

@@ -747,7 +747,7 @@ class OnsetTest(HostTestCase):
         log(f"  io_events: {st.get('io_events')!r}")
         self.assertTrue(st.get("io_events", "").startswith("unavailable"), st)
         text = d.log()
-        self.assertRegex(text, r"IO events unavailable .*sampling every "
+        self.assertRegex(text, r"Failed to open the IO events: .*; sampling every "
                                rf"{IDLE_INTERVAL_MS} ms while idle")
 
         # It samples while idle: about 1000 / idle_interval wake-ups a second.
