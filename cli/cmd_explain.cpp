@@ -1,7 +1,7 @@
 // `latgov explain DEVICE`: why the device's limit is what it is, from the
 // configuration latgovd reads, the idle costs it uses and its status.
 #include "commands.hpp"
-#include "latgov/config.hpp"
+#include "latgov/config_file.hpp"
 #include "latgov/discovery.hpp"
 #include "latgov/explain.hpp"
 #include "latgov/idle_costs.hpp"

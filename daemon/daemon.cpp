@@ -2,6 +2,7 @@
 
 #include "evidence.hpp"
 #include "idle_costs.hpp"
+#include "latgov/config_file.hpp"
 #include "latgov/discovery.hpp"
 #include "latgov/replace_file.hpp"
 #include "latgov/schedule.hpp"

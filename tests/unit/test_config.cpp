@@ -3,7 +3,6 @@
 #include <doctest/doctest.h>
 #include <filesystem>
 #include <fstream>
-#include <random>
 #include <sstream>
 
 #ifndef LATGOV_SOURCE_DIR
@@ -29,35 +28,6 @@ Config parsed(std::string_view text) {
     REQUIRE(config.ok());
     return *config;
 }
-
-// A fresh directory under the system temp dir, removed with its contents.
-class ConfigDir {
-  public:
-    ConfigDir() {
-        std::random_device random;
-        path_ = fs::temp_directory_path() / ("latgov-config-" + std::to_string(random()));
-        fs::create_directories(path_);
-    }
-    ~ConfigDir() {
-        std::error_code ignored;
-        fs::remove_all(path_, ignored);
-    }
-    ConfigDir(const ConfigDir&) = delete;
-    ConfigDir& operator=(const ConfigDir&) = delete;
-
-    const fs::path& path() const { return path_; }
-    fs::path main() const { return path_ / "latgov.toml"; }
-
-    fs::path write(const fs::path& relative, std::string_view text) const {
-        const auto file = path_ / relative;
-        fs::create_directories(file.parent_path());
-        std::ofstream(file) << text;
-        return file;
-    }
-
-  private:
-    fs::path path_;
-};
 
 std::string read_file(const fs::path& path) {
     std::ifstream in(path);
@@ -333,63 +303,37 @@ TEST_CASE("resolve_policy keeps the floor when two entries cross") {
     CHECK(policy.max_limit_us == 50u);
 }
 
-TEST_CASE("load_config without a main file") {
-    const ConfigDir dir;
-    SUBCASE("gives the defaults") {
-        auto config = load_config(dir.main());
-        REQUIRE(config.ok());
-        CHECK(config->daemon.log_level == "info");
-        CHECK(config->sources.empty());
-    }
-    SUBCASE("is an error when required") {
-        auto config = load_config(dir.main(), true);
-        REQUIRE_FALSE(config.ok());
-        CHECK(config.error().message ==
-              "Failed to read " + dir.main().string() + ": No such file or directory");
-    }
-    SUBCASE("still applies the drop-ins") {
-        const auto drop_in =
-            dir.write("latgov.d/10-debug.toml", "[daemon]\nlog_level = \"debug\"\n");
-        auto config = load_config(dir.main());
-        REQUIRE(config.ok());
-        CHECK(config->daemon.log_level == "debug");
-        CHECK(config->sources == std::vector<fs::path>{drop_in});
-    }
-}
-
-TEST_CASE("load_config overlays drop-ins in name order") {
-    const ConfigDir dir;
-    dir.write("latgov.toml", "[defaults]\nmode = \"fixed\"\nlimit_us = 10\n"
-                             "[[device]]\nname = \"a\"\n");
-    const auto second = dir.write("latgov.d/20-b.toml", "[defaults]\nlimit_us = 30\n"
-                                                        "[[device]]\nname = \"c\"\n");
-    const auto first = dir.write("latgov.d/10-a.toml", "[defaults]\nlimit_us = 20\nlinger_ms = 9\n"
-                                                       "[[device]]\nname = \"b\"\n");
-    dir.write("latgov.d/30-c.toml.disabled", "this is not TOML");
-
-    auto config = load_config(dir.main(), true);
+TEST_CASE("layers: each document on top of the ones before, devices appended") {
+    const ConfigText layers[] = {
+        {"[defaults]\nmode = \"fixed\"\nlimit_us = 10\n[[device]]\nname = \"a\"\n", "main.toml"},
+        {"[defaults]\nlimit_us = 20\nlinger_ms = 9\n[[device]]\nname = \"b\"\n", "10-a.toml"},
+        {"[defaults]\nlimit_us = 30\n[[device]]\nname = \"c\"\n", "20-b.toml"},
+    };
+    auto config = parse_config_layers(layers);
     INFO((config.ok() ? std::string() : config.error().message));
     REQUIRE(config.ok());
-    CHECK(config->defaults.mode == Mode::fixed); // kept from the main file
-    CHECK(config->defaults.limit_us == 30);      // the last drop-in wins
+    CHECK(config->defaults.mode == Mode::fixed); // kept from the first
+    CHECK(config->defaults.limit_us == 30);      // the last one wins
     CHECK(config->defaults.linger == 9ms);
     REQUIRE(config->devices.size() == 3);
     CHECK(config->devices[0].match.name == "a");
-    CHECK(config->devices[1].match.name == "b");
     CHECK(config->devices[2].match.name == "c");
-    CHECK(config->devices[2].origin == second.string() + ":3:1");
-    CHECK(config->sources == std::vector<fs::path>{dir.main(), first, second});
+    CHECK(config->devices[2].origin == "20-b.toml:3:1");
+    CHECK(config->sources == std::vector<fs::path>{"main.toml", "10-a.toml", "20-b.toml"});
+
+    auto none = parse_config_layers({});
+    REQUIRE(none.ok());
+    CHECK(none->sources.empty());
+    CHECK(none->daemon.log_level == default_config().daemon.log_level);
 }
 
-TEST_CASE("load_config names the drop-in that is wrong") {
-    const ConfigDir dir;
-    dir.write("latgov.toml", "[defaults]\nmin_limit_us = 100\n");
-    const auto drop_in = dir.write("latgov.d/50-cap.toml", "[defaults]\nmax_limit_us = 50\n");
-    auto config = load_config(dir.main());
+TEST_CASE("layers: a value checked against an earlier layer names the layer that is wrong") {
+    const ConfigText layers[] = {{"[defaults]\nmin_limit_us = 100\n", "main.toml"},
+                                 {"[defaults]\nmax_limit_us = 50\n", "50-cap.toml"}};
+    auto config = parse_config_layers(layers);
     REQUIRE_FALSE(config.ok());
     CHECK(config.error().message ==
-          drop_in.string() +
-              ":2:16: [defaults] max_limit_us: must be >= min_limit_us (100), got 50");
+          "50-cap.toml:2:16: [defaults] max_limit_us: must be >= min_limit_us (100), got 50");
 }
 
 TEST_CASE("the example config/latgov.toml parses to the defaults") {

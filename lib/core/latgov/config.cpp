@@ -2,11 +2,8 @@
 #include "latgov/config.hpp"
 
 #include "latgov/parse.hpp"
-#include "latgov/text_file.hpp"
 
 #include <algorithm>
-#include <cerrno>
-#include <cstring>
 #include <fnmatch.h>
 #include <initializer_list>
 #include <span>
@@ -432,23 +429,6 @@ Result<Config> parse_onto(Config config, std::string_view text, const std::strin
     return config;
 }
 
-// `<dir>/latgov.d/*.toml`, in name order; none if the directory is missing.
-Result<std::vector<fs::path>> drop_ins(const fs::path& dir) {
-    std::vector<fs::path> files;
-    std::error_code error;
-    if (!fs::is_directory(dir, error))
-        return files;
-    for (fs::directory_iterator it(dir, error), end; !error && it != end; it.increment(error)) {
-        std::error_code unreadable; // a dangling link is not a file: skipped
-        if (it->path().extension() == ".toml" && it->is_regular_file(unreadable))
-            files.push_back(it->path());
-    }
-    if (error)
-        return make_error("Failed to list " + dir.string() + ": " + error.message());
-    std::sort(files.begin(), files.end());
-    return files;
-}
-
 bool glob_matches(const std::string& pattern, std::string_view text) {
     return fnmatch(pattern.c_str(), std::string(text).c_str(), 0) == 0;
 }
@@ -470,26 +450,10 @@ Result<Config> parse_config(std::string_view text, const std::string& source_nam
     return parse_onto(default_config(), text, source_name);
 }
 
-Result<Config> load_config(const fs::path& path, bool required) {
-    std::vector<fs::path> files;
-    std::error_code error;
-    if (fs::exists(path, error))
-        files.push_back(path);
-    else if (error)
-        return make_error("Failed to read " + path.string() + ": " + error.message());
-    else if (required)
-        return make_error("Failed to read " + path.string() + ": " + std::strerror(ENOENT));
-    auto more = drop_ins(path.parent_path() / "latgov.d");
-    if (!more)
-        return more.error();
-    files.insert(files.end(), more->begin(), more->end());
-
+Result<Config> parse_config_layers(std::span<const ConfigText> layers) {
     Config config = default_config();
-    for (const auto& file : files) {
-        auto text = read_text_file(file);
-        if (!text)
-            return text.error();
-        auto next = parse_onto(std::move(config), *text, file.string());
+    for (const auto& layer : layers) {
+        auto next = parse_onto(std::move(config), layer.text, layer.source.string());
         if (!next)
             return next.error();
         config = std::move(*next);

@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <filesystem>
 #include <optional>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -135,11 +136,17 @@ Config default_config();
 // Parses one TOML document. `source_name` is used in error messages.
 Result<Config> parse_config(std::string_view text, const std::string& source_name);
 
-// Loads `path` and then `<dir of path>/latgov.d/*.toml` in name order; each
-// drop-in's [daemon]/[defaults] keys override, its [[device]] entries are
-// appended. A missing main file is not an error (embedded default), unless
-// `required` is set.
-Result<Config> load_config(const std::filesystem::path& path, bool required = false);
+// One configuration document: its text and the file its errors name.
+struct ConfigText {
+    std::string text;
+    std::filesystem::path source;
+};
+
+// The documents in order (the main file, then its drop-ins), each on top of
+// the ones before: its [daemon]/[defaults] keys override, its [[device]]
+// entries are appended. None: the defaults. Reading the files is the
+// edge's (config_file.hpp).
+Result<Config> parse_config_layers(std::span<const ConfigText> layers);
 
 // What the device identity looks like to the matcher.
 struct DeviceIdentity {
