@@ -702,29 +702,30 @@ int Daemon::run() {
     return 1;
 }
 
-int Daemon::run_loop(std::unique_lock<std::mutex>& lock) {
+bool Daemon::open_runtime_dir() {
     if (options_.dry_run) {
         spdlog::info("dry run: no restore, no calibration, nothing written to {}",
                      config_.daemon.runtime_dir.string());
-    } else {
-        auto dir = RuntimeDir::open_locked(config_.daemon.runtime_dir, true);
-        if (!dir) {
-            spdlog::error("{}", dir.error().message);
-            return 1;
-        }
-        runtime_ = std::move(*dir);
-        struct statfs fs {};
-        if (::fstatfs(runtime_->fd(), &fs) == 0 && fs.f_type != TMPFS_MAGIC &&
-            fs.f_type != RAMFS_MAGIC)
-            spdlog::warn("{} is not on tmpfs: latgovd's own journal and status writes there are "
-                         "IO that a governed disk may see; use a tmpfs (systemd's /run is one)",
-                         config_.daemon.runtime_dir.string());
-        // A run that was killed may have left values behind: put them back first.
-        if (auto restored = restore_journal(root_, journal_path(), log_warning); !restored)
-            spdlog::error("{}", restored.error().message);
+        return true;
     }
-    if (!options_.dry_run)
-        calibrate_if_missing(root_, config_.daemon);
+    auto dir = RuntimeDir::open_locked(config_.daemon.runtime_dir, true);
+    if (!dir) {
+        spdlog::error("{}", dir.error().message);
+        return false;
+    }
+    runtime_ = std::move(*dir);
+    struct statfs fs {};
+    if (::fstatfs(runtime_->fd(), &fs) == 0 && fs.f_type != TMPFS_MAGIC && fs.f_type != RAMFS_MAGIC)
+        spdlog::warn("{} is not on tmpfs: latgovd's own journal and status writes there are "
+                     "IO that a governed disk may see; use a tmpfs (systemd's /run is one)",
+                     config_.daemon.runtime_dir.string());
+    // A run that was killed may have left values behind: put them back first.
+    if (auto restored = restore_journal(root_, journal_path(), log_warning); !restored)
+        spdlog::error("{}", restored.error().message);
+    return true;
+}
+
+bool Daemon::open_event_loop() {
     // Subscribed before the first discovery, so that nothing changes unseen
     // between the two; what came before the discovery is in it.
     if (!root_.is_live()) {
@@ -744,17 +745,26 @@ int Daemon::run_loop(std::unique_lock<std::mutex>& lock) {
     gate_->wake = Fd(::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));
     if (!signals_ || !epoll_ || !gate_->wake) {
         spdlog::error("Failed to set up the event loop: {}", errno_message(errno));
-        return 1;
+        return false;
     }
     watch(signals_.get());
     watch(gate_->wake.get());
     if (uevents_)
         watch(uevents_->fd());
+    return true;
+}
 
+bool Daemon::start() {
+    if (!open_runtime_dir())
+        return false;
+    if (!options_.dry_run)
+        calibrate_if_missing(root_, config_.daemon);
+    if (!open_event_loop())
+        return false;
     auto state = build_governed_state(root_, config_);
     if (!state) {
         spdlog::error("{}", state.error().message);
-        return 1;
+        return false;
     }
     auto now = std::chrono::steady_clock::now();
     install(std::move(*state), now, RescanCause::start); // watches the IO events
@@ -772,34 +782,62 @@ int Daemon::run_loop(std::unique_lock<std::mutex>& lock) {
     arm_timer(now);
     sd_notify(0, "READY=1\nSTATUS=Governing");
     spdlog::info("latgovd ready");
+    return true;
+}
 
-    for (;;) {
-        // The tick's deadline is epoll's timeout: a tick costs no timer
-        // syscalls (steady_clock is CLOCK_MONOTONIC, read in the vDSO).
-        epoll_event events[16];
-        const timespec timeout = wait_timeout(wake_at_, std::chrono::steady_clock::now());
-        int n = -1;
-        bool pwait2 = have_epoll_pwait2_; // the member is the lock's
-        loop_waits_until_ = wake_at_;
-        lock.unlock(); // the kick threads take IO events meanwhile
-        if (pwait2) {
-            n = ::epoll_pwait2(epoll_.get(), events, 16, &timeout, nullptr);
-            // Before Linux 5.11, or refused by a seccomp filter that does not
-            // know it: whole milliseconds, rounded up, from here on.
-            const int pwait2_errno = n < 0 ? errno : 0;
-            pwait2 = pwait2_errno != ENOSYS && pwait2_errno != EPERM;
-            if (!pwait2) // logged now: the wait below may be long
-                spdlog::debug("epoll_pwait2: {}; ticks in whole milliseconds",
-                              errno_message(pwait2_errno));
+int Daemon::wait_for_events(std::span<epoll_event> events, std::unique_lock<std::mutex>& lock) {
+    // The tick's deadline is epoll's timeout: a tick costs no timer
+    // syscalls (steady_clock is CLOCK_MONOTONIC, read in the vDSO).
+    const timespec timeout = wait_timeout(wake_at_, std::chrono::steady_clock::now());
+    const int max = static_cast<int>(events.size());
+    int n = -1;
+    bool pwait2 = have_epoll_pwait2_; // the member is the lock's
+    loop_waits_until_ = wake_at_;
+    lock.unlock(); // the kick threads take IO events meanwhile
+    if (pwait2) {
+        n = ::epoll_pwait2(epoll_.get(), events.data(), max, &timeout, nullptr);
+        // Before Linux 5.11, or refused by a seccomp filter that does not
+        // know it: whole milliseconds, rounded up, from here on.
+        const int pwait2_errno = n < 0 ? errno : 0;
+        pwait2 = pwait2_errno != ENOSYS && pwait2_errno != EPERM;
+        if (!pwait2) // logged now: the wait below may be long
+            spdlog::debug("epoll_pwait2: {}; ticks in whole milliseconds",
+                          errno_message(pwait2_errno));
+    }
+    if (!pwait2)
+        n = ::epoll_wait(epoll_.get(), events.data(), max, wait_timeout_ms(timeout));
+    const int wait_errno = errno;
+    lock.lock();
+    have_epoll_pwait2_ = pwait2;
+    errno = wait_errno;
+    return n;
+}
+
+std::optional<int> Daemon::on_signals() {
+    signalfd_siginfo info{};
+    while (::read(signals_.get(), &info, sizeof info) == sizeof info) {
+        if (info.ssi_signo == SIGHUP) {
+            const auto now = std::chrono::steady_clock::now();
+            reload(now);
+            next_tick_ = now;
+            arm_timer(now); // the rescan made new, unarmed IO events
+        } else {
+            spdlog::info("received {}, stopping", strsignal(static_cast<int>(info.ssi_signo)));
+            shutdown();
+            return 0;
         }
-        if (!pwait2)
-            n = ::epoll_wait(epoll_.get(), events, 16, wait_timeout_ms(timeout));
-        const int wait_errno = errno;
-        lock.lock();
-        have_epoll_pwait2_ = pwait2;
+    }
+    return std::nullopt;
+}
+
+int Daemon::run_loop(std::unique_lock<std::mutex>& lock) {
+    if (!start())
+        return 1;
+    for (;;) {
+        epoll_event events[16];
+        const int n = wait_for_events(events, lock);
         if (cpu_thread_failed_)
             std::rethrow_exception(cpu_thread_failed_);
-        errno = wait_errno;
         if (n < 0) {
             if (errno == EINTR)
                 continue;
@@ -808,32 +846,21 @@ int Daemon::run_loop(std::unique_lock<std::mutex>& lock) {
             return 1;
         }
         for (int i = 0; i < n; ++i) {
-            if (events[i].data.fd == signals_.get()) {
-                signalfd_siginfo info{};
-                while (::read(signals_.get(), &info, sizeof info) == sizeof info) {
-                    if (info.ssi_signo == SIGHUP) {
-                        now = std::chrono::steady_clock::now();
-                        reload(now);
-                        next_tick_ = now;
-                        arm_timer(now); // the rescan made new, unarmed IO events
-                    } else {
-                        spdlog::info("received {}, stopping",
-                                     strsignal(static_cast<int>(info.ssi_signo)));
-                        shutdown();
-                        return 0;
-                    }
-                }
-            } else if (uevents_ && events[i].data.fd == uevents_->fd()) {
+            const int fd = events[i].data.fd;
+            if (fd == signals_.get()) {
+                if (auto stopped = on_signals())
+                    return *stopped;
+            } else if (uevents_ && fd == uevents_->fd()) {
                 on_uevents(std::chrono::steady_clock::now());
                 arm_timer(std::chrono::steady_clock::now()); // wake when the burst is due
-            } else if (events[i].data.fd == gate_->wake.get()) {
+            } else if (fd == gate_->wake.get()) {
                 std::uint64_t value = 0;
                 (void)!::read(gate_->wake.get(), &value, sizeof value);
             } else if (state_->events) {
                 on_io_ready(std::chrono::steady_clock::now());
             }
         }
-        now = std::chrono::steady_clock::now();
+        const auto now = std::chrono::steady_clock::now();
         if (window_at_ && now >= *window_at_) {
             open_window(now);
             arm_timer(now);

@@ -28,7 +28,9 @@
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <span>
 #include <string>
+#include <sys/epoll.h>
 
 namespace latgov {
 
@@ -107,6 +109,17 @@ class Daemon {
     std::chrono::milliseconds window_slack() const;
     // The governor's windows that ended since the last call, to the metrics.
     void count_windows();
+    // The runtime directory opened, locked and restored from (nothing under
+    // --dry-run); false, logged, if it cannot be.
+    bool open_runtime_dir();
+    // The uevent socket, the signalfd, the loop's epoll and its wake-up.
+    bool open_event_loop();
+    // Everything up to "ready": false, logged, when latgovd cannot run.
+    bool start();
+    // One epoll wait, the lock released meanwhile; epoll's result, errno kept.
+    int wait_for_events(std::span<epoll_event> events, std::unique_lock<std::mutex>& lock);
+    // SIGHUP reloads; the exit status when a signal stops the daemon.
+    std::optional<int> on_signals();
     int run_loop(std::unique_lock<std::mutex>& lock);
     // What the first requests after idle would hold (journaled before sleeping).
     std::map<int, LatencyLimit> likely_holds() const;
