@@ -116,85 +116,95 @@ bool Governor::observe(const IoSample& sample, TimePoint now, bool idle_wakes_on
         for (auto& queue : device.queues) {
             // A completion interrupt is the queue's own sign of IO; without
             // IRQs of its own, the device's completions are.
-            std::uint64_t requests = queue.irq ? irq_delta(*queue.irq) : ios;
-            if (queue.onset_pending && requests > 0) {
-                --requests; // the request that activated it
-                queue.onset_pending = false;
-            }
-            // An active queue stays so while its device has IO in flight.
-            bool in_flight = (queue.activity.active || !queue.irq) && now_stat.in_flight > 0;
+            const std::uint64_t requests = queue.irq ? irq_delta(*queue.irq) : ios;
             const bool busy_here =
                 tag_index < sample.queue_busy.size() && sample.queue_busy[tag_index] > 0;
-            if (busy_here)
-                in_flight = true; // requests in flight on this very queue
             ++tag_index;
-            bool io_seen = requests > 0 || in_flight;
-            if (idle_wakes_on_events && !queue.activity.active)
-                io_seen = false;
-            if (io_seen && !queue.activity.active && !idle_wakes_on_events && isolated_requests()) {
-                // Sampling because requests came alone: only requests closer
-                // together than a stream's gap end that (two at least: a
-                // sample may follow the last one closely).
-                const auto bound =
-                    std::max<std::chrono::nanoseconds>(linger_of(device), stream_gap);
-                if (requests >= 2 &&
-                    static_cast<double>(requests) * static_cast<double>(bound.count()) >
-                        static_cast<double>((now - previous_time_).count()))
-                    lonely_streak_ = 0;
-                else
-                    io_seen = false;
-            }
-            // Company for the onset request: another one completed, or one
-            // in flight once the onset's own has completed. While a window
-            // is open the events record every request, and a second one is
-            // company (on_recorded_request); the counters would count
-            // completions since the last sample, before the window.
-            if (!queue.prearmed && (requests > 0 || (in_flight && !queue.onset_pending)))
-                queue.lonely = false;
-            if (release_prearmed(queue, in_flight, busy_here, now, missed)) {
+            if (observe_queue(device, queue, requests, now_stat.in_flight > 0, busy_here,
+                              idle_wakes_on_events, now, missed))
                 changed = true;
-                continue;
-            }
-            // A pre-armed window waiting for its request outlasts the linger.
-            if (queue.prearmed && !queue.prearm_seen)
-                io_seen = true;
-            const Transition t = update_activity(queue.activity, io_seen, now, linger_of(device));
-            if (t != Transition::none)
-                changed = true;
-            if (t == Transition::released) {
-                lonely_streak_ = queue.lonely ? lonely_streak_ + 1 : 0;
-                queue.lonely = queue.onset_pending = false;
-                close_prearm(queue);
-            }
         }
-        const bool active = std::any_of(device.queues.begin(), device.queues.end(),
-                                        [](const GovernedQueue& q) { return q.activity.active; });
-        // Every device tracks its gap (auto linger); only those whose idle
-        // costs are unknown experiment and learn. Only ticks spent wholly
-        // active count: the first one after an onset spans idle time too.
-        if (active && device.was_active) {
-            if (device.evidence.observe(ios, static_cast<double>(delta.ticks_ms),
-                                        now - previous_time_, book_, device.name, {},
-                                        evidence_decides(device)))
-                evidence_changed_ = true;
-        } else if (!active) {
-            device.evidence.idle();
-        }
-        device.was_active = active;
-        device.decision = device.evidence.decide(book_);
-        if (update_waiters(device, now))
+        if (decide(device, ios, delta.ticks_ms, now))
             changed = true;
-        const LatencyLimit limit = limit_for(
-            device, device.queues.front().cpus.empty() ? -1 : device.queues.front().cpus.front());
-        if (!device.has_limit || limit != device.limit)
-            changed = true;
-        device.limit = limit;
-        device.has_limit = true;
     }
     if (missed)
         periodic_.miss(); // once per window, however many queues it held
     previous_ = sample;
     previous_time_ = now;
+    return changed;
+}
+
+bool Governor::observe_queue(const GovernedDevice& device, GovernedQueue& queue,
+                             std::uint64_t requests, bool device_in_flight, bool busy_here,
+                             bool idle_wakes_on_events, TimePoint now, bool& missed) {
+    if (queue.onset_pending && requests > 0) {
+        --requests; // the request that activated it
+        queue.onset_pending = false;
+    }
+    // An active queue stays so while its device has IO in flight.
+    bool in_flight = (queue.activity.active || !queue.irq) && device_in_flight;
+    if (busy_here)
+        in_flight = true; // requests in flight on this very queue
+    bool io_seen = requests > 0 || in_flight;
+    if (idle_wakes_on_events && !queue.activity.active)
+        io_seen = false;
+    if (io_seen && !queue.activity.active && !idle_wakes_on_events && isolated_requests()) {
+        // Sampling because requests came alone: only requests closer
+        // together than a stream's gap end that (two at least: a sample may
+        // follow the last one closely).
+        const auto bound = std::max<std::chrono::nanoseconds>(linger_of(device), stream_gap);
+        if (requests >= 2 && static_cast<double>(requests) * static_cast<double>(bound.count()) >
+                                 static_cast<double>((now - previous_time_).count()))
+            lonely_streak_ = 0;
+        else
+            io_seen = false;
+    }
+    // Company for the onset request: another one completed, or one in
+    // flight once the onset's own has completed. While a window is open the
+    // events record every request, and a second one is company
+    // (on_recorded_request); the counters would count completions since the
+    // last sample, before the window.
+    if (!queue.prearmed && (requests > 0 || (in_flight && !queue.onset_pending)))
+        queue.lonely = false;
+    if (release_prearmed(queue, in_flight, busy_here, now, missed))
+        return true;
+    // A pre-armed window waiting for its request outlasts the linger.
+    if (queue.prearmed && !queue.prearm_seen)
+        io_seen = true;
+    const Transition t = update_activity(queue.activity, io_seen, now, linger_of(device));
+    if (t == Transition::released) {
+        lonely_streak_ = queue.lonely ? lonely_streak_ + 1 : 0;
+        queue.lonely = queue.onset_pending = false;
+        close_prearm(queue);
+    }
+    return t != Transition::none;
+}
+
+bool Governor::decide(GovernedDevice& device, std::uint64_t ios, std::uint64_t ticks_ms,
+                      TimePoint now) {
+    bool changed = false;
+    const bool active = std::any_of(device.queues.begin(), device.queues.end(),
+                                    [](const GovernedQueue& q) { return q.activity.active; });
+    // Every device tracks its gap (auto linger); only those whose idle costs
+    // are unknown experiment and learn. Only ticks spent wholly active
+    // count: the first one after an onset spans idle time too.
+    if (active && device.was_active) {
+        if (device.evidence.observe(ios, static_cast<double>(ticks_ms), now - previous_time_, book_,
+                                    device.name, {}, evidence_decides(device)))
+            evidence_changed_ = true;
+    } else if (!active) {
+        device.evidence.idle();
+    }
+    device.was_active = active;
+    device.decision = device.evidence.decide(book_);
+    if (update_waiters(device, now))
+        changed = true;
+    const LatencyLimit limit = limit_for(
+        device, device.queues.front().cpus.empty() ? -1 : device.queues.front().cpus.front());
+    if (!device.has_limit || limit != device.limit)
+        changed = true;
+    device.limit = limit;
+    device.has_limit = true;
     return changed;
 }
 

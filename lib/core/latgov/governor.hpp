@@ -192,6 +192,16 @@ class Governor {
     // there is something to hold.
     bool prearms(const GovernedDevice& device) const;
     LatencyLimit limit_for(const GovernedDevice& device, int cpu) const;
+    // One queue's part of a sample: the requests it completed since the
+    // last one, whether its device and the queue itself have IO in flight.
+    // True when its activity changed; `missed` when its pre-armed window
+    // closed without its request.
+    bool observe_queue(const GovernedDevice& device, GovernedQueue& queue, std::uint64_t requests,
+                       bool device_in_flight, bool busy_here, bool idle_wakes_on_events,
+                       TimePoint now, bool& missed);
+    // The device's evidence, waiters and limit once its queues are
+    // observed; true when what it holds may have changed.
+    bool decide(GovernedDevice& device, std::uint64_t ios, std::uint64_t ticks_ms, TimePoint now);
     bool update_waiters(GovernedDevice& device, TimePoint now);
     // Ends a pre-armed queue's window, whether its request came or not.
     void close_prearm(GovernedQueue& queue);
