@@ -32,38 +32,11 @@ std::string limit_words(const nlohmann::json& limit) {
 
 } // namespace
 
-Result<std::string> explain_device(const ExplainInput& in, std::string_view name) {
-    const BlockDevice* device = in.topology.device(name);
-    if (!device)
-        return make_error(fmt::format("no block device {} (see `latgov topology`)", name));
+namespace {
+
+// The policy in words, with the live limit and linger where latgovd runs.
+std::string explain_policy(const Policy& p, const nlohmann::json* live) {
     std::string out;
-    out += fmt::format("{}: {} {}, transport {}\n", device->name, to_string(device->kind),
-                       device->model.empty() ? "(no model)" : device->model,
-                       device->transport.empty() ? "-" : device->transport);
-
-    Governor governor(in.topology, in.config, in.costs);
-    const GovernedDevice* governed = nullptr;
-    for (const auto& d : governor.devices())
-        if (d.name == name)
-            governed = &d;
-    if (!governed) {
-        out += "Not governed: ";
-        if (device->queues.empty())
-            out += "it has no hardware queues of its own (a multipath head: its path disks "
-                   "are governed instead).\n";
-        else
-            out += "its policy is off, or its queues have no IRQ of their own and no "
-                   "[[device]] entry names it.\n";
-        return out;
-    }
-    const Policy& p = governed->policy;
-    out += fmt::format("Governed by {} (mode {}, backend {}).\n", governed->rule, to_string(p.mode),
-                       to_string(p.backend));
-
-    // A pointer into the status itself: never into a temporary.
-    const auto* live = in.status.is_object() && in.status.contains("devices")
-                           ? find_named(in.status["devices"], name)
-                           : nullptr;
     if (p.mode == Mode::fixed) {
         out += fmt::format("Mode fixed: while a queue is active its completion CPUs hold {}.\n",
                            describe_limit(p.limit_us));
@@ -111,6 +84,12 @@ Result<std::string> explain_device(const ExplainInput& in, std::string_view name
                       "shortly before each is due (prearm).\n\n"
                     : "Nothing is held ahead of periodic requests (prearm = false).\n\n";
 
+    return out;
+}
+
+// What PM QoS can do with this machine's cpuidle driver, and the costs used.
+std::string explain_idle(const ExplainInput& in) {
+    std::string out;
     out += fmt::format("cpuidle driver {}, governor {}. ", in.topology.cpuidle_driver,
                        in.topology.cpuidle_governor);
     switch (idle_governor_kind(in.topology.cpuidle_driver, in.topology.cpuidle_governor)) {
@@ -127,15 +106,23 @@ Result<std::string> explain_device(const ExplainInput& in, std::string_view name
     }
     out += fmt::format("Idle-state costs: {}.\n", in.cost_source);
 
-    CpuSet cpus;
+    return out;
+}
+
+// The queue table; adds the completion CPUs, then the waiter CPUs held for
+// the device, to `cpus`.
+std::string explain_queues(const ExplainInput& in, const BlockDevice& device_info,
+                           const GovernedDevice& governed_device, const nlohmann::json* live,
+                           std::string_view name, CpuSet& cpus) {
+    std::string out;
     out += "\nQUEUE  IRQ              COMPLETES ON  ACTIVE\n";
-    for (const auto& q : governed->queues) {
+    for (const auto& q : governed_device.queues) {
         bool active = false;
         if (live)
             for (const auto& a : (*live)["active_queues"])
                 active = active || a.get<int>() == q.index;
         const auto* hq = [&]() -> const HardwareQueue* {
-            for (const auto& h : device->queues)
+            for (const auto& h : device_info.queues)
                 if (h.index == q.index)
                     return &h;
             return nullptr;
@@ -158,6 +145,12 @@ Result<std::string> explain_device(const ExplainInput& in, std::string_view name
                         device_name && *device_name == name &&
                         std::find(cpus.begin(), cpus.end(), c.value("cpu", -1)) == cpus.end())
                         cpus.push_back(c.value("cpu", -1));
+    return out;
+}
+
+// Each CPU of `cpus`: its idle states and costs, and what it holds now.
+std::string explain_cpus(const ExplainInput& in, CpuSet cpus) {
+    std::string out;
     std::sort(cpus.begin(), cpus.end());
     for (int cpu : cpus) {
         auto costs = in.costs.find(cpu);
@@ -192,6 +185,49 @@ Result<std::string> explain_device(const ExplainInput& in, std::string_view name
             out += "  not held now\n";
         }
     }
+    return out;
+}
+
+} // namespace
+
+Result<std::string> explain_device(const ExplainInput& in, std::string_view name) {
+    const BlockDevice* device = in.topology.device(name);
+    if (!device)
+        return make_error(fmt::format("no block device {} (see `latgov topology`)", name));
+    std::string out;
+    out += fmt::format("{}: {} {}, transport {}\n", device->name, to_string(device->kind),
+                       device->model.empty() ? "(no model)" : device->model,
+                       device->transport.empty() ? "-" : device->transport);
+
+    Governor governor(in.topology, in.config, in.costs);
+    const GovernedDevice* governed = nullptr;
+    for (const auto& d : governor.devices())
+        if (d.name == name)
+            governed = &d;
+    if (!governed) {
+        out += "Not governed: ";
+        if (device->queues.empty())
+            out += "it has no hardware queues of its own (a multipath head: its path disks "
+                   "are governed instead).\n";
+        else
+            out += "its policy is off, or its queues have no IRQ of their own and no "
+                   "[[device]] entry names it.\n";
+        return out;
+    }
+    const Policy& p = governed->policy;
+    out += fmt::format("Governed by {} (mode {}, backend {}).\n", governed->rule, to_string(p.mode),
+                       to_string(p.backend));
+
+    // A pointer into the status itself: never into a temporary.
+    const auto* live = in.status.is_object() && in.status.contains("devices")
+                           ? find_named(in.status["devices"], name)
+                           : nullptr;
+    out += explain_policy(p, live);
+    out += explain_idle(in);
+
+    CpuSet cpus;
+    out += explain_queues(in, *device, *governed, live, name, cpus);
+    out += explain_cpus(in, std::move(cpus));
     return out;
 }
 
