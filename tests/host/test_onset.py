@@ -150,6 +150,49 @@ def epoll_watches(pid):
     return watches, perf, signalfd
 
 
+def cpuset_prefix(test, cpus):
+    """A prefix command (Daemon's `prefix`) that puts latgovd in a new
+    cpuset cgroup of `cpus` before it execs, and removes the cgroup when the
+    test ends. cgroup v1 (a cpuset hierarchy) or v2 (the cpuset controller
+    in the unified one); neither fails the test."""
+    name = f"latgov-test-{os.getpid()}-{random.randrange(1 << 30)}"
+    v1 = "/sys/fs/cgroup/cpuset"
+    if os.path.exists(os.path.join(v1, "cpuset.cpus")):
+        group = os.path.join(v1, name)
+        os.mkdir(group)
+        with open(os.path.join(v1, "cpuset.mems")) as f:
+            mems = f.read().strip()
+        with open(os.path.join(group, "cpuset.mems"), "w") as f:
+            f.write(mems)  # v1 needs both before a task may join
+    else:
+        root = "/sys/fs/cgroup"
+        try:
+            with open(os.path.join(root, "cgroup.controllers")) as f:
+                controllers = f.read().split()
+        except FileNotFoundError:
+            controllers = []
+        test.assertIn("cpuset", controllers, "no cpuset cgroup controller (v1 or v2) to run "
+                                             "latgovd on fewer CPUs than are online")
+        with open(os.path.join(root, "cgroup.subtree_control"), "w") as f:
+            f.write("+cpuset")
+        group = os.path.join(root, name)
+        os.mkdir(group)
+
+    def remove():
+        for _ in range(100):  # the daemon's exit may take a moment to leave it
+            try:
+                os.rmdir(group)
+                return
+            except OSError:
+                time.sleep(0.05)
+        os.rmdir(group)
+    test.addCleanup(remove)
+    with open(os.path.join(group, "cpuset.cpus"), "w") as f:
+        f.write(",".join(str(c) for c in sorted(cpus)))
+    procs = os.path.join(group, "cgroup.procs")
+    return ["sh", "-c", f'echo $$ > {procs} && exec "$0" "$@"']
+
+
 # The waits latgovd's threads sleep in (epoll_wait, epoll_pwait, epoll_pwait2),
 # by machine: a thread stopped there holds no lock of latgovd's.
 EPOLL_WAITS = {"x86_64": {232, 281, 441}, "aarch64": {22, 441}}
@@ -696,6 +739,33 @@ class OnsetTest(HostTestCase):
         log(f"  {onsets} reads with latgovd's main thread stopped: held each time; "
             f"{local} of {onset['count'] - before['count']} onsets handled on the issuing CPU")
         self.assertGreaterEqual(local, onsets, st)
+        self.assertEqual(d.stop(), 0)
+        self.assertEqual(read_all(), self.baseline)
+
+    def test_09_a_cpu_without_a_thread_is_watched_by_the_loop(self):
+        """In a cpuset narrower than the online CPUs latgovd cannot pin a
+        thread to the CPUs outside it: it says so, and its loop watches
+        those CPUs' IO events itself. Here the reader's CPU is left out:
+        each read after idle is still held at once (woken in the loop, on
+        the completion CPU), and the loop's epoll watches that CPU's events
+        where its own thread would have."""
+        d = self.start_daemon(ONSET_CONFIG, prefix=cpuset_prefix(self, {self.comp}))
+        d.wait_log(rf"No thread to wake cpu {self.submit_cpu}\b")
+        threads = kicker_threads(d.proc.pid)
+        self.assertEqual(sorted(threads), [self.comp], threads)
+        watches, perf, signalfd = epoll_watches(d.proc.pid)
+        loop = [fd for fd, watched in watches.items() if watched & signalfd]
+        self.assertEqual(len(loop), 1, f"no single epoll watches the signalfd: {watches}")
+        self.assertTrue(watches[loop[0]] & perf,
+                        f"the loop's epoll watches no IO event of cpu {self.submit_cpu}: "
+                        f"{watches}, perf {perf}")
+        self.settle(1.0)
+        before = read_status(d)["onset_delay"]["count"]
+        onsets = 5
+        self.onsets(onsets)  # each held within ONSET_SEEN_MAX_MS of its read
+        st, onset = self.onset(d, before + onsets)
+        log(f"  {onsets} reads from cpu {self.submit_cpu}, outside latgovd's cpuset: held "
+            f"each time; onset p50 {onset['p50_us']} us")
         self.assertEqual(d.stop(), 0)
         self.assertEqual(read_all(), self.baseline)
 
