@@ -32,7 +32,7 @@ LatencyLimit us(std::uint32_t n) {
     return LatencyLimit{n};
 }
 
-const SteadyTime t0{};
+const TimePoint t0{};
 
 // The changes of a daemon's life on two CPUs: onset, a move between two
 // held limits, a second onset on another CPU, release of one, release of all.

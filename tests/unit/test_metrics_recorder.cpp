@@ -9,7 +9,7 @@ using namespace std::chrono_literals;
 TEST_CASE(
     "the recorder counts holds, releases and windows, and sums held time, the open hold too") {
     MetricsRecorder recorder(0);
-    const SteadyTime t0{};
+    const TimePoint t0{};
     std::map<int, PerCpuHolder::Held> held;
     held[1] = {std::nullopt, std::uint32_t{0}, t0};
     recorder.observe_percpu(held, t0);

@@ -32,7 +32,7 @@ struct Log {
     }
 };
 
-const SteadyTime t0{};
+const TimePoint t0{};
 
 LatencyLimit us(std::uint32_t n) {
     return LatencyLimit{n};
@@ -218,7 +218,7 @@ TEST_CASE("a held CPU moves to a new limit and keeps its original and start time
     QosTree tree(2, "500\n");
     Log log;
     PerCpuHolder holder(tree.sysroot(), tree.journal(), log.sink());
-    const SteadyTime t1 = t0 + std::chrono::seconds(5);
+    const TimePoint t1 = t0 + std::chrono::seconds(5);
     holder.apply({{1, us(20)}}, t0);
     holder.apply({{1, us(10)}}, t1);
     CHECK(tree.get(1) == "10");

@@ -426,7 +426,7 @@ bool experiment_arm(int window) {
 
 } // namespace
 
-bool HoldEvidence::observe(std::uint64_t ios, double busy_ms, Clock::duration dt,
+bool HoldEvidence::observe(std::uint64_t ios, double busy_ms, TimePoint::duration dt,
                            EvidenceBook& book, const std::string& device,
                            const EvidenceRules& rules, bool experiment) {
     // A counter that went backwards (a device reset) or wrapped says nothing.

@@ -28,6 +28,7 @@
 #pragma once
 
 #include "latgov/calibration.hpp"
+#include "latgov/clock.hpp"
 #include "latgov/result.hpp"
 
 #include <chrono>
@@ -192,13 +193,11 @@ struct HoldDecision {
 // uncertain, its A/B experiment. Pure: fed tick deltas and times.
 class HoldEvidence {
   public:
-    using Clock = std::chrono::steady_clock;
-
     // One tick of an active device: completions and summed request time
     // since the previous tick, `dt` long. The hold was as decide() said at
     // the previous tick. True when `book` gained a verdict.
     // `experiment` false: the gap is tracked (for linger), nothing is learnt.
-    bool observe(std::uint64_t ios, double busy_ms, Clock::duration dt, EvidenceBook& book,
+    bool observe(std::uint64_t ios, double busy_ms, TimePoint::duration dt, EvidenceBook& book,
                  const std::string& device, const EvidenceRules& rules = {},
                  bool experiment = true);
     // The device went idle: the window in progress would measure idle time.

@@ -4,6 +4,7 @@
 // so each decision can be tested with plain structs.
 #pragma once
 
+#include "latgov/clock.hpp"
 #include "latgov/config.hpp"
 #include "latgov/parse.hpp"
 #include "latgov/topology.hpp"
@@ -19,8 +20,6 @@
 #include <vector>
 
 namespace latgov {
-
-using TimePoint = std::chrono::steady_clock::time_point;
 
 // --- Queue activity ---------------------------------------------------------
 

@@ -46,7 +46,7 @@ Result<void> parse_stat_cpu_iowait(std::string_view proc_stat, std::vector<std::
     return {};
 }
 
-void WaiterCpus::seen(int cpu, Clock::time_point now) {
+void WaiterCpus::seen(int cpu, TimePoint now) {
     if (cpu < 0)
         return;
     const auto i = static_cast<size_t>(cpu);
@@ -67,7 +67,7 @@ void WaiterCpus::seen(int cpu, Clock::time_point now) {
 }
 
 void WaiterCpus::observe_growth(Counters& counters, std::span<const std::uint64_t> values,
-                                Clock::time_point now) {
+                                TimePoint now) {
     if (counters.has_previous)
         for (size_t cpu = 0; cpu < values.size() && cpu < counters.previous.size(); ++cpu)
             if (values[cpu] > counters.previous[cpu])
@@ -76,19 +76,19 @@ void WaiterCpus::observe_growth(Counters& counters, std::span<const std::uint64_
     counters.has_previous = true;
 }
 
-void WaiterCpus::observe_iowait(std::span<const std::uint64_t> iowait, Clock::time_point now) {
+void WaiterCpus::observe_iowait(std::span<const std::uint64_t> iowait, TimePoint now) {
     observe_growth(iowait_, iowait, now);
 }
 
-void WaiterCpus::observe_issues(std::span<const std::uint64_t> issues, Clock::time_point now) {
+void WaiterCpus::observe_issues(std::span<const std::uint64_t> issues, TimePoint now) {
     observe_growth(issues_, issues, now);
 }
 
-void WaiterCpus::observe_submit(int cpu, Clock::time_point now) {
+void WaiterCpus::observe_submit(int cpu, TimePoint now) {
     seen(cpu, now);
 }
 
-CpuSet WaiterCpus::select(const CpuSet& bound, Clock::time_point now,
+CpuSet WaiterCpus::select(const CpuSet& bound, TimePoint now,
                           std::chrono::milliseconds window) const {
     CpuSet cpus;
     for (int cpu : bound) {
@@ -102,7 +102,7 @@ CpuSet WaiterCpus::select(const CpuSet& bound, Clock::time_point now,
     return cpus;
 }
 
-bool WaiterCpus::any(Clock::time_point now, std::chrono::milliseconds window) const {
+bool WaiterCpus::any(TimePoint now, std::chrono::milliseconds window) const {
     for (size_t i = 0; i < last_seen_.size(); ++i)
         if (ever_seen_[i] && now - last_seen_[i] <= window)
             return true;

@@ -19,6 +19,7 @@
 // queue waits for another queue's IO.
 #pragma once
 
+#include "latgov/clock.hpp"
 #include "latgov/parse.hpp"
 #include "latgov/result.hpp"
 
@@ -37,22 +38,19 @@ Result<void> parse_stat_cpu_iowait(std::string_view proc_stat, std::vector<std::
 
 class WaiterCpus {
   public:
-    using Clock = std::chrono::steady_clock;
-
     // A new sample of the per-CPU iowait counters: CPUs whose counter grew
     // are seen waiting at `now`. The first sample only sets the baseline.
-    void observe_iowait(std::span<const std::uint64_t> iowait, Clock::time_point now);
+    void observe_iowait(std::span<const std::uint64_t> iowait, TimePoint now);
     // A new sample of the per-CPU request issue counters, likewise.
-    void observe_issues(std::span<const std::uint64_t> issues, Clock::time_point now);
+    void observe_issues(std::span<const std::uint64_t> issues, TimePoint now);
     // A request was issued from `cpu` at `now`.
-    void observe_submit(int cpu, Clock::time_point now);
+    void observe_submit(int cpu, TimePoint now);
     // The CPUs of `bound` (sorted) that are waiters at `now`, sorted: seen
     // waiting or submitting within `window` before it, or within
     // returning_waiter_window for a CPU whose waiter came back (below).
-    CpuSet select(const CpuSet& bound, Clock::time_point now,
-                  std::chrono::milliseconds window) const;
+    CpuSet select(const CpuSet& bound, TimePoint now, std::chrono::milliseconds window) const;
     // Whether any CPU was seen waiting within `window` before `now`.
-    bool any(Clock::time_point now, std::chrono::milliseconds window) const;
+    bool any(TimePoint now, std::chrono::milliseconds window) const;
 
   private:
     struct Counters {
@@ -60,11 +58,11 @@ class WaiterCpus {
         bool has_previous = false;
     };
     void observe_growth(Counters& counters, std::span<const std::uint64_t> now_values,
-                        Clock::time_point now);
-    void seen(int cpu, Clock::time_point now);
+                        TimePoint now);
+    void seen(int cpu, TimePoint now);
     Counters iowait_;
     Counters issues_;
-    std::vector<Clock::time_point> last_seen_; // by CPU; epoch = never
+    std::vector<TimePoint> last_seen_; // by CPU; epoch = never
     std::vector<bool> ever_seen_;
     std::vector<bool> returning_; // its waiter left and came back (see below)
 };

@@ -8,8 +8,7 @@ namespace latgov {
 MetricsRecorder::MetricsRecorder(double start_time_seconds)
     : start_time_seconds_(start_time_seconds) {}
 
-void MetricsRecorder::observe_percpu(const std::map<int, PerCpuHolder::Held>& held,
-                                     SteadyTime now) {
+void MetricsRecorder::observe_percpu(const std::map<int, PerCpuHolder::Held>& held, TimePoint now) {
     for (auto it = open_.begin(); it != open_.end();) {
         if (held.contains(it->first)) {
             ++it;

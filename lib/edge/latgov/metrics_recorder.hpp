@@ -18,7 +18,7 @@ class MetricsRecorder {
   public:
     explicit MetricsRecorder(double start_time_seconds);
     // After every PerCpuHolder::apply: counts holds and releases, sums held time.
-    void observe_percpu(const std::map<int, PerCpuHolder::Held>& held, SteadyTime now);
+    void observe_percpu(const std::map<int, PerCpuHolder::Held>& held, TimePoint now);
     void observe_onset(double seconds) { onset_.observe(seconds); }
     void count_rescan(RescanCause cause) { ++rescans_[cause]; }
     // Windows held ahead of periodic requests that ended since the last call.
@@ -34,7 +34,7 @@ class MetricsRecorder {
 
   private:
     std::map<int, double> held_seconds_; // closed holds
-    std::map<int, SteadyTime> open_;     // current holds, since
+    std::map<int, TimePoint> open_;      // current holds, since
     std::uint64_t holds_ = 0, releases_ = 0;
     std::map<RescanCause, std::uint64_t> rescans_;
     std::uint64_t prearm_hits_ = 0, prearm_misses_ = 0;

@@ -281,7 +281,7 @@ void PerCpuHolder::check_records() {
             drop_if_theirs(cpu, *current);
 }
 
-bool PerCpuHolder::hold(int cpu, LatencyLimit want, SteadyTime now) {
+bool PerCpuHolder::hold(int cpu, LatencyLimit want, TimePoint now) {
     const std::string name = "cpu " + std::to_string(cpu);
     auto& slot = file(cpu);
     auto current = slot.read();
@@ -403,7 +403,7 @@ void PerCpuHolder::retry_restores() {
     }
 }
 
-void PerCpuHolder::apply(const std::map<int, LatencyLimit>& wanted, SteadyTime now) {
+void PerCpuHolder::apply(const std::map<int, LatencyLimit>& wanted, TimePoint now) {
     adopt_journal();
     std::vector<int> to_release;
     for (const auto& [cpu, h] : held_)
@@ -462,7 +462,7 @@ void PerCpuHolder::release_all() {
 
 GlobalHolder::GlobalHolder(const SysRoot& root, LogSink log) : root_(root), log_(std::move(log)) {}
 
-void GlobalHolder::apply(LatencyLimit wanted, SteadyTime now) {
+void GlobalHolder::apply(LatencyLimit wanted, TimePoint now) {
     if (!wanted) {
         fd_.reset();
         held_.reset();

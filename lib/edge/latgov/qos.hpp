@@ -3,6 +3,7 @@
 // /dev/cpu_dma_latency request.
 #pragma once
 
+#include "latgov/clock.hpp"
 #include "latgov/fd.hpp"
 #include "latgov/journal.hpp"
 #include "latgov/parse.hpp"
@@ -18,8 +19,6 @@
 #include <vector>
 
 namespace latgov {
-
-using SteadyTime = std::chrono::steady_clock::time_point;
 
 // One CPU's pm_qos_resume_latency_us, the single user-space slot per CPU.
 // The file stays open and is re-read and rewritten in place: the onset of a
@@ -77,7 +76,7 @@ class PerCpuHolder {
                  bool take_over = true);
 
     // Brings every CPU to `wanted` (CPUs absent from it are released).
-    void apply(const std::map<int, LatencyLimit>& wanted, SteadyTime now);
+    void apply(const std::map<int, LatencyLimit>& wanted, TimePoint now);
     // Journals now what holding `likely` would write, so that a later
     // apply() of it writes only the CPU files (called before sleeping).
     // First it drops the records of CPUs someone else wrote since latgov
@@ -98,7 +97,7 @@ class PerCpuHolder {
     struct Held {
         LatencyLimit original;
         LatencyLimit written;
-        SteadyTime since;
+        TimePoint since;
     };
     const std::map<int, Held>& held() const { return held_; }
     // CPUs another writer changed while latgov held them, with their value.
@@ -116,7 +115,7 @@ class PerCpuHolder {
         size_t slot = 0;
         bool restored = false; // the file is known to hold the original
     };
-    bool hold(int cpu, LatencyLimit want, SteadyTime now);
+    bool hold(int cpu, LatencyLimit want, TimePoint now);
     void adopt_journal();
     bool drop_if_theirs(int cpu, LatencyLimit current);
     void release(int cpu);
@@ -153,17 +152,17 @@ class GlobalHolder {
   public:
     GlobalHolder(const SysRoot& root, LogSink log);
     // nullopt releases the request.
-    void apply(LatencyLimit wanted, SteadyTime now);
+    void apply(LatencyLimit wanted, TimePoint now);
     LatencyLimit held() const { return held_; }
     bool holding() const { return static_cast<bool>(fd_); }
-    SteadyTime since() const { return since_; }
+    TimePoint since() const { return since_; }
 
   private:
     SysRoot root_;
     LogSink log_;
     Fd fd_;
     LatencyLimit held_;
-    SteadyTime since_{};
+    TimePoint since_{};
 };
 
 } // namespace latgov
