@@ -212,7 +212,7 @@ void Daemon::on_io_ready(TimePoint now) {
     // Sample from an onset on, one period after it. A request during IO
     // (from a CPU still armed) keeps the period.
     if (on_io_events(now))
-        next_tick_ = now;
+        cadence_.restart(now);
     arm_timer(now);
 }
 
@@ -266,7 +266,7 @@ void Daemon::open_window(TimePoint now) {
                       period->period.count() / 1000, period->spread.count() / 1000,
                       state_->governor.periodic().lead().count() / 1000);
     last_change_ = now;
-    next_tick_ = now; // sampled from here on, as from an onset
+    cadence_.restart(now); // sampled from here on, as from an onset
 }
 
 bool Daemon::on_io_events(TimePoint now) {
@@ -451,6 +451,7 @@ void Daemon::write_metrics(TimePoint now) {
 }
 
 void Daemon::tick(TimePoint now) {
+    cadence_.ran(now);
     // Fed first: a tick that cannot sample still shows the loop is alive.
     if (watchdog_interval_.count() > 0 &&
         now - last_watchdog_ >= watchdog_feed_period(watchdog_interval_)) {
@@ -597,13 +598,13 @@ void Daemon::arm_timer(TimePoint now) {
                                  !active && events && events->armed(),
                                  !state_->governor.can_hold(),
                                  last_change_,
-                                 next_tick_,
+                                 cadence_.base(),
                                  status_dirty_,
                                  last_status_,
                                  watchdog_interval_,
                                  uevent_rescan_at(uevent_burst_, next_rescan_)};
     const auto deadline = next_deadline(schedule, config_.daemon, now);
-    next_tick_ = deadline.next_tick;
+    cadence_.armed(deadline.next_tick);
     wake_at_ = deadline.wake;
     // Without a recorder a window would not see its request. epoll_wait
     // rounds its timeout up to whole milliseconds: a millisecond earlier
@@ -776,7 +777,7 @@ bool Daemon::start() {
         watchdog_interval_ = std::chrono::microseconds(watchdog_usec);
 
     now = std::chrono::steady_clock::now();
-    next_tick_ = now;
+    cadence_.restart(now);
     tick(now);
     write_status(now);
     arm_timer(now);
@@ -819,7 +820,7 @@ std::optional<int> Daemon::on_signals() {
         if (info.ssi_signo == SIGHUP) {
             const auto now = std::chrono::steady_clock::now();
             reload(now);
-            next_tick_ = now;
+            cadence_.restart(now);
             arm_timer(now); // the rescan made new, unarmed IO events
         } else {
             spdlog::info("received {}, stopping", strsignal(static_cast<int>(info.ssi_signo)));

@@ -18,6 +18,7 @@
 #include "latgov/rescan.hpp"
 #include "latgov/result.hpp"
 #include "latgov/runtime_dir.hpp"
+#include "latgov/schedule.hpp"
 #include "latgov/status.hpp"
 #include "latgov/uevent_monitor.hpp"
 
@@ -156,7 +157,7 @@ class Daemon {
     TimePoint wake_at_{};           // the next tick, epoll's timeout
     TimePoint loop_waits_until_{};  // the wake_at_ of the loop's current wait
     bool have_epoll_pwait2_ = true; // else epoll_wait, in milliseconds
-    TimePoint next_tick_{};
+    TickCadence cadence_;
     TimePoint last_status_{};
     TimePoint last_watchdog_{};
     std::chrono::microseconds watchdog_interval_{0};

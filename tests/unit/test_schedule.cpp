@@ -124,6 +124,42 @@ TEST_CASE("deadlines advance from the previous deadline, not from now") {
     CHECK(ms(next_deadline(state, settings(), t0 + 3ms).next_tick) == 5);
 }
 
+TEST_CASE("arming again between two ticks keeps the tick where it was") {
+    auto state = at_t0();
+    state.active = true;
+    state.last_change = t0;
+    TickCadence cadence;
+    cadence.restart(t0); // an onset
+    auto arm = [&](TimePoint now) {
+        state.next_tick = cadence.base();
+        const auto d = next_deadline(state, settings(), now);
+        cadence.armed(d.next_tick);
+        return ms(d.next_tick);
+    };
+    CHECK(arm(t0) == 5);
+    // Requests from other CPUs, a uevent: each arms again before the tick.
+    CHECK(arm(t0 + 1ms) == 5);
+    CHECK(arm(t0 + 2ms) == 5);
+    CHECK(arm(t0 + 4ms) == 5);
+    cadence.ran(t0 + 5ms); // at its deadline: the next is one period on
+    CHECK(arm(t0 + 5ms) == 10);
+    cadence.ran(t0 + 7ms); // early, woken to write the status: from then
+    CHECK(arm(t0 + 7ms) == 12);
+    cadence.ran(t0 + 14ms); // late: still from its deadline
+    CHECK(arm(t0 + 14ms) == 17);
+    cadence.ran(t0 + 23ms); // late by more than a period: the missed one skipped
+    CHECK(arm(t0 + 23ms) == 28);
+    cadence.restart(t0 + 30ms); // an onset: from it
+    CHECK(arm(t0 + 30ms) == 35);
+}
+
+TEST_CASE("the first tick after a restart with none armed takes its own time as the base") {
+    TickCadence cadence;
+    cadence.restart(t0);
+    cadence.ran(t0 + 1ms); // the start: a tick at once, nothing armed yet
+    CHECK(ms(cadence.base()) == 1);
+}
+
 TEST_CASE("a missed period is skipped, not caught up") {
     auto state = at_t0();
     state.active = true;

@@ -5,6 +5,7 @@
 #include "latgov/config.hpp"
 #include "latgov/policy.hpp"
 
+#include <algorithm>
 #include <chrono>
 #include <ctime>
 #include <optional>
@@ -34,7 +35,7 @@ struct ScheduleState {
     bool events_armed = false;             // idle, and the first request wakes the daemon
     bool watch_only = false;               // nothing can be held: samples serve the status
     TimePoint last_change{};               // when what the CPUs hold last changed
-    TimePoint next_tick{};                 // the tick deadline before this one
+    TimePoint next_tick{};                 // the base: TickCadence::base()
     bool status_dirty = false;             // a status change is still to be written
     TimePoint last_status{};               // when the status file was last written
     std::chrono::microseconds watchdog{0}; // systemd's watchdog interval, 0 = none
@@ -56,6 +57,29 @@ struct Deadline {
 // flushed status_interval after the last write, not later; a pending rescan
 // wakes the daemon at its time.
 Deadline next_deadline(const ScheduleState& state, const DaemonSettings& settings, TimePoint now);
+
+// The base of next_deadline's tick across the loop's re-arming: the
+// deadline of the last tick that ran (or when it ran, if the loop woke
+// early for something else), or when sampling started again. Arming again
+// between two ticks (a request, a uevent) asks the same question and gets
+// the same tick; feeding next_deadline its own answer would push the tick
+// back a whole period each time.
+class TickCadence {
+  public:
+    // Sampling starts again from `now`: the start, an onset, a reload.
+    void restart(TimePoint now) { base_ = now; }
+    // What ScheduleState::next_tick takes.
+    TimePoint base() const { return base_; }
+    // The tick deadline next_deadline gave.
+    void armed(TimePoint due) { due_ = due; }
+    // A tick ran at `now`: the base is the deadline armed since the last
+    // restart, or `now` if it ran before it or none was armed.
+    void ran(TimePoint now) { base_ = due_ > base_ ? std::min(now, due_) : now; }
+
+  private:
+    TimePoint base_{};
+    TimePoint due_{};
+};
 
 // The time left from `now` until `wake` as epoll_pwait2's timeout; zero
 // once it passed.
