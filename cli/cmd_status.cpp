@@ -128,8 +128,8 @@ Result<nlohmann::json> load_status(const std::filesystem::path& runtime_dir) {
     if (!text)
         return make_error("no status at " + path + ": is latgovd running?");
     auto status = nlohmann::json::parse(*text, nullptr, false);
-    if (status.is_discarded())
-        return make_error("Failed to parse " + path);
+    if (status.is_discarded() || !status.is_object())
+        return make_error("Failed to parse " + path + ": not a JSON object");
     return status;
 }
 

@@ -159,7 +159,7 @@ void Daemon::start_kicker() {
         kicker_->update(cpus); // only the threads of CPUs that came or went
     } else {
         // Entered from a kick thread whenever its CPU's IO events are ready.
-        auto kicker = CpuKicker::start(cpus, [this, gate = gate_](int) {
+        auto kicker = CpuKicker::start(cpus, [this, gate = gate_](int) noexcept {
             bool wake = false;
             {
                 std::lock_guard lock(gate->mutex);
@@ -690,6 +690,8 @@ int Daemon::run() {
         return run_loop(lock);
     } catch (const std::exception& e) {
         spdlog::critical("Unexpected error, releasing every constraint: {}", e.what());
+    } catch (...) {
+        spdlog::critical("Unexpected error (not a std::exception), releasing every constraint");
     }
     try {
         if (!lock.owns_lock())
@@ -699,6 +701,10 @@ int Daemon::run() {
         spdlog::critical("Failed to release every constraint ({}): the journal in {} keeps "
                          "them for `latgovd --restore`",
                          e.what(), config_.daemon.runtime_dir.string());
+    } catch (...) {
+        spdlog::critical("Failed to release every constraint: the journal in {} keeps them for "
+                         "`latgovd --restore`",
+                         config_.daemon.runtime_dir.string());
     }
     return 1;
 }

@@ -130,5 +130,8 @@ int main(int argc, char** argv) {
     } catch (const std::exception& e) {
         spdlog::critical("Unexpected error: {}", e.what());
         return 1;
+    } catch (...) {
+        spdlog::critical("Unexpected error (not a std::exception)");
+        return 1;
     }
 }
