@@ -143,8 +143,12 @@ def epoll_watches(pid):
             continue
     for fd, kind in kinds.items():
         if kind == "anon_inode:[eventpoll]":
-            with open(f"/proc/{pid}/fdinfo/{fd}") as f:
-                watches[fd] = {int(t) for t in re.findall(r"^tfd:\s*(\d+)", f.read(), re.M)}
+            try:
+                with open(f"/proc/{pid}/fdinfo/{fd}") as f:
+                    info = f.read()
+            except FileNotFoundError:
+                continue  # closed meanwhile (a rescan)
+            watches[fd] = {int(t) for t in re.findall(r"^tfd:\s*(\d+)", info, re.M)}
     perf = {fd for fd, kind in kinds.items() if kind == "anon_inode:[perf_event]"}
     signalfd = {fd for fd, kind in kinds.items() if kind == "anon_inode:[signalfd]"}
     return watches, perf, signalfd
@@ -154,12 +158,26 @@ def cpuset_prefix(test, cpus):
     """A prefix command (Daemon's `prefix`) that puts latgovd in a new
     cpuset cgroup of `cpus` before it execs, and removes the cgroup when the
     test ends. cgroup v1 (a cpuset hierarchy) or v2 (the cpuset controller
-    in the unified one); neither fails the test."""
+    in the unified one); with neither the test fails."""
     name = f"latgov-test-{os.getpid()}-{random.randrange(1 << 30)}"
+
+    def make(group):
+        os.mkdir(group)
+
+        def remove():
+            for _ in range(100):  # the daemon's exit may take a moment to leave it
+                try:
+                    os.rmdir(group)
+                    return
+                except OSError:
+                    time.sleep(0.05)
+            os.rmdir(group)
+        test.addCleanup(remove)
+        return group
+
     v1 = "/sys/fs/cgroup/cpuset"
     if os.path.exists(os.path.join(v1, "cpuset.cpus")):
-        group = os.path.join(v1, name)
-        os.mkdir(group)
+        group = make(os.path.join(v1, name))
         with open(os.path.join(v1, "cpuset.mems")) as f:
             mems = f.read().strip()
         with open(os.path.join(group, "cpuset.mems"), "w") as f:
@@ -173,20 +191,18 @@ def cpuset_prefix(test, cpus):
             controllers = []
         test.assertIn("cpuset", controllers, "no cpuset cgroup controller (v1 or v2) to run "
                                              "latgovd on fewer CPUs than are online")
-        with open(os.path.join(root, "cgroup.subtree_control"), "w") as f:
-            f.write("+cpuset")
-        group = os.path.join(root, name)
-        os.mkdir(group)
+        subtree = os.path.join(root, "cgroup.subtree_control")
+        with open(subtree) as f:
+            enabled = "cpuset" in f.read().split()
+        if not enabled:
+            with open(subtree, "w") as f:
+                f.write("+cpuset")
 
-    def remove():
-        for _ in range(100):  # the daemon's exit may take a moment to leave it
-            try:
-                os.rmdir(group)
-                return
-            except OSError:
-                time.sleep(0.05)
-        os.rmdir(group)
-    test.addCleanup(remove)
+            def disable():  # after the group is gone (cleanups run last first)
+                with open(subtree, "w") as f:
+                    f.write("-cpuset")
+            test.addCleanup(disable)
+        group = make(os.path.join(root, name))
     with open(os.path.join(group, "cpuset.cpus"), "w") as f:
         f.write(",".join(str(c) for c in sorted(cpus)))
     procs = os.path.join(group, "cgroup.procs")

@@ -11,6 +11,7 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <memory>
 #include <mutex>
 #include <sched.h>
 #include <string>
@@ -231,40 +232,44 @@ TEST_CASE("an update does not wait for a stopping thread that is in its handler"
     // for that thread would stall the loop for stop_wait on each update.
     const auto cpus = allowed_cpus();
     const int cpu = cpus.front();
-    std::mutex gate;
-    std::atomic<bool> entered{false}, left{false};
-    Fd fd(::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));
-    REQUIRE(fd);
-    std::unique_lock held(gate);
-    auto kicker = CpuKicker::start({cpu}, [&](int) {
-        entered = true;
-        std::lock_guard lock(gate);
+    // Shared with the thread, which may outlive this test if a check fails.
+    struct Shared {
+        std::mutex gate;
+        std::atomic<bool> entered{false}, left{false};
+        Fd fd{::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK)};
+    };
+    const auto shared = std::make_shared<Shared>();
+    REQUIRE(shared->fd);
+    std::unique_lock held(shared->gate);
+    auto kicker = CpuKicker::start({cpu}, [shared](int) {
+        shared->entered = true;
+        std::lock_guard lock(shared->gate);
         std::uint64_t value = 0;
-        (void)!::read(fd.get(), &value, sizeof value);
-        left = true;
+        (void)!::read(shared->fd.get(), &value, sizeof value);
+        shared->left = true;
     });
     REQUIRE(kicker);
-    REQUIRE((*kicker)->watch(cpu, fd.get()));
+    REQUIRE((*kicker)->watch(cpu, shared->fd.get()));
     const std::uint64_t one = 1;
-    REQUIRE(::write(fd.get(), &one, sizeof one) == sizeof one);
+    REQUIRE(::write(shared->fd.get(), &one, sizeof one) == sizeof one);
     const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(5);
-    while (!entered && std::chrono::steady_clock::now() < deadline)
+    while (!shared->entered && std::chrono::steady_clock::now() < deadline)
         std::this_thread::sleep_for(std::chrono::milliseconds(1));
-    REQUIRE(entered); // and blocked on `gate`, which this thread holds
+    REQUIRE(shared->entered); // and blocked on `gate`, which this thread holds
 
     const auto before = std::chrono::steady_clock::now();
     (*kicker)->update({}); // its CPU went away
     const auto took = std::chrono::steady_clock::now() - before;
     CHECK((*kicker)->cpus().empty());
-    CHECK_FALSE(left);
+    CHECK_FALSE(shared->left);
     // A join would have waited stop_wait (200 ms) for it.
     CHECK(took < CpuKicker::stop_wait / 2);
 
     // Let go, the thread finishes its handler and ends.
     held.unlock();
-    while (!left && std::chrono::steady_clock::now() < deadline + std::chrono::seconds(5))
+    while (!shared->left && std::chrono::steady_clock::now() < deadline + std::chrono::seconds(5))
         std::this_thread::sleep_for(std::chrono::milliseconds(1));
-    CHECK(left);
+    CHECK(shared->left);
     while (kicker_thread_id(cpu) != 0 &&
            std::chrono::steady_clock::now() < deadline + std::chrono::seconds(10))
         std::this_thread::sleep_for(std::chrono::milliseconds(1));
