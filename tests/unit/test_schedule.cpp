@@ -151,6 +151,11 @@ TEST_CASE("arming again between two ticks keeps the tick where it was") {
     CHECK(arm(t0 + 23ms) == 28);
     cadence.restart(t0 + 30ms); // an onset: from it
     CHECK(arm(t0 + 30ms) == 35);
+    // A restart forgets the tick armed before it: a tick that then runs
+    // without arming again (none does in the daemon) counts from itself.
+    cadence.restart(t0 + 31ms);
+    cadence.ran(t0 + 37ms);
+    CHECK(ms(cadence.base()) == 37);
 }
 
 TEST_CASE("the first tick after a restart with none armed takes its own time as the base") {

@@ -67,7 +67,10 @@ Deadline next_deadline(const ScheduleState& state, const DaemonSettings& setting
 class TickCadence {
   public:
     // Sampling starts again from `now`: the start, an onset, a reload.
-    void restart(TimePoint now) { base_ = now; }
+    void restart(TimePoint now) {
+        base_ = now;
+        due_ = {}; // armed before the restart: not the next tick's base
+    }
     // What ScheduleState::next_tick takes.
     TimePoint base() const { return base_; }
     // The tick deadline next_deadline gave.
