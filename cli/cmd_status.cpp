@@ -14,6 +14,7 @@
 #include <cstring>
 #include <ctime>
 #include <exception>
+#include <filesystem>
 #include <fmt/format.h>
 #include <string_view>
 #include <unistd.h>
@@ -125,8 +126,12 @@ int watch_status(const SysRoot& root, const std::filesystem::path& runtime_dir,
 Result<nlohmann::json> load_status(const std::filesystem::path& runtime_dir) {
     const auto path = (runtime_dir / status_file_name).string();
     auto text = read_text_file(path);
-    if (!text)
-        return make_error("no status at " + path + ": is latgovd running?");
+    if (!text) {
+        std::error_code ec;
+        if (!std::filesystem::exists(path, ec) && !ec)
+            return make_error("no status at " + path + ": is latgovd running?");
+        return text.error(); // there, but not readable: says why
+    }
     auto status = nlohmann::json::parse(*text, nullptr, false);
     if (status.is_discarded() || !status.is_object())
         return make_error("Failed to parse " + path + ": not a JSON object");

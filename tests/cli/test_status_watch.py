@@ -7,7 +7,8 @@ screen must show the first state, then the changed one with nothing of the
 first left over, without ever scrolling; Ctrl-C (typed into the terminal,
 so the line discipline sends SIGINT) ends it with status 0 and the cursor
 shown again. With stdout on a pipe it prints plain copies, one per
-interval, and no control sequences.
+interval, and no control sequences. A status file it cannot use is named,
+with what is wrong with it.
 
 Usage: test_status_watch.py LATGOV
 """
@@ -308,6 +309,27 @@ class StatusWatch(unittest.TestCase):
         second = next(i for i, c in enumerate(copies) if "latgovd pid 2222" in c)
         self.assertLess(first, second)
         self.assertTrue(all(c.endswith("other holders: none\n\n") for c in copies[first:]), copies)
+
+    def test_a_status_file_it_cannot_use_is_named_with_why(self):
+        path = os.path.join(self.runtime, "status.json")
+
+        def status():
+            return subprocess.run([LATGOV, "--sysroot", self.root, "status", "--runtime-dir",
+                                   self.runtime], capture_output=True, text=True, timeout=TIMEOUT)
+        result = status()
+        self.assertNotEqual(result.returncode, 0)
+        self.assertIn(f"no status at {path}: is latgovd running?", result.stderr)
+        with open(path, "w") as f:
+            f.write("[1, 2]\n")  # JSON, but not a status
+        result = status()
+        self.assertNotEqual(result.returncode, 0)
+        self.assertIn(f"Failed to parse {path}: not a JSON object", result.stderr)
+        os.unlink(path)
+        os.mkdir(path)  # there, but not a file: not "is latgovd running?"
+        result = status()
+        self.assertNotEqual(result.returncode, 0)
+        self.assertIn(f"Failed to read {path}: Is a directory", result.stderr)
+        self.assertNotIn("is latgovd running", result.stderr)
 
     def test_watch_with_json_is_refused(self):
         result = subprocess.run([LATGOV, "status", "--watch", "--json", "--runtime-dir", self.runtime],
