@@ -34,6 +34,10 @@ namespace {
 constexpr std::chrono::milliseconds first_rescan_retry{100};
 constexpr std::chrono::milliseconds max_rescan_retry{5000};
 
+std::int64_t ms_until(TimePoint then, TimePoint now) {
+    return std::chrono::duration_cast<std::chrono::milliseconds>(then - now).count();
+}
+
 // The metrics follow the status writes, and are refreshed this often while
 // idle so a scrape can tell a live daemon from a stale file.
 constexpr std::chrono::seconds metrics_refresh{30};
@@ -113,12 +117,16 @@ bool Daemon::rescan(TimePoint now, RescanCause cause) {
         spdlog::error("{}; releasing every constraint, retrying in {} ms", state.error().message,
                       rescan_retry_.count());
         apply(Holds{}, now);
-        next_rescan_ = now + rescan_retry_;
-        rescan_retry_ = std::min(rescan_retry_ * 2, max_rescan_retry);
+        retry_rescan_later(now);
         return false;
     }
     install(std::move(*state), now, cause);
     return true;
+}
+
+void Daemon::retry_rescan_later(TimePoint now) {
+    next_rescan_ = now + rescan_retry_;
+    rescan_retry_ = std::min(rescan_retry_ * 2, max_rescan_retry);
 }
 
 void Daemon::install(GovernedState state, TimePoint now, RescanCause cause) {
@@ -128,8 +136,7 @@ void Daemon::install(GovernedState state, TimePoint now, RescanCause cause) {
     // The old events close here, which also takes them out of epoll.
     state_ = std::make_unique<GovernedState>(std::move(state));
     metrics_.count_rescan(cause);
-    rescan_retry_ = first_rescan_retry;
-    next_rescan_ = {};
+    next_rescan_ = {}; // the retry period grows until a tick samples the new state
     // Every uevent read so far came before this discovery (one thread), so
     // the new state has seen what they announced.
     uevent_burst_ = {};
@@ -399,7 +406,8 @@ StatusInput Daemon::status_input(TimePoint now) const {
             onset_.summary(),
             onset_wake_.summary(),
             onset_work_.summary(),
-            now};
+            now,
+            sampling_error_};
 }
 
 std::string Daemon::io_events_state() const {
@@ -459,13 +467,38 @@ void Daemon::tick(TimePoint now) {
         last_watchdog_ = now;
     }
     rescan_if_due(now);
-    if (auto sampled = state_->sampler.sample(sample_); !sampled) {
+    auto sampled = state_->sampler.sample(sample_);
+    if (!sampled && now >= next_rescan_) {
         // A device went away (or a controller reset): map the machine anew.
-        if (now >= next_rescan_) {
-            spdlog::warn("{}; rescanning devices", sampled.error().message);
-            rescan(now, RescanCause::device_error);
+        spdlog::warn("{}; rescanning devices", sampled.error().message);
+        if (rescan(now, RescanCause::device_error)) {
+            sampled = state_->sampler.sample(sample_);
+            if (!sampled) { // text this build cannot read, say: not at every wake
+                retry_rescan_later(now);
+                spdlog::error("{}; nothing held, rescanning in {} ms", sampled.error().message,
+                              ms_until(next_rescan_, now));
+            }
+        } // else rescan() said why, and when it tries again
+        if (!sampled) {
+            sampling_error_ = fmt::format("{}; rescanning in {} ms", sampled.error().message,
+                                          ms_until(next_rescan_, now));
+            status_dirty_ = true;
         }
+    }
+    if (!sampled) {
+        // Nothing observed, nothing held (an onset since the rescan would
+        // stay otherwise). The status says so on its own schedule: left
+        // dirty, it would wake the loop at once.
+        apply(Holds{}, now);
+        if (status_dirty_ && now - last_status_ >= config_.daemon.status_interval)
+            write_status(now);
         return;
+    }
+    rescan_retry_ = first_rescan_retry;
+    if (!sampling_error_.empty()) {
+        spdlog::info("sampling again");
+        sampling_error_.clear();
+        status_dirty_ = true;
     }
     read_issue_counters(*state_, sample_);
     take_recorded_requests();

@@ -68,6 +68,9 @@ class Daemon {
     // observed any more, so every constraint is released; the current
     // state stays and the next attempt waits (rescan_retry_, doubling).
     bool rescan(TimePoint now, RescanCause cause);
+    // The next rescan waits rescan_retry_, which doubles (up to a bound)
+    // until a tick samples again.
+    void retry_rescan_later(TimePoint now);
     void install(GovernedState state, TimePoint now, RescanCause cause);
     // Rescans when a debounced burst of uevents is due, when the online CPU
     // set changed, or when the periodic check finds another topology.
@@ -170,8 +173,9 @@ class Daemon {
     TimePoint next_periodic_check_{};
     std::string online_text_; // /sys/devices/system/cpu/online when last scanned
     TimePoint last_online_check_{};
-    TimePoint next_rescan_{}; // a failed rescan is not retried before this
+    TimePoint next_rescan_{}; // a failed rescan (or sample) is not retried before this
     std::chrono::milliseconds rescan_retry_;
+    std::string sampling_error_; // why the last tick could not sample, for the status
     bool status_dirty_ = true;
     OnsetDelays onset_;      // request issued -> constraint written
     OnsetDelays onset_wake_; // of that, request issued -> latgovd running

@@ -418,16 +418,17 @@ class Watched:
 
 
 class Daemon:
-    def __init__(self, latgovd, runtime_dir, config_path, log_path, prefix=()):
+    def __init__(self, latgovd, runtime_dir, config_path, log_path, prefix=(), args=()):
         """prefix: a command that execs latgovd (setpriv ... to drop
-        capabilities); latgovd's pid is then the process's own. latgovd
-        runs at the unit's priority: its timer races the IO it holds for."""
+        capabilities); latgovd's pid is then the process's own. args: more
+        options of latgovd's. latgovd runs at the unit's priority: its timer
+        races the IO it holds for."""
         self.runtime_dir = runtime_dir
         self.log_path = log_path
         self.logf = open(log_path, "ab")
         nice = unit_nice()
         self.proc = subprocess.Popen(
-            [*prefix, latgovd, "--config", config_path, "--runtime-dir", runtime_dir],
+            [*prefix, latgovd, "--config", config_path, "--runtime-dir", runtime_dir, *args],
             stdin=subprocess.DEVNULL, stdout=self.logf, stderr=subprocess.STDOUT,
             preexec_fn=lambda: os.setpriority(os.PRIO_PROCESS, 0, nice))
 
@@ -627,7 +628,7 @@ class HostTestCase(unittest.TestCase):
         return path
 
     def start_daemon(self, config_text=FIXED_CONFIG, config_path=None, runtime_dir=None,
-                     wait=True, prefix=(), events=True):
+                     wait=True, prefix=(), events=True, args=()):
         """Starts latgovd; with wait, waits until it is ready and checks the
         idle mode its status reports: woken by IO events (events=True), or
         sampling because perf events were refused (events=False); events=None
@@ -636,7 +637,7 @@ class HostTestCase(unittest.TestCase):
             config_path = self.write_config(config_text)
         runtime_dir = runtime_dir or os.path.join(self.tmp, "run")
         log_path = os.path.join(self.tmp, f"latgovd-{len(self.daemons)}.log")
-        d = Daemon(self.latgovd, runtime_dir, config_path, log_path, prefix)
+        d = Daemon(self.latgovd, runtime_dir, config_path, log_path, prefix, args)
         self.daemons.append(d)
         if wait:
             d.wait_ready()

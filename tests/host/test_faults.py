@@ -1,6 +1,6 @@
 """Host fault tests: latgovd killed at random moments while it changes
 limits, a second writer of the same PM QoS files, --dry-run, attacks on the
-runtime directory, and the onset delay after idle.
+runtime directory, a device it cannot read, and the onset delay after idle.
 
 Runs on the virtio test bed (vda, one queue, as root), under the bed lock; a
 missing prerequisite FAILS, it never skips. Helpers: hostlib.py.
@@ -9,8 +9,10 @@ Environment: LATGOVD, LATGOV (set by ctest). Optional: LATGOV_SOAK_KILLS,
 the kills per backend of the soak (default 25: 50 in all).
 """
 
+import glob
 import json
 import os
+import re
 import random
 import shutil
 import signal
@@ -52,6 +54,13 @@ MALFORMED = [
 
 # What someone else writes to a CPU: no value latgov ever writes here.
 THEIRS = "77"
+
+
+def latgovd_cpu_seconds(pid):
+    """User and system CPU time of a process, in seconds."""
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def bursty_fio(seconds):
@@ -411,6 +420,69 @@ class FaultTest(HostTestCase):
         self.assert_back(self.baseline, "after --restore of the named directory")
         self.assertFalse(os.path.exists(journal), "journal left after a complete restore")
         self.assertFalse(os.path.exists(elsewhere), "restore looked in the configured directory")
+
+    def test_13_unreadable_device_statistics_back_off(self):
+        """A device whose statistics this build cannot parse (an unexpected
+        kernel, say) in a tree given with --sysroot, where discovery still
+        succeeds: latgovd names the file and what is wrong, holds nothing,
+        and retries with a growing period, neither rescanning at every wake
+        nor spinning on a status it cannot refresh. The status says why
+        nothing is held; once the file reads again, latgovd samples again."""
+        root = os.path.join(self.tmp, "root")
+        golden = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "golden",
+                              "host-haltpoll.tar.gz")
+        os.makedirs(root)
+        subprocess.run(["tar", "xzf", golden, "-C", root], check=True)
+        # What the golden tree (discovery's files) lacks for sampling.
+        with open(os.path.join(root, "proc", "stat"), "w") as f:
+            f.write("cpu  1 0 1 100 0 0 0 0 0 0\n"
+                    "cpu0 1 0 1 50 0 0 0 0 0 0\ncpu1 0 0 0 50 0 0 0 0 0 0\n"
+                    "intr 0" + " 0" * 64 + "\n")
+        for dev in os.listdir(os.path.join(root, "sys", "block")):
+            with open(os.path.join(root, "sys", "block", dev, "stat"), "w") as f:
+                f.write("1 0 8 0 0 0 0 0 0 0 0 0 0 0 0 0 0\n")
+        bad = os.path.join(root, "sys", "block", "vda", "stat")
+        with open(bad, "w") as f:
+            f.write("reads=1 writes=0\n")
+        tree_qos = glob.glob(os.path.join(root, "sys", "devices", "system", "cpu", "cpu*", "power",
+                                          "pm_qos_resume_latency_us"))
+        self.assertTrue(tree_qos, f"no PM QoS files in {golden}")
+
+        def tree_values():
+            values = {}
+            for path in tree_qos:
+                with open(path) as f:
+                    values[path] = f.read().strip()
+            return values
+        before = tree_values()
+        d = self.start_daemon(CONFIG.format(backend="percpu", limit=0), events=None,
+                              args=("--sysroot", root))
+        d.wait_log(r"rescanning devices")
+        t0, cpu0 = time.monotonic(), latgovd_cpu_seconds(d.proc.pid)
+        time.sleep(3.0)
+        elapsed = time.monotonic() - t0
+        used = latgovd_cpu_seconds(d.proc.pid) - cpu0
+        self.assertTrue(d.alive(), d.log())
+        text = d.log()
+        rescans = len(re.findall(r"rescanning devices", text))
+        log(f"  vda/stat unreadable: {rescans} rescans, {used:.2f} s of CPU in {elapsed:.1f} s")
+        # Retried after 100 ms, doubling: six tries in the first 3.1 s.
+        self.assertLessEqual(rescans, 8, text[-3000:])
+        self.assertLess(used, 0.1 * elapsed, f"latgovd used {used:.2f} s of CPU in {elapsed:.1f} s")
+        self.assertIsNotNone(re.search(rf"Failed to parse {re.escape(bad)}: .*; nothing held, "
+                                       r"rescanning in \d+ ms", text), text[-3000:])
+        why = self.status(d.runtime_dir)["sampling_error"]
+        self.assertRegex(why or "", rf"^Failed to parse {re.escape(bad)}: .*; rescanning in \d+ ms$")
+        shown = self.run_cmd(self.latgov, "--sysroot", root, "status", "--runtime-dir",
+                             d.runtime_dir)
+        self.assertIn(f"NOT GOVERNING, nothing held: {why}", shown.stdout, shown.stderr)
+        with open(bad, "w") as f:
+            f.write("1 0 8 0 0 0 0 0 0 0 0 0 0 0 0 0 0\n")
+        d.wait_log(r"sampling again", timeout=10.0)  # at the next try, 6.4 s at most
+        self.wait_status(d, lambda s: s.get("sampling_error", "") is None, "sampling_error null")
+        self.assertEqual(d.stop(), 0)
+        self.assertEqual(tree_values(), before, "the tree's CPUs were left held")
+        self.assertEqual(read_all(), self.baseline, "the machine's own files were written")
 
     def test_08_onset_after_idle(self):
         """Pairs of 4k reads 30 ms apart (each pair after the 3 ms linger

@@ -35,6 +35,17 @@ TEST_CASE("status text: each held CPU with why, and the IO events line") {
     CHECK(contains(text, "1     0 (poll)   2.5        vda/0 (completes)\n"));
 }
 
+TEST_CASE("status text: why nothing is held while the devices cannot be sampled") {
+    auto status = minimal_status();
+    CHECK_FALSE(contains(format_status(status), "NOT GOVERNING"));
+    status["sampling_error"] = nullptr;
+    CHECK_FALSE(contains(format_status(status), "NOT GOVERNING"));
+    status["sampling_error"] = "Failed to parse /sys/block/vda/stat: bad; rescanning in 800 ms";
+    CHECK(contains(format_status(status),
+                   "\nNOT GOVERNING, nothing held: Failed to parse /sys/block/vda/stat: bad; "
+                   "rescanning in 800 ms\nIO events: "));
+}
+
 TEST_CASE("status text: the onset delay and its split once there was one") {
     auto status = minimal_status();
     CHECK_FALSE(contains(format_status(status), "Onset"));

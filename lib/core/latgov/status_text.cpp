@@ -61,6 +61,9 @@ std::string format_status(const nlohmann::json& s) {
         "latgovd pid {}, cpuidle {}/{}, idle-state costs: {}\n", whole<int>(s.at("pid")),
         s.at("cpuidle_driver").get<std::string>(), s.at("cpuidle_governor").get<std::string>(),
         s.at("idle_costs").get<std::string>());
+    if (s.contains("sampling_error") && s.at("sampling_error").is_string())
+        out += fmt::format("NOT GOVERNING, nothing held: {}\n",
+                           s.at("sampling_error").get<std::string>());
     if (s.contains("io_events"))
         out += fmt::format("IO events: {}\n", s.at("io_events").get<std::string>());
     if (s.contains("onset_delay") && whole<long>(s.at("onset_delay").at("count")) > 0) {

@@ -101,6 +101,7 @@ json build_status(const StatusInput& in) {
     if (in.global.holding())
         status["global_held_seconds"] = seconds_between(in.global.since(), in.now);
     status["io_events"] = in.io_events;
+    status["sampling_error"] = in.sampling_error.empty() ? json(nullptr) : json(in.sampling_error);
     json onset = {{"count", in.onset.count}, {"on_issuing_cpu", in.onset.on_issuing_cpu}};
     auto quantiles = [&](const OnsetSummary& s, const std::string& prefix) {
         if (s.count == 0)

@@ -29,6 +29,9 @@ struct StatusInput {
     OnsetSummary onset_wake; // of that, request issued -> latgovd running
     OnsetSummary onset_work; // and latgovd running -> constraint written
     TimePoint now;
+    // Why the governed devices cannot be sampled (nothing is held then);
+    // empty while they can.
+    std::string sampling_error{};
 };
 
 // The whole status document (schema latgov.status/1): one entry per online
