@@ -3,6 +3,7 @@
 #include "latgov/calibration.hpp"
 #include "latgov/calibration_file.hpp"
 #include "latgov/calibration_probe.hpp"
+#include "latgov/discovery.hpp"
 
 #include <atomic>
 #include <spdlog/spdlog.h>
@@ -10,14 +11,26 @@
 
 namespace latgov {
 
-void calibrate_if_missing(const SysRoot& root, const DaemonSettings& settings) {
+void calibrate_if_unusable(const SysRoot& root, const DaemonSettings& settings) {
     if (!settings.calibrate_on_start)
         return;
-    // A truncated or unreadable file is measured again, not kept for ever.
-    if (auto loaded = load_calibration(settings.calibration_file); loaded && *loaded)
-        return;
-    spdlog::info("no usable calibration at {}: measuring idle-state costs (calibrate_on_start)",
-                 settings.calibration_file.string());
+    // A truncated or unreadable file is measured again, not kept for ever,
+    // and so is one of another machine or kernel (an upgrade), which
+    // load_idle_costs would not use.
+    const auto& path = settings.calibration_file;
+    if (auto loaded = load_calibration(path); loaded && *loaded) {
+        auto topology = discover_topology(root);
+        if (!topology) // the start fails on it, with the error
+            return;
+        if ((*loaded)->machine == read_machine_identity(root, *topology))
+            return;
+        spdlog::info("calibration at {} is for another machine or kernel: measuring idle-state "
+                     "costs again (calibrate_on_start)",
+                     path.string());
+    } else {
+        spdlog::info("no usable calibration at {}: measuring idle-state costs (calibrate_on_start)",
+                     path.string());
+    }
     sd_notify(0, "STATUS=Calibrating idle-state costs\nEXTEND_TIMEOUT_USEC=60000000");
     CalibrateOptions options;
     options.runtime_dir = settings.runtime_dir;
@@ -30,7 +43,7 @@ void calibrate_if_missing(const SysRoot& root, const DaemonSettings& settings) {
                      calibration.error().message);
         return;
     }
-    if (auto saved = save_calibration(settings.calibration_file, *calibration); !saved)
+    if (auto saved = save_calibration(path, *calibration); !saved)
         spdlog::warn("{}", saved.error().message);
 }
 

@@ -7,8 +7,9 @@
 
 namespace latgov {
 
-// Runs the probe when no calibration file exists yet and writes its result;
-// a failure is logged and leaves the declared costs.
-void calibrate_if_missing(const SysRoot& root, const DaemonSettings& settings);
+// Runs the probe when the calibration file is missing, unreadable or of
+// another machine or kernel, and writes its result; a failure is logged and
+// leaves the declared costs.
+void calibrate_if_unusable(const SysRoot& root, const DaemonSettings& settings);
 
 } // namespace latgov

@@ -290,6 +290,46 @@ class CalibrateTest(HostTestCase):
         self.assertEqual(d.stop(), 0)
         self.assertEqual(read_all(), self.baseline)
 
+    def test_07_calibrate_on_start_replaces_another_kernels_file(self):
+        """calibrate_on_start with a calibration of another kernel (as after
+        an upgrade): latgovd does not use it, and measures again rather than
+        keep it for ever. Where the raw disk cannot be opened (see test_06)
+        the old file stays and the declared latencies govern."""
+        rc, text = self.calibrate(self.calibration_file, rounds=1, ios=100)
+        self.assertEqual(rc, 0, text)
+        with open(self.calibration_file) as f:
+            current = f.read()
+        kernel = os.uname().release
+        self.assertIn(f'kernel = "{kernel}"', current)
+        stale = current.replace(f'kernel = "{kernel}"', 'kernel = "0.0.0-another"')
+        with open(self.calibration_file, "w") as f:
+            f.write(stale)
+        try:
+            os.close(os.open(f"/dev/{DISK}", os.O_RDONLY | os.O_DIRECT))
+            raw = True
+        except OSError:
+            raw = False
+        d = self.start_daemon(
+            "[daemon]\nstatus_interval_ms = 50\ncalibrate_on_start = true\n\n"
+            "[defaults]\nmode = \"fixed\"\nlimit_us = 0\nwaiter_cpus = false\n",
+            wait=False)
+        d.wait_log(r"latgovd ready", timeout=60)
+        self.assertIn(f"calibration at {self.calibration_file} is for another machine or kernel: "
+                      "measuring idle-state costs again (calibrate_on_start)", d.log())
+        costs = self.status(d.runtime_dir).get("idle_costs", "")
+        with open(self.calibration_file) as f:
+            after = f.read()
+        log(f"  /dev/{DISK} {'opens' if raw else 'refused'}; idle_costs {costs!r}")
+        if raw:
+            self.assertIn(f'kernel = "{kernel}"', after)
+            self.assertTrue(costs.startswith("measured"), costs)
+        else:
+            self.assertEqual(after, stale)
+            self.assertEqual(costs, f"declared (calibration at {self.calibration_file} is for "
+                                    "another machine or kernel)")
+        self.assertEqual(d.stop(), 0)
+        self.assertEqual(read_all(), self.baseline)
+
 
 if __name__ == "__main__":
     import unittest

@@ -114,7 +114,8 @@ struct DaemonSettings {
     // (hctxN/tags busy=), so a queue with a slow request in flight stays
     // active; each read takes a queue mutex in the kernel, hence opt-in.
     bool queue_inflight = false;
-    // Run `latgov calibrate` at start when no usable calibration file exists.
+    // Run `latgov calibrate` at start when the calibration file is missing,
+    // unreadable or of another machine or kernel.
     bool calibrate_on_start = false;
     // Prometheus textfile (node_exporter's textfile collector). Empty: none.
     // The default is written only where its directory exists; a path the
