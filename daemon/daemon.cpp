@@ -216,8 +216,9 @@ void Daemon::watch_events() {
 }
 
 void Daemon::on_io_ready(TimePoint now) {
-    // Sample from an onset on, one period after it. A request during IO
-    // (from a CPU still armed) keeps the period.
+    // Sample from an onset on (a request activated a queue), one period
+    // after it. A request on a queue already active keeps the period: the
+    // tick moves at most once per queue between two ticks.
     if (on_io_events(now))
         cadence_.restart(now);
     arm_timer(now);

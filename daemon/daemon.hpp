@@ -143,7 +143,7 @@ class Daemon {
     struct Gate {
         std::mutex mutex;
         bool open = true;
-        Fd wake; // eventfd in the loop's epoll: a kick thread moved its deadline
+        Fd wake; // eventfd in the loop's epoll: a kick thread moved its deadline earlier
     };
     std::shared_ptr<Gate> gate_ = std::make_shared<Gate>();
     // Wakes the CPUs a per-CPU limit was just written for, and takes each
@@ -157,7 +157,7 @@ class Daemon {
     Fd epoll_, signals_;
     // What a kick thread threw while taking IO events: the loop rethrows it.
     std::exception_ptr cpu_thread_failed_;
-    TimePoint wake_at_{};           // the next tick, epoll's timeout
+    TimePoint wake_at_{};           // the next wake-up (tick, status, window), epoll's timeout
     TimePoint loop_waits_until_{};  // the wake_at_ of the loop's current wait
     bool have_epoll_pwait2_ = true; // else epoll_wait, in milliseconds
     TickCadence cadence_;
