@@ -34,10 +34,6 @@ namespace {
 constexpr std::chrono::milliseconds first_rescan_retry{100};
 constexpr std::chrono::milliseconds max_rescan_retry{5000};
 
-std::int64_t ms_until(TimePoint then, TimePoint now) {
-    return std::chrono::duration_cast<std::chrono::milliseconds>(then - now).count();
-}
-
 // The metrics follow the status writes, and are refreshed this often while
 // idle so a scrape can tell a live daemon from a stale file.
 constexpr std::chrono::seconds metrics_refresh{30};
@@ -102,7 +98,8 @@ Result<Config> load_daemon_config(const Options& o) {
 Daemon::Daemon(Options options, Config config)
     : options_(std::move(options)), config_(std::move(config)), root_(options_.sysroot),
       percpu_(root_, journal_path(), log_warning, !options_.dry_run), global_(root_, log_warning),
-      rescan_retry_(first_rescan_retry), metrics_(unix_time_now()) {}
+      rescan_retry_(first_rescan_retry), sample_retry_(first_rescan_retry),
+      metrics_(unix_time_now()) {}
 
 Daemon::~Daemon() {
     // The kick threads stop with the kicker, after members they would use.
@@ -117,16 +114,13 @@ bool Daemon::rescan(TimePoint now, RescanCause cause) {
         spdlog::error("{}; releasing every constraint, retrying in {} ms", state.error().message,
                       rescan_retry_.count());
         apply(Holds{}, now);
-        retry_rescan_later(now);
+        holds_dropped_ = true;
+        next_rescan_ = now + rescan_retry_;
+        rescan_retry_ = std::min(rescan_retry_ * 2, max_rescan_retry);
         return false;
     }
     install(std::move(*state), now, cause);
     return true;
-}
-
-void Daemon::retry_rescan_later(TimePoint now) {
-    next_rescan_ = now + rescan_retry_;
-    rescan_retry_ = std::min(rescan_retry_ * 2, max_rescan_retry);
 }
 
 void Daemon::install(GovernedState state, TimePoint now, RescanCause cause) {
@@ -136,7 +130,8 @@ void Daemon::install(GovernedState state, TimePoint now, RescanCause cause) {
     // The old events close here, which also takes them out of epoll.
     state_ = std::make_unique<GovernedState>(std::move(state));
     metrics_.count_rescan(cause);
-    next_rescan_ = {}; // the retry period grows until a tick samples the new state
+    rescan_retry_ = first_rescan_retry;
+    next_rescan_ = {};
     // Every uevent read so far came before this discovery (one thread), so
     // the new state has seen what they announced.
     uevent_burst_ = {};
@@ -153,6 +148,7 @@ void Daemon::install(GovernedState state, TimePoint now, RescanCause cause) {
     watch_events();
     // The new governor starts idle: what the old one held is released.
     apply(state_->governor.holds(), now);
+    holds_dropped_ = false;
     status_dirty_ = true;
 }
 
@@ -467,35 +463,21 @@ void Daemon::tick(TimePoint now) {
         sd_notify(0, "WATCHDOG=1");
         last_watchdog_ = now;
     }
-    rescan_if_due(now);
+    // A rescan that made a new map this tick is not made again below.
+    bool rescanned = rescan_if_due(now);
     auto sampled = state_->sampler.sample(sample_);
-    if (!sampled && now >= next_rescan_) {
+    if (!sampled && !rescanned && now >= next_rescan_) {
         // A device went away (or a controller reset): map the machine anew.
         spdlog::warn("{}; rescanning devices", sampled.error().message);
-        if (rescan(now, RescanCause::device_error)) {
+        rescanned = rescan(now, RescanCause::device_error);
+        if (rescanned)
             sampled = state_->sampler.sample(sample_);
-            if (!sampled) { // text this build cannot read, say: not at every wake
-                retry_rescan_later(now);
-                spdlog::error("{}; nothing held, rescanning in {} ms", sampled.error().message,
-                              ms_until(next_rescan_, now));
-            }
-        } // else rescan() said why, and when it tries again
-        if (!sampled) {
-            sampling_error_ = fmt::format("{}; rescanning in {} ms", sampled.error().message,
-                                          ms_until(next_rescan_, now));
-            status_dirty_ = true;
-        }
     }
     if (!sampled) {
-        // Nothing observed, nothing held (an onset since the rescan would
-        // stay otherwise). The status says so on its own schedule: left
-        // dirty, it would wake the loop at once.
-        apply(Holds{}, now);
-        if (status_dirty_ && now - last_status_ >= config_.daemon.status_interval)
-            write_status(now);
+        cannot_sample(now, sampled.error().message, rescanned);
         return;
     }
-    rescan_retry_ = first_rescan_retry;
+    sample_retry_ = first_rescan_retry;
     if (!sampling_error_.empty()) {
         spdlog::info("sampling again");
         sampling_error_.clear();
@@ -507,8 +489,10 @@ void Daemon::tick(TimePoint now) {
     const auto windows_before =
         log_windows ? window_counts(state_->governor) : std::vector<std::uint64_t>{};
     const bool events_armed = state_->events && state_->events->armed();
-    if (state_->governor.observe(sample_, now, events_armed)) {
+    // Holds dropped while nothing could be observed are taken again.
+    if (state_->governor.observe(sample_, now, events_armed) || holds_dropped_) {
         apply(state_->governor.holds(), now);
+        holds_dropped_ = false;
         last_change_ = now;
     }
     if (log_windows)
@@ -535,15 +519,36 @@ void Daemon::tick(TimePoint now) {
     }
 }
 
-void Daemon::rescan_if_due(TimePoint now) {
+void Daemon::cannot_sample(TimePoint now, const std::string& why, bool fresh_map) {
+    if (fresh_map) {
+        // A map made just now cannot be sampled either (text this build
+        // cannot read, say): the next rescan waits, longer each time.
+        next_rescan_ = now + sample_retry_;
+        spdlog::error("{}; nothing held, rescanning in {} ms", why, sample_retry_.count());
+        sample_retry_ = std::min(sample_retry_ * 2, max_rescan_retry);
+    }
+    if (why != sampling_error_) {
+        sampling_error_ = why;
+        status_dirty_ = true;
+    }
+    // Nothing observed, nothing held; arm_timer arms no IO event to hold
+    // anew, and samples every idle_interval until it works again.
+    apply(Holds{}, now);
+    holds_dropped_ = true;
+    // The status says so on its own schedule: left dirty, it would wake
+    // the loop at once.
+    if (status_dirty_ && now - last_status_ >= config_.daemon.status_interval)
+        write_status(now);
+}
+
+bool Daemon::rescan_if_due(TimePoint now) {
     if (auto at = uevent_rescan_at(uevent_burst_, next_rescan_); at && now >= *at) {
         spdlog::info("rescanning after {} uevent(s), the last: {} {} {}", uevent_burst_.count,
                      last_uevent_.action, last_uevent_.subsystem, last_uevent_.devpath);
-        rescan(now, RescanCause::uevent); // a failure leaves the burst pending: retried
-        return;
+        return rescan(now, RescanCause::uevent); // a failure leaves the burst pending: retried
     }
     if (now < next_rescan_)
-        return;
+        return false;
     // CPU hotplug moves managed IRQs: a changed online set means a new map
     // (its uevents normally come first; this holds without them).
     if (online_check_due(uevent_burst_, last_online_check_, now)) {
@@ -551,8 +556,7 @@ void Daemon::rescan_if_due(TimePoint now) {
         auto online = read_online(root_);
         if (online != online_text_) {
             spdlog::info("online CPUs changed to {}, rescanning", trim(online));
-            rescan(now, RescanCause::hotplug);
-            return;
+            return rescan(now, RescanCause::hotplug);
         }
     }
     // The safety net for changes no uevent reported (no socket, lost
@@ -563,12 +567,14 @@ void Daemon::rescan_if_due(TimePoint now) {
         auto topology = discover_topology(root_);
         if (!topology) {
             spdlog::warn("Failed to check the topology: {}; rescanning", topology.error().message);
-            rescan(now, RescanCause::periodic);
-        } else if (topology_fingerprint(*topology) != fingerprint_) {
+            return rescan(now, RescanCause::periodic);
+        }
+        if (topology_fingerprint(*topology) != fingerprint_) {
             spdlog::warn("the topology changed without a uevent saying so, rescanning");
-            rescan(now, RescanCause::periodic);
+            return rescan(now, RescanCause::periodic);
         }
     }
+    return false;
 }
 
 void Daemon::on_uevents(TimePoint now) {
@@ -588,7 +594,10 @@ void Daemon::on_uevents(TimePoint now) {
 }
 
 void Daemon::arm_timer(TimePoint now) {
-    const bool active = state_->governor.any_active();
+    // While nothing can be sampled nothing is held: the idle schedule
+    // retries, and no IO event or window holds anew.
+    const bool sampling = sampling_error_.empty();
+    const bool active = sampling && state_->governor.any_active();
     auto& events = state_->events;
     const bool isolated = state_->governor.isolated_requests();
     if (isolated != isolated_) {
@@ -601,7 +610,7 @@ void Daemon::arm_timer(TimePoint now) {
         else if (events)
             spdlog::debug("requests come together again: waking on the first");
     }
-    if (isolated && events && events->any_armed())
+    if ((isolated || !sampling) && events && events->any_armed())
         if (auto disarmed = events->disarm_all(); !disarmed) // sampled while idle instead
             spdlog::warn("{}", disarmed.error().message);
     // Isolated requests are timed by the recorder, which wakes nobody:
@@ -618,7 +627,7 @@ void Daemon::arm_timer(TimePoint now) {
                 spdlog::warn("{}", disarmed.error().message);
         }
     }
-    if (!active && events && !events->armed() && !isolated) {
+    if (!active && events && !events->armed() && !isolated && sampling) {
         // Journal now what the first request will hold, so that the onset
         // itself only writes the CPU files.
         percpu_.prepare(likely_holds());
@@ -643,7 +652,7 @@ void Daemon::arm_timer(TimePoint now) {
     // Without a recorder a window would not see its request. epoll_wait
     // rounds its timeout up to whole milliseconds: a millisecond earlier
     // (open_window takes it as due).
-    window_at_ = state_->recorder ? state_->governor.window_opens(now) : std::nullopt;
+    window_at_ = state_->recorder && sampling ? state_->governor.window_opens(now) : std::nullopt;
     if (window_at_) {
         *window_at_ -= window_slack();
         wake_at_ = std::min(wake_at_, *window_at_);

@@ -68,13 +68,15 @@ class Daemon {
     // observed any more, so every constraint is released; the current
     // state stays and the next attempt waits (rescan_retry_, doubling).
     bool rescan(TimePoint now, RescanCause cause);
-    // The next rescan waits rescan_retry_, which doubles (up to a bound)
-    // until a tick samples again.
-    void retry_rescan_later(TimePoint now);
+    // A tick could not sample (`why`), just after a rescan made a new map
+    // or not: holds nothing, says why in the status, and rescans again
+    // later, each time later than the last while new maps fail too.
+    void cannot_sample(TimePoint now, const std::string& why, bool fresh_map);
     void install(GovernedState state, TimePoint now, RescanCause cause);
     // Rescans when a debounced burst of uevents is due, when the online CPU
-    // set changed, or when the periodic check finds another topology.
-    void rescan_if_due(TimePoint now);
+    // set changed, or when the periodic check finds another topology;
+    // whether that made a new map.
+    bool rescan_if_due(TimePoint now);
     void on_uevents(TimePoint now);
     void tick(TimePoint now);
     // Writes what changed; the CPUs held anew are woken (kick_held_anew)
@@ -175,7 +177,9 @@ class Daemon {
     TimePoint last_online_check_{};
     TimePoint next_rescan_{}; // a failed rescan (or sample) is not retried before this
     std::chrono::milliseconds rescan_retry_;
-    std::string sampling_error_; // why the last tick could not sample, for the status
+    std::chrono::milliseconds sample_retry_; // after a new map that cannot be sampled
+    std::string sampling_error_;             // why the last tick could not sample, for the status
+    bool holds_dropped_ = false;             // released since nothing could be observed
     bool status_dirty_ = true;
     OnsetDelays onset_;      // request issued -> constraint written
     OnsetDelays onset_wake_; // of that, request issued -> latgovd running
