@@ -20,13 +20,16 @@ void calibrate_if_unusable(const SysRoot& root, const DaemonSettings& settings) 
     const auto& path = settings.calibration_file;
     if (auto loaded = load_calibration(path); loaded && *loaded) {
         auto topology = discover_topology(root);
-        if (!topology) // the start fails on it, with the error
+        if (!topology) // the probe's own discovery says why, if it fails too
+            spdlog::info("Failed to check that the calibration at {} is for this machine: {}; "
+                         "measuring idle-state costs again (calibrate_on_start)",
+                         path.string(), topology.error().message);
+        else if ((*loaded)->machine == read_machine_identity(root, *topology))
             return;
-        if ((*loaded)->machine == read_machine_identity(root, *topology))
-            return;
-        spdlog::info("calibration at {} is for another machine or kernel: measuring idle-state "
-                     "costs again (calibrate_on_start)",
-                     path.string());
+        else
+            spdlog::info("calibration at {} is for another machine or kernel: measuring "
+                         "idle-state costs again (calibrate_on_start)",
+                         path.string());
     } else {
         spdlog::info("no usable calibration at {}: measuring idle-state costs (calibrate_on_start)",
                      path.string());
