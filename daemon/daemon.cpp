@@ -111,10 +111,8 @@ bool Daemon::rescan(TimePoint now, RescanCause cause) {
     auto state = build_governed_state(root_, config_, state_.get());
     if (!state) {
         // Nothing is observed while this fails, so nothing stays held.
-        spdlog::error("{}; releasing every constraint, retrying in {} ms", state.error().message,
+        spdlog::error("{}; keeping the current map, retrying in {} ms", state.error().message,
                       rescan_retry_.count());
-        apply(Holds{}, now);
-        holds_dropped_ = true;
         next_rescan_ = now + rescan_retry_;
         rescan_retry_ = std::min(rescan_retry_ * 2, max_rescan_retry);
         return false;
@@ -212,6 +210,13 @@ void Daemon::watch_events() {
 }
 
 void Daemon::on_io_ready(TimePoint now) {
+    if (!sampling_error_.empty()) {
+        // Fired before the devices could no longer be sampled: nothing is
+        // held now, and arm_timer disarms what is still armed.
+        (void)state_->events->drain();
+        arm_timer(now);
+        return;
+    }
     // Sample from an onset on (a request activated a queue), one period
     // after it. A request on a queue already active keeps the period: the
     // tick moves at most once per queue between two ticks.
@@ -468,7 +473,9 @@ void Daemon::tick(TimePoint now) {
     auto sampled = state_->sampler.sample(sample_);
     if (!sampled && !rescanned && now >= next_rescan_) {
         // A device went away (or a controller reset): map the machine anew.
-        spdlog::warn("{}; rescanning devices", sampled.error().message);
+        // Said once, not at every try of a failure that lasts.
+        spdlog::log(sampling_error_.empty() ? spdlog::level::warn : spdlog::level::debug,
+                    "{}; rescanning devices", sampled.error().message);
         rescanned = rescan(now, RescanCause::device_error);
         if (rescanned)
             sampled = state_->sampler.sample(sample_);
@@ -478,6 +485,9 @@ void Daemon::tick(TimePoint now) {
         return;
     }
     sample_retry_ = first_rescan_retry;
+    // Back from a span nothing observed, on the same map: its counters
+    // start again from here.
+    const bool rebase = !sampling_error_.empty() && !rescanned;
     if (!sampling_error_.empty()) {
         spdlog::info("sampling again");
         sampling_error_.clear();
@@ -489,8 +499,13 @@ void Daemon::tick(TimePoint now) {
     const auto windows_before =
         log_windows ? window_counts(state_->governor) : std::vector<std::uint64_t>{};
     const bool events_armed = state_->events && state_->events->armed();
+    bool changed = false;
+    if (rebase)
+        state_->governor.rebase(sample_, now);
+    else
+        changed = state_->governor.observe(sample_, now, events_armed);
     // Holds dropped while nothing could be observed are taken again.
-    if (state_->governor.observe(sample_, now, events_armed) || holds_dropped_) {
+    if (changed || holds_dropped_) {
         apply(state_->governor.holds(), now);
         holds_dropped_ = false;
         last_change_ = now;
@@ -506,10 +521,15 @@ void Daemon::tick(TimePoint now) {
         save_learnt_evidence(state_->governor, config_.daemon);
         evidence_unsaved_ = false;
     }
+    housekeeping(now);
+}
+
+void Daemon::housekeeping(TimePoint now) {
     // At most one status write per status_interval: the file may live on a
     // disk latgov governs, and every write there is IO it would react to.
-    if ((status_dirty_ || state_->governor.any_active()) &&
-        now - last_status_ >= config_.daemon.status_interval)
+    // Left dirty, it would wake the loop at once.
+    const bool holding = sampling_error_.empty() && state_->governor.any_active();
+    if ((status_dirty_ || holding) && now - last_status_ >= config_.daemon.status_interval)
         write_status(now);
     if (now - last_metrics_ >= metrics_refresh)
         write_metrics(now);
@@ -524,7 +544,8 @@ void Daemon::cannot_sample(TimePoint now, const std::string& why, bool fresh_map
         // A map made just now cannot be sampled either (text this build
         // cannot read, say): the next rescan waits, longer each time.
         next_rescan_ = now + sample_retry_;
-        spdlog::error("{}; nothing held, rescanning in {} ms", why, sample_retry_.count());
+        spdlog::log(why != sampling_error_ ? spdlog::level::err : spdlog::level::debug,
+                    "{}; nothing held, rescanning in {} ms", why, sample_retry_.count());
         sample_retry_ = std::min(sample_retry_ * 2, max_rescan_retry);
     }
     if (why != sampling_error_) {
@@ -535,10 +556,7 @@ void Daemon::cannot_sample(TimePoint now, const std::string& why, bool fresh_map
     // anew, and samples every idle_interval until it works again.
     apply(Holds{}, now);
     holds_dropped_ = true;
-    // The status says so on its own schedule: left dirty, it would wake
-    // the loop at once.
-    if (status_dirty_ && now - last_status_ >= config_.daemon.status_interval)
-        write_status(now);
+    housekeeping(now);
 }
 
 bool Daemon::rescan_if_due(TimePoint now) {
@@ -616,13 +634,13 @@ void Daemon::arm_timer(TimePoint now) {
     // Isolated requests are timed by the recorder, which wakes nobody:
     // the periodic ones get windows held ahead of them.
     if (auto& recorder = state_->recorder) {
-        if (isolated && !recorder->armed()) {
+        if (isolated && sampling && !recorder->armed()) {
             if (auto armed = recorder->arm(); !armed) {
                 spdlog::warn("{}; nothing is held ahead of periodic requests",
                              armed.error().message);
                 recorder.reset();
             }
-        } else if (!isolated && recorder->any_armed()) {
+        } else if ((!isolated || !sampling) && recorder->any_armed()) {
             if (auto disarmed = recorder->disarm_all(); !disarmed)
                 spdlog::warn("{}", disarmed.error().message);
         }

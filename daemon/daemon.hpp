@@ -64,9 +64,10 @@ class Daemon {
 
   private:
     std::filesystem::path journal_path() const { return config_.daemon.runtime_dir / "journal"; }
-    // Builds a new governed state and swaps it in. On failure nothing is
-    // observed any more, so every constraint is released; the current
-    // state stays and the next attempt waits (rescan_retry_, doubling).
+    // Builds a new governed state and swaps it in. On failure the current
+    // state stays, and governs while its devices can be sampled (a tick
+    // that cannot releases everything); the next attempt waits
+    // (rescan_retry_, doubling).
     bool rescan(TimePoint now, RescanCause cause);
     // A tick could not sample (`why`), just after a rescan made a new map
     // or not: holds nothing, says why in the status, and rescans again
@@ -79,6 +80,9 @@ class Daemon {
     bool rescan_if_due(TimePoint now);
     void on_uevents(TimePoint now);
     void tick(TimePoint now);
+    // The status, metrics and journal-record checks due at a tick, one
+    // that could sample or not.
+    void housekeeping(TimePoint now);
     // Writes what changed; the CPUs held anew are woken (kick_held_anew)
     // unless `kick` is false, when the caller does it later.
     void apply(const Holds& holds, TimePoint now, bool kick = true);

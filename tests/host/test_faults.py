@@ -482,7 +482,7 @@ class FaultTest(HostTestCase):
         used = latgovd_cpu_seconds(d.proc.pid) - cpu0
         self.assertTrue(d.alive(), d.log())
         text = d.log()
-        rescans = len(re.findall(r"rescanning devices", text))
+        rescans = len(re.findall(r"topology scanned \(device_error\)", text))
         log(f"  vda/stat unreadable: {rescans} rescans, {used:.2f} s of CPU in {elapsed:.1f} s")
         # Retried after 100 ms, doubling: six tries in the first 3.1 s.
         self.assertLessEqual(rescans, 8, text[-3000:])
@@ -527,7 +527,7 @@ class FaultTest(HostTestCase):
             f.write("garbled\n")
         with open(stat, "w") as f:
             f.write("reads=1 writes=0\n")
-        d.wait_log(r"releasing every constraint, retrying in")
+        d.wait_log(r"keeping the current map, retrying in")
         self.assertIsNotNone(self.wait_value(tree_values, before, 2.0),
                              f"held while nothing could be sampled: {tree_values()}")
         with open(online, "w") as f:

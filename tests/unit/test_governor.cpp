@@ -132,6 +132,21 @@ TEST_CASE("an active queue stays held while its device has IO in flight") {
     CHECK(g.holds().percpu.empty());
 }
 
+TEST_CASE("after a span that could not be sampled, what the counters gained activates nothing") {
+    Governor g(machine(), default_config(), declared_costs(machine()));
+    g.observe(sample(0, 0, 0, 0), t0);
+    CHECK_FALSE(g.any_active());
+    // Unseen: 500 completions on queue 1 while nothing could be sampled.
+    g.rebase(sample(0, 500, 500, 50), t0 + 2s);
+    CHECK_FALSE(g.any_active());
+    g.observe(sample(0, 500, 500, 50), t0 + 2s + 50ms);
+    CHECK_FALSE(g.any_active());
+    CHECK(g.holds().percpu.empty());
+    // IO after it is seen as usual.
+    CHECK(g.observe(sample(0, 505, 505, 51), t0 + 2s + 55ms));
+    CHECK(g.holds().percpu.count(1));
+}
+
 TEST_CASE("a request event activates the queue its CPU submits to, before any sample") {
     Governor g(machine(), default_config(), declared_costs(machine()));
     g.observe(sample(0, 0, 0, 0), t0);

@@ -77,6 +77,14 @@ TEST_CASE("housekeeping wakes at the watchdog feed period when that is shorter")
     CHECK(ms(next_deadline(state, settings(), t0).next_tick) == 10000);
 }
 
+TEST_CASE("sampling while idle also wakes at the watchdog feed period when that is shorter") {
+    auto state = at_t0();
+    auto slow = settings();
+    slow.idle_interval = 10s; // the longest idle_interval_ms allowed
+    state.watchdog = 6s;
+    CHECK(ms(next_deadline(state, slow, t0).next_tick) == 1500);
+}
+
 TEST_CASE("an idle loop feeds the watchdog well within its interval, also when a tick falls "
           "just short of the feed period") {
     // The loop feeds at a tick once watchdog_feed_period passed since the

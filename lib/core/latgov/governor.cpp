@@ -87,6 +87,16 @@ Governor::Governor(const Topology& topology, const Config& config,
     }
 }
 
+void Governor::rebase(const IoSample& sample, TimePoint now) {
+    waiters_.rebase(sample.cpu_iowait, sample.cpu_issues);
+    previous_ = sample;
+    previous_time_ = now;
+    for (auto& device : devices_) {
+        device.evidence.idle();
+        device.was_active = false; // the next tick spans the blind one too
+    }
+}
+
 bool Governor::observe(const IoSample& sample, TimePoint now, bool idle_wakes_on_events) {
     waiters_.observe_iowait(sample.cpu_iowait, now);
     waiters_.observe_issues(sample.cpu_issues, now);

@@ -104,6 +104,11 @@ class Governor {
     // issued IO, and latgovd's own writes (its runtime directory may sit on
     // a governed disk) must not take a hold whose release it writes again.
     bool observe(const IoSample& sample, TimePoint now, bool idle_wakes_on_events = false);
+    // The first sample after a span nothing could observe (the devices
+    // could not be sampled): a new baseline. What the counters gained in
+    // that span activates nothing and counts as no window held; what was
+    // active stays so, and lingers out as usual if no IO follows.
+    void rebase(const IoSample& sample, TimePoint now);
     // A request was issued on `dev` from `cpu`: activate the queue it went
     // to at once, before the next sample. True if a queue became active.
     // `waited` says whether its submitter waits for it (a read or a

@@ -16,9 +16,10 @@ Deadline next_deadline(const ScheduleState& state, const DaemonSettings& setting
             period, std::chrono::duration_cast<milliseconds>(watchdog_feed_period(state.watchdog)));
     };
     if (state.watch_only)
-        interval = fed(settings.status_interval); // only the status needs samples
+        interval = settings.status_interval; // only the status needs samples
     else if (!state.active && state.events_armed)
-        interval = fed(housekeeping_interval); // the first request wakes the daemon
+        interval = housekeeping_interval; // the first request wakes the daemon
+    interval = fed(interval);             // idle_interval_ms may be up to 10 s
     Deadline out;
     out.next_tick = state.next_tick + interval;
     if (out.next_tick <= now)

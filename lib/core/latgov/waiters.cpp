@@ -84,6 +84,12 @@ void WaiterCpus::observe_issues(std::span<const std::uint64_t> issues, TimePoint
     observe_growth(issues_, issues, now);
 }
 
+void WaiterCpus::rebase(std::span<const std::uint64_t> iowait,
+                        std::span<const std::uint64_t> issues) {
+    iowait_ = {{iowait.begin(), iowait.end()}, true};
+    issues_ = {{issues.begin(), issues.end()}, true};
+}
+
 void WaiterCpus::observe_submit(int cpu, TimePoint now) {
     seen(cpu, now);
 }

@@ -43,6 +43,9 @@ class WaiterCpus {
     void observe_iowait(std::span<const std::uint64_t> iowait, TimePoint now);
     // A new sample of the per-CPU request issue counters, likewise.
     void observe_issues(std::span<const std::uint64_t> issues, TimePoint now);
+    // Both counters as they are now, as a baseline: what grew since the
+    // last sample (a span nothing observed) shows no waiter.
+    void rebase(std::span<const std::uint64_t> iowait, std::span<const std::uint64_t> issues);
     // A request was issued from `cpu` at `now`.
     void observe_submit(int cpu, TimePoint now);
     // The CPUs of `bound` (sorted) that are waiters at `now`, sorted: seen
