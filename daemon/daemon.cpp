@@ -426,6 +426,13 @@ std::string Daemon::io_events_state() const {
                          : "");
 }
 
+void Daemon::notify_state(const char* also) const {
+    const auto state = sampling_error_.empty()
+                           ? std::string("Governing")
+                           : fmt::format("Not governing, nothing held: {}", sampling_error_);
+    sd_notifyf(0, "%sSTATUS=%s", also, state.c_str());
+}
+
 void Daemon::write_status(TimePoint now) {
     if (runtime_)
         if (auto written = latgov::write_status(*runtime_, build_status(status_input(now)));
@@ -492,6 +499,7 @@ void Daemon::tick(TimePoint now) {
         spdlog::info("sampling again");
         sampling_error_.clear();
         status_dirty_ = true;
+        notify_state();
     }
     read_issue_counters(*state_, sample_);
     take_recorded_requests();
@@ -551,6 +559,7 @@ void Daemon::cannot_sample(TimePoint now, const std::string& why, bool fresh_map
     if (why != sampling_error_) {
         sampling_error_ = why;
         status_dirty_ = true;
+        notify_state();
     }
     // Nothing observed, nothing held; arm_timer arms no IO event to hold
     // anew, and samples every idle_interval until it works again.
@@ -701,7 +710,7 @@ void Daemon::reload(TimePoint now) {
     }
     rescan(now, RescanCause::reload);
     status_dirty_ = true;
-    sd_notify(0, "READY=1\nSTATUS=Governing");
+    notify_state("READY=1\n");
 }
 
 void Daemon::shutdown() {
@@ -848,7 +857,10 @@ bool Daemon::start() {
     tick(now);
     write_status(now);
     arm_timer(now);
-    sd_notify(0, "READY=1\nSTATUS=Governing");
+    // Ready even when the first tick could not sample: latgovd is up, says
+    // why in its status, and samples again on its own. Failing the start
+    // would make the service manager restart it against the same files.
+    notify_state("READY=1\n");
     spdlog::info("latgovd ready");
     return true;
 }

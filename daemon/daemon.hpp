@@ -94,6 +94,9 @@ class Daemon {
     // How an idle daemon wakes, for the status.
     std::string io_events_state() const;
     void write_status(TimePoint now);
+    // The service manager's one-line status: governing, or why not; after
+    // `also`, other assignments of the same message ("READY=1\n").
+    void notify_state(const char* also = "") const;
     void write_metrics(TimePoint now);
     void reload(TimePoint now);
     void shutdown();

@@ -20,6 +20,7 @@ import os
 import re
 import shutil
 import signal
+import socket
 import struct
 import subprocess
 import sys
@@ -417,19 +418,66 @@ class Watched:
         return on / total
 
 
+class NotifySocket:
+    """What a service manager hears: a datagram socket at `path`, given to
+    latgovd as NOTIFY_SOCKET, and the sd_notify messages it received."""
+
+    def __init__(self, path):
+        self.path = path
+        self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+        self.sock.bind(path)
+        self.sock.setblocking(False)
+        self.messages = []
+
+    def received(self):
+        """Every message so far, each a dict of its assignments."""
+        while True:
+            try:
+                data = self.sock.recv(4096)
+            except BlockingIOError:
+                return self.messages
+            self.messages.append(dict(line.split("=", 1)
+                                      for line in data.decode().splitlines() if "=" in line))
+
+    def last(self, key):
+        """The last value sent for `key` (None before one was)."""
+        values = [m[key] for m in self.received() if key in m]
+        return values[-1] if values else None
+
+    def wait_last(self, key, check, timeout=2.0):
+        """Polls until check(last value of key) holds; that value."""
+        deadline = time.monotonic() + timeout
+        while True:
+            value = self.last(key)
+            if check(value):
+                return value
+            if time.monotonic() > deadline:
+                raise AssertionError(f"{key}= is {value!r} after {timeout} s; "
+                                     f"every message: {self.messages}")
+            time.sleep(0.02)
+
+    def close(self):
+        self.sock.close()
+
+
 class Daemon:
-    def __init__(self, latgovd, runtime_dir, config_path, log_path, prefix=(), args=()):
+    def __init__(self, latgovd, runtime_dir, config_path, log_path, prefix=(), args=(),
+                 notify_socket=None):
         """prefix: a command that execs latgovd (setpriv ... to drop
         capabilities); latgovd's pid is then the process's own. args: more
-        options of latgovd's. latgovd runs at the unit's priority: its timer
-        races the IO it holds for."""
+        options of latgovd's. notify_socket: where latgovd's sd_notify
+        messages go (none are sent without). latgovd runs at the unit's
+        priority: its timer races the IO it holds for."""
         self.runtime_dir = runtime_dir
         self.log_path = log_path
         self.logf = open(log_path, "ab")
         nice = unit_nice()
+        env = {k: v for k, v in os.environ.items() if k != "NOTIFY_SOCKET"}
+        if notify_socket:
+            env["NOTIFY_SOCKET"] = notify_socket
         self.proc = subprocess.Popen(
             [*prefix, latgovd, "--config", config_path, "--runtime-dir", runtime_dir, *args],
-            stdin=subprocess.DEVNULL, stdout=self.logf, stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL, stdout=self.logf, stderr=subprocess.STDOUT, env=env,
             preexec_fn=lambda: os.setpriority(os.PRIO_PROCESS, 0, nice))
 
     def log(self):
@@ -628,7 +676,7 @@ class HostTestCase(unittest.TestCase):
         return path
 
     def start_daemon(self, config_text=FIXED_CONFIG, config_path=None, runtime_dir=None,
-                     wait=True, prefix=(), events=True, args=()):
+                     wait=True, prefix=(), events=True, args=(), notify_socket=None):
         """Starts latgovd; with wait, waits until it is ready and checks the
         idle mode its status reports: woken by IO events (events=True), or
         sampling because perf events were refused (events=False); events=None
@@ -637,7 +685,7 @@ class HostTestCase(unittest.TestCase):
             config_path = self.write_config(config_text)
         runtime_dir = runtime_dir or os.path.join(self.tmp, "run")
         log_path = os.path.join(self.tmp, f"latgovd-{len(self.daemons)}.log")
-        d = Daemon(self.latgovd, runtime_dir, config_path, log_path, prefix, args)
+        d = Daemon(self.latgovd, runtime_dir, config_path, log_path, prefix, args, notify_socket)
         self.daemons.append(d)
         if wait:
             d.wait_ready()

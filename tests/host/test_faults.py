@@ -21,7 +21,7 @@ import time
 
 from hostlib import (
     EXIT_CONFIG, FIO_FILE, FIO_SIZE, NO_GLOBAL_LIMIT, HostTestCase, log, read_all, read_cpu, read_global,
-    ensure_tracefs, write_cpu,
+    NotifySocket, ensure_tracefs, write_cpu,
 )
 from test_onset import DirectReader
 
@@ -467,14 +467,18 @@ class FaultTest(HostTestCase):
         succeeds: latgovd names the file and what is wrong, holds nothing,
         and retries with a growing period, neither rescanning at every wake
         nor spinning on a status it cannot refresh. The status says why
-        nothing is held; once the file reads again, latgovd samples again."""
+        nothing is held, and so does the service manager's status line (it
+        is ready all the same: nothing to gain from restarting); once the
+        file reads again, latgovd samples again, and says it governs."""
         root, tree_values = self.sampled_tree()
         bad = os.path.join(root, "sys", "block", "vda", "stat")
         with open(bad, "w") as f:
             f.write("reads=1 writes=0\n")
         before = tree_values()
+        notify = NotifySocket(os.path.join(self.tmp, "notify"))
+        self.addCleanup(notify.close)
         d = self.start_daemon(CONFIG.format(backend="percpu", limit=0), events=None,
-                              args=("--sysroot", root))
+                              args=("--sysroot", root), notify_socket=notify.path)
         d.wait_log(r"rescanning devices")
         t0, cpu0 = time.monotonic(), latgovd_cpu_seconds(d.proc.pid)
         time.sleep(3.0)
@@ -494,10 +498,14 @@ class FaultTest(HostTestCase):
         shown = self.run_cmd(self.latgov, "--sysroot", root, "status", "--runtime-dir",
                              d.runtime_dir)
         self.assertIn(f"NOT GOVERNING, nothing held: {why}", shown.stdout, shown.stderr)
+        self.assertEqual(notify.last("READY"), "1", notify.messages)
+        self.assertEqual(notify.last("STATUS"), f"Not governing, nothing held: {why}",
+                         notify.messages)
         with open(bad, "w") as f:
             f.write(BLOCK_STAT.format(inflight=0))
         d.wait_log(r"sampling again", timeout=2.0)  # tried every idle_interval_ms (50)
         self.wait_status(d, lambda s: s.get("sampling_error", "") is None, "sampling_error null")
+        notify.wait_last("STATUS", lambda v: v == "Governing")
         self.assertEqual(d.stop(), 0)
         self.assertEqual(tree_values(), before, "the tree's CPUs were left held")
         self.assertEqual(read_all(), self.baseline, "the machine's own files were written")
