@@ -125,7 +125,8 @@ void Daemon::install(GovernedState state, TimePoint now, RescanCause cause) {
     if (state_)
         count_windows(); // the new governor counts from 0
     counted_hits_ = counted_misses_ = 0;
-    // The old events close here, which also takes them out of epoll.
+    if (state_)
+        unwatch_events(); // the old events close here
     state_ = std::make_unique<GovernedState>(std::move(state));
     metrics_.count_rescan(cause);
     rescan_retry_ = first_rescan_retry;
@@ -191,6 +192,20 @@ void Daemon::watch(int fd) {
     ev.data.fd = fd;
     if (::epoll_ctl(epoll_.get(), EPOLL_CTL_ADD, fd, &ev) != 0)
         spdlog::warn("Failed to watch fd {}: {}", fd, errno_message(errno));
+}
+
+void Daemon::unwatch_events() {
+    // Out of every epoll before they close: a closed fd leaves an epoll
+    // only when no copy of its file is left (a process that took one with
+    // pidfd_getfd, say), and an event left there that fires would wake the
+    // loop in a spin, since nothing drains it.
+    if (!state_->events)
+        return;
+    for (const auto& [cpu, fd] : state_->events->fds()) {
+        if (kicker_)
+            kicker_->unwatch(cpu, fd);
+        (void)::epoll_ctl(epoll_.get(), EPOLL_CTL_DEL, fd, nullptr); // ENOENT: a thread's
+    }
 }
 
 void Daemon::watch_events() {
@@ -661,6 +676,7 @@ void Daemon::arm_timer(TimePoint now) {
         if (auto armed = events->arm(); !armed) {
             spdlog::warn("{}; sampling while idle instead", armed.error().message);
             state_->events_state = "unavailable: " + armed.error().message;
+            unwatch_events();
             events.reset();
         }
     }

@@ -110,6 +110,9 @@ class Daemon {
     // must wake: its deadline moved earlier, or this failed.
     bool on_cpu_io_ready() noexcept;
     void watch(int fd);
+    // Takes the IO events out of the loop's and the threads' epolls, before
+    // they close.
+    void unwatch_events();
     // Each IO event's fd to its CPU's kick thread, or to the loop's epoll
     // where the CPU has none.
     void watch_events();

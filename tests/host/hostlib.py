@@ -14,6 +14,8 @@ configuration names a calibration file in the test's temporary directory,
 and a test fails if /var/lib/latgov changed under it.
 """
 
+import ctypes
+import errno
 import glob
 import json
 import os
@@ -458,6 +460,91 @@ class NotifySocket:
 
     def close(self):
         self.sock.close()
+
+
+def epoll_watches(pid):
+    """{epoll fd: the fds it watches} of process `pid`, and which of its
+    fds are perf events and which the signalfd (the main loop's epoll
+    watches that one), from /proc/<pid>/fd and fdinfo."""
+    watches, kinds = {}, {}
+    for fd in os.listdir(f"/proc/{pid}/fd"):
+        try:
+            kinds[int(fd)] = os.readlink(f"/proc/{pid}/fd/{fd}")
+        except FileNotFoundError:
+            continue
+    for fd, kind in kinds.items():
+        if kind == "anon_inode:[eventpoll]":
+            try:
+                with open(f"/proc/{pid}/fdinfo/{fd}") as f:
+                    info = f.read()
+            except FileNotFoundError:
+                continue  # closed meanwhile (a rescan)
+            watches[fd] = {int(t) for t in re.findall(r"^tfd:\s*(\d+)", info, re.M)}
+    perf = {fd for fd, kind in kinds.items() if kind == "anon_inode:[perf_event]"}
+    signalfd = {fd for fd, kind in kinds.items() if kind == "anon_inode:[signalfd]"}
+    return watches, perf, signalfd
+
+
+class PerfCounters:
+    """Copies of the perf event fds another process waits on (pidfd_getfd),
+    to read their counts: a copy counts while the process keeps its event
+    enabled.
+    Every perf event shares one anonymous inode, so an event is told apart
+    from another by kcmp(KCMP_FILE) against the process's fd."""
+
+    SYS_PIDFD_GETFD = 438  # the same number on every architecture
+    SYS_KCMP = {"x86_64": 312, "aarch64": 272}
+    KCMP_FILE = 0
+
+    def __init__(self, pid):
+        self.pid = pid
+        self.pidfd = os.pidfd_open(pid)
+        self.libc = ctypes.CDLL(None, use_errno=True)
+        machine = os.uname().machine
+        if machine not in self.SYS_KCMP:
+            raise AssertionError(f"no kcmp syscall number known for {machine}")
+        self.sys_kcmp = self.SYS_KCMP[machine]
+        self.copies = {}  # the process's fd number: our copy of its event
+        self.retired = []  # copies of events it has closed
+
+    def _perf_fds(self):
+        """The process's perf events that an epoll of its watches: those
+        that wake it (its counting events wake nobody)."""
+        watches, perf, _ = epoll_watches(self.pid)
+        return sorted(perf & set().union(*watches.values()))
+
+    def _same(self, theirs, ours):
+        return self.libc.syscall(self.sys_kcmp, self.pid, os.getpid(), self.KCMP_FILE,
+                                 theirs, ours) == 0
+
+    def take(self):
+        """Copies the perf events the process has open that are not copied
+        yet (a new event, or a new one under a reused fd number)."""
+        for fd in self._perf_fds():
+            if fd in self.copies and self._same(fd, self.copies[fd]):
+                continue
+            copy = self.libc.syscall(self.SYS_PIDFD_GETFD, self.pidfd, fd, 0)
+            if copy < 0:
+                err = ctypes.get_errno()
+                if err == errno.EBADF:  # closed meanwhile
+                    continue
+                raise OSError(err, f"pidfd_getfd of fd {fd} of pid {self.pid}")
+            if fd in self.copies:  # kept open: its number names no other event
+                self.retired.append(self.copies[fd])
+            self.copies[fd] = copy
+
+    def counts(self):
+        """The count of each copied event the process still has open, by our
+        copy's fd (a perf event read with no read_format is its value, 8
+        bytes). One it closed is gone for it, whatever our copy counts."""
+        return {copy: struct.unpack("Q", os.read(copy, 8))[0]
+                for fd, copy in self.copies.items() if self._same(fd, copy)}
+
+    def close(self):
+        for copy in [*self.copies.values(), *self.retired]:
+            os.close(copy)
+        self.copies, self.retired = {}, []
+        os.close(self.pidfd)
 
 
 class Daemon:

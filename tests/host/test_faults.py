@@ -20,8 +20,8 @@ import subprocess
 import time
 
 from hostlib import (
-    EXIT_CONFIG, FIO_FILE, FIO_SIZE, NO_GLOBAL_LIMIT, HostTestCase, log, read_all, read_cpu, read_global,
-    NotifySocket, ensure_tracefs, write_cpu,
+    DISK, EXIT_CONFIG, FIO_FILE, FIO_SIZE, NO_GLOBAL_LIMIT, HostTestCase, log, read_all, read_cpu, read_global,
+    NotifySocket, PerfCounters, ensure_tracefs, write_cpu,
 )
 from test_onset import DirectReader
 
@@ -545,6 +545,95 @@ class FaultTest(HostTestCase):
         d.wait_log(r"sampling again", timeout=2.0)
         self.assertIsNotNone(self.wait_value(tree_values, holding, 2.0),
                              f"the request still in flight is not held again: {tree_values()}")
+        self.assertEqual(d.stop(), 0)
+        self.assertEqual(tree_values(), before, "the tree's CPUs were left held")
+        self.assertEqual(read_all(), self.baseline, "the machine's own files were written")
+
+    def test_15_io_events_stand_still_while_blind(self):
+        """The tree of test_13 given this machine's block_rq_issue
+        tracepoint, its vda given this machine's device number: latgovd arms real IO
+        events, and this disk's reads count on them. Once the tree's
+        statistics stop parsing, nothing is held and every event latgovd has
+        open is disabled: the same reads count on none (read through copies
+        of latgovd's perf fds, taken as it opens new ones at each rescan).
+        Once they parse again, the events count again. The copies outlive
+        latgovd's fds of the events it closes at each rescan: it takes them
+        out of its epoll first, or it would spin."""
+        root, tree_values = self.sampled_tree()
+        before = tree_values()
+        # This machine's vda (the tree's was 254:0; virtio-blk's major is
+        # given out at boot).
+        shutil.copy(f"/sys/block/{DISK}/dev", os.path.join(root, "sys", "block", "vda", "dev"))
+        event = "events/block/block_rq_issue"
+        os.makedirs(os.path.join(root, "sys", "kernel", "tracing", event))
+        for name in ("id", "format"):
+            shutil.copy(os.path.join(self.tracefs, event, name),
+                        os.path.join(root, "sys", "kernel", "tracing", event, name))
+        stat = os.path.join(root, "sys", "block", "vda", "stat")
+        online = os.path.join(root, "sys", "devices", "system", "cpu", "online")
+        d = self.start_daemon(CONFIG.format(backend="percpu", limit=0), events=True,
+                              args=("--sysroot", root))
+        reader = DirectReader()
+        self.addCleanup(reader.close)
+        counters = PerfCounters(d.proc.pid)
+        self.addCleanup(counters.close)
+
+        def counted(pairs=40):
+            """Requests counted on latgovd's events over `pairs` pairs of
+            reads 10 ms apart (pairs: requests that each came alone would
+            stop the events, test_onset.py)."""
+            counters.take()
+            start = counters.counts()
+            for _ in range(pairs):
+                time.sleep(0.01)
+                reader.read()
+                reader.read()
+                counters.take()
+            return sum(n - start.get(key, 0) for key, n in counters.counts().items())
+
+        armed = counted()
+        log(f"  sampling: {armed} requests counted on latgovd's events in 40 pairs of reads")
+        self.assertGreater(armed, 0, "this disk's reads count on no event of latgovd's: the "
+                           "test cannot tell disabled events apart")
+        # Blind twice: on the map whose events were armed (the rescan fails
+        # too: the online CPU list garbled), then on the new maps the
+        # rescans of the backoff make (statistics still unparsable).
+        with open(online) as f:
+            online_text = f.read()
+        with open(online, "w") as f:
+            f.write("garbled\n")
+        with open(stat, "w") as f:
+            f.write("reads=1 writes=0\n")
+        # The failed rescan's retry comes at a later wake: the events were
+        # disarmed before the loop slept.
+        d.wait_log(r"keeping the current map, retrying in")
+        d.wait_log(r"(?s)keeping the current map, retrying in.*keeping the current map")
+        t0, cpu0 = time.monotonic(), latgovd_cpu_seconds(d.proc.pid)
+        blind = counted()
+        log(f"  blind on the map of the armed events: {blind} requests counted on "
+            f"{len(counters.copies)} events")
+        self.assertEqual(blind, 0, f"IO events enabled while latgovd can sample nothing:\n"
+                         f"{d.log()[-3000:]}")
+        with open(online, "w") as f:
+            f.write(online_text)
+        d.wait_log(r"(?s)topology scanned \(device_error\).*topology scanned \(device_error\)")
+        blind = counted()
+        log(f"  blind on new maps: {blind} requests counted on {len(counters.copies)} events")
+        self.assertEqual(blind, 0, f"IO events enabled while latgovd can sample nothing:\n"
+                         f"{d.log()[-3000:]}")
+        with open(stat, "w") as f:
+            f.write(BLOCK_STAT.format(inflight=0))
+        d.wait_log(r"sampling again", timeout=2.0)
+        again = counted()
+        elapsed = time.monotonic() - t0
+        used = latgovd_cpu_seconds(d.proc.pid) - cpu0
+        log(f"  sampling again: {again} requests counted; latgovd used {used:.2f} s of CPU "
+            f"in {elapsed:.1f} s")
+        self.assertGreater(again, 0, f"the events were not enabled again:\n{d.log()[-3000:]}")
+        # Copies of its events outlive latgovd's fds (ours, here): an event
+        # closed but left in its epoll would wake it in a spin.
+        self.assertLess(used, 0.1 * elapsed, f"latgovd used {used:.2f} s of CPU in "
+                        f"{elapsed:.1f} s")
         self.assertEqual(d.stop(), 0)
         self.assertEqual(tree_values(), before, "the tree's CPUs were left held")
         self.assertEqual(read_all(), self.baseline, "the machine's own files were written")

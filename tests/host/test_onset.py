@@ -24,7 +24,7 @@ import time
 
 from hostlib import (
     DISK, FIO_FILE, FIO_SIZE, RELEASE_SLACK_MS, HostTestCase, irq_count, log, read_all,
-    read_cpu,
+    read_cpu, epoll_watches,
 )
 
 LINGER_MS = 300
@@ -129,29 +129,6 @@ def kicker_threads(pid):
         processor = int(stat.rsplit(")", 1)[1].split()[39 - 3])
         threads[int(m.group(1))] = (switches, processor)
     return threads
-
-
-def epoll_watches(pid):
-    """{epoll fd: the fds it watches} of process `pid`, and which of its
-    fds are perf events and which the signalfd (the main loop's epoll
-    watches that one), from /proc/<pid>/fd and fdinfo."""
-    watches, kinds = {}, {}
-    for fd in os.listdir(f"/proc/{pid}/fd"):
-        try:
-            kinds[int(fd)] = os.readlink(f"/proc/{pid}/fd/{fd}")
-        except FileNotFoundError:
-            continue
-    for fd, kind in kinds.items():
-        if kind == "anon_inode:[eventpoll]":
-            try:
-                with open(f"/proc/{pid}/fdinfo/{fd}") as f:
-                    info = f.read()
-            except FileNotFoundError:
-                continue  # closed meanwhile (a rescan)
-            watches[fd] = {int(t) for t in re.findall(r"^tfd:\s*(\d+)", info, re.M)}
-    perf = {fd for fd, kind in kinds.items() if kind == "anon_inode:[perf_event]"}
-    signalfd = {fd for fd, kind in kinds.items() if kind == "anon_inode:[signalfd]"}
-    return watches, perf, signalfd
 
 
 def cpuset_prefix(test, cpus):

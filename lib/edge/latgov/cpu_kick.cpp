@@ -191,6 +191,13 @@ bool CpuKicker::watch(int cpu, int fd) {
     return ::epoll_ctl((*it)->epoll.get(), EPOLL_CTL_ADD, fd, &ev) == 0;
 }
 
+void CpuKicker::unwatch(int cpu, int fd) {
+    auto it = std::find_if(workers_.begin(), workers_.end(),
+                           [cpu](const auto& w) { return w->cpu == cpu; });
+    if (it != workers_.end())
+        (void)::epoll_ctl((*it)->epoll.get(), EPOLL_CTL_DEL, fd, nullptr); // ENOENT: not watched
+}
+
 std::vector<int> CpuKicker::cpus() const {
     std::vector<int> cpus;
     for (const auto& w : workers_)

@@ -64,9 +64,13 @@ class CpuKicker {
     bool kick(int cpu);
     // Has the thread of `cpu` wait for `fd` to be readable too, and run the
     // handler then; false (nothing watched) when the CPU has no thread, the
-    // kicker no handler, or epoll refuses the fd. Closing the fd stops the
-    // watch. A thread stopped by update() forgets its fds.
+    // kicker no handler, or epoll refuses the fd. A thread stopped by
+    // update() forgets its fds.
     bool watch(int cpu, int fd);
+    // Stops watching `fd`, before it is closed: closing it alone would not
+    // if the file outlived it (a copy of the fd elsewhere), and a readable
+    // file nobody drains would wake the thread for ever.
+    void unwatch(int cpu, int fd);
     // The CPUs that have a thread, sorted.
     std::vector<int> cpus() const;
     // The CPUs start() was given, and those that refused a thread with why
