@@ -2,8 +2,8 @@
 limits, a second writer of the same PM QoS files, --dry-run, attacks on the
 runtime directory, a device it cannot read, and the onset delay after idle.
 
-Runs on the virtio test bed (vda, one queue, as root), under the bed lock; a
-missing prerequisite FAILS, it never skips. Helpers: hostlib.py.
+Runs on the virtio test bed (vda, one queue, as root), with nothing else
+using its disk or PM QoS files; a missing prerequisite FAILS, it never skips. Helpers: hostlib.py.
 
 Environment: LATGOVD, LATGOV (set by ctest). Optional: LATGOV_SOAK_KILLS,
 the kills per backend of the soak (default 25: 50 in all).
