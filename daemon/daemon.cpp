@@ -460,12 +460,14 @@ void Daemon::write_status(TimePoint now) {
 
 void Daemon::write_metrics(TimePoint now) {
     const auto& path = config_.daemon.metrics_file;
+    // Checked again at the next refresh, not at every tick: node_exporter's
+    // directory may appear later.
+    last_metrics_ = now;
     // --dry-run writes no file.
     if (options_.dry_run || path.empty() ||
         (!config_.daemon.metrics_file_configured &&
          !std::filesystem::is_directory(path.parent_path())))
         return;
-    last_metrics_ = now;
     const auto logged = logged_counts();
     const auto io_events = state_->events                 ? IoEventsState::in_use
                            : !config_.daemon.io_events    ? IoEventsState::off
