@@ -587,6 +587,17 @@ void Daemon::cannot_sample(TimePoint now, const std::string& why, bool fresh_map
 
 bool Daemon::rescan_if_due(TimePoint now) {
     if (auto at = uevent_rescan_at(uevent_burst_, next_rescan_); at && now >= *at) {
+        // Most uevents change nothing latgov maps (udev's change after a
+        // writer closes a disk, a partition table read again), and a rescan
+        // starts the governor idle: every hold dropped mid-IO.
+        if (auto topology = discover_topology(root_);
+            topology && topology_fingerprint(*topology) == fingerprint_) {
+            spdlog::debug("{} uevent(s) changed nothing mapped, the last: {} {} {}",
+                          uevent_burst_.count, last_uevent_.action, last_uevent_.subsystem,
+                          last_uevent_.devpath);
+            uevent_burst_ = {};
+            return false;
+        }
         spdlog::info("rescanning after {} uevent(s), the last: {} {} {}", uevent_burst_.count,
                      last_uevent_.action, last_uevent_.subsystem, last_uevent_.devpath);
         return rescan(now, RescanCause::uevent); // a failure leaves the burst pending: retried

@@ -765,6 +765,28 @@ limit_us = 20
                              f"status.json {part} fields missing in these runs")
         self.assertEqual(read_all(), self.baseline)
 
+    def test_16_uevents_that_change_nothing_keep_the_map(self):
+        """udev sends `change` for a disk after any writer closes it; such
+        uevents change nothing latgov maps. Under fio, five of them for vda
+        (written to its uevent file, as udev's watch rule does): latgovd
+        debounces them, finds the same map and keeps it, holding throughout
+        (a rescan would start its governor idle and drop the hold)."""
+        d = self.start_daemon()  # debug: the kept map is logged
+        fio = self.start_fio(3)
+        fio.wait_io_start()
+        self.wait_held(fio)
+        for _ in range(5):
+            with open(f"/sys/block/{DISK}/uevent", "w") as f:
+                f.write("change")
+            time.sleep(0.1)
+        d.wait_log(r"5 uevent\(s\) changed nothing mapped, the last: change block ", timeout=3.0)
+        watched = fio.watch_until_exit(lambda: read_cpu(self.comp), self.irq)
+        self.assert_held_throughout(watched, "n/a", f"cpu {self.comp}")
+        text = d.log()
+        self.assertNotIn("topology scanned (uevent)", text, text[-3000:])
+        self.assertEqual(d.stop(), 0)
+        self.assertEqual(read_all(), self.baseline)
+
     def test_17_queue_inflight_on_real_debugfs(self):
         """queue_inflight = true reads vda's hctx0/tags on the real debugfs:
         it opens (no fallback warning), holds under IO, releases after."""

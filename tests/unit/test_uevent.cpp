@@ -160,6 +160,17 @@ TEST_CASE("the fingerprint ignores PM QoS values and names the map") {
         added.devices[1].name = "nvme1n1";
         CHECK(topology_fingerprint(added) != topology_fingerprint(base));
     }
+    SUBCASE("another disk under the same name (a [[device]] rule may match it)") {
+        auto swapped = base;
+        swapped.devices[0].serial = "S5GXNX0T123456";
+        CHECK(topology_fingerprint(swapped) != topology_fingerprint(base));
+        swapped = base;
+        swapped.devices[0].model = "Another model";
+        CHECK(topology_fingerprint(swapped) != topology_fingerprint(base));
+        swapped = base;
+        swapped.devices[0].wwid = "eui.0025388b71b12345";
+        CHECK(topology_fingerprint(swapped) != topology_fingerprint(base));
+    }
     SUBCASE("a CPU offline") {
         auto offline = base;
         offline.online_cpus = {0};

@@ -53,9 +53,13 @@ std::string topology_fingerprint(const Topology& t) {
         out += '\n';
     }
     for (const auto& d : t.devices) {
-        out += fmt::format("dev {} {} {} ctrl={} hidden={} head={} paths={}\n", d.name, d.dev,
-                           to_string(d.kind), d.controller, d.hidden ? 1 : 0, d.multipath_head,
-                           fmt::join(d.paths, ","));
+        // What [[device]] rules match on too: another disk under the same
+        // name may take another policy.
+        out += fmt::format("dev {} {} {} ctrl={} hidden={} head={} paths={} model={:?} "
+                           "serial={:?} wwid={:?} transport={} nsid={}\n",
+                           d.name, d.dev, to_string(d.kind), d.controller, d.hidden ? 1 : 0,
+                           d.multipath_head, fmt::join(d.paths, ","), d.model, d.serial, d.wwid,
+                           d.transport, d.nsid ? std::to_string(*d.nsid) : "-");
         for (const auto& q : d.queues)
             out += fmt::format("  q{} {} irq={} {} submit={} complete={} ({})\n", q.index,
                                to_string(q.type), q.irq ? std::to_string(*q.irq) : "-", q.irq_name,
