@@ -104,6 +104,24 @@ TEST_CASE("release puts back the original, and the journal goes with the last CP
     CHECK_FALSE(fs::exists(tree.journal()));
 }
 
+TEST_CASE("a release that failed is retried by the next record check, with no new hold") {
+    QosTree tree(2);
+    Log log;
+    PerCpuHolder holder(tree.sysroot(), tree.journal(), log.sink());
+    holder.apply({{1, us(0)}}, t0);
+    REQUIRE(tree.get(1) == "n/a");
+    tree.set(1, "garbage\n"); // the release cannot read what the file holds
+    holder.apply({}, t0);
+    CHECK(log.mentions("kept in the journal, retried later"));
+    CHECK(holder.held().empty());
+    // Readable again, still latgov's value: the daemon's next check (every
+    // housekeeping tick, IO or not) puts the original back.
+    tree.set(1, "n/a\n");
+    holder.check_records();
+    CHECK(tree.get(1) == "0");
+    CHECK(log.mentions("cpu 1: restored 0"));
+}
+
 TEST_CASE("a stricter value someone else set is kept, not journaled, and survives") {
     QosTree tree(2);
     tree.set(1, "5\n");

@@ -272,6 +272,9 @@ bool PerCpuHolder::drop_if_theirs(int cpu, LatencyLimit current) {
 }
 
 void PerCpuHolder::check_records() {
+    // A release that failed is tried again here too: apply() does only when
+    // the holds change, which an idle machine may not do for hours.
+    retry_restores();
     std::vector<int> cpus;
     for (const auto& [cpu, record] : records_)
         if (record.restored && !held_.count(cpu))

@@ -87,8 +87,10 @@ class PerCpuHolder {
     // restore after a kill would put the original back over that value
     // even if someone else wrote it. So the CPUs latgov does not hold are
     // read, and the record of one that no longer holds its original is
-    // dropped (the value is theirs). Called before sleeping and every
-    // second by the daemon's ticks; hold() checks the same at each onset.
+    // dropped (the value is theirs). The originals a release could not put
+    // back are tried again first. Called by the daemon's ticks every second
+    // while they run that often (every housekeeping interval, 10 s, while
+    // IO events wake an idle daemon); hold() checks the same at each onset.
     void check_records();
     // Puts back every original; removes the journal unless something could
     // not be put back.
