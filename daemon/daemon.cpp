@@ -463,10 +463,12 @@ void Daemon::write_metrics(TimePoint now) {
     // Checked again at the next refresh, not at every tick: node_exporter's
     // directory may appear later.
     last_metrics_ = now;
-    // --dry-run writes no file.
+    // --dry-run writes no file; the default file only where node_exporter's
+    // directory can be seen.
+    std::error_code ec;
     if (options_.dry_run || path.empty() ||
         (!config_.daemon.metrics_file_configured &&
-         !std::filesystem::is_directory(path.parent_path())))
+         !std::filesystem::is_directory(path.parent_path(), ec)))
         return;
     const auto logged = logged_counts();
     const auto io_events = state_->events                 ? IoEventsState::in_use

@@ -23,7 +23,9 @@ EvidenceBook evidence_for(const SysRoot& root, const DaemonSettings& settings,
         return current->evidence();
     const auto& path = settings.evidence_file;
     EvidenceBook fresh{machine, {}};
-    if (!std::filesystem::exists(path))
+    // Nothing learnt yet; a file that cannot be checked (EACCES) is left to
+    // load_evidence, which says why.
+    if (std::error_code ec; !std::filesystem::exists(path, ec) && !ec)
         return fresh;
     auto loaded = load_evidence(path);
     if (!loaded) {

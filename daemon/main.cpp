@@ -4,6 +4,7 @@
 #include "latgov/runtime_dir.hpp"
 #include "logging.hpp"
 
+#include <csignal>
 #include <cstdio>
 #include <exception>
 #include <filesystem>
@@ -82,6 +83,10 @@ int main(int argc, char** argv) {
     // calibration): a SIGHUP or SIGTERM then waits in the signalfd instead
     // of killing latgovd with a status systemd counts as clean.
     block_daemon_signals();
+    // A closed log pipe (`latgovd | tee`, tee gone) must not kill latgovd
+    // with limits held: run by hand, no ExecStopPost= restores them. The
+    // write fails with EPIPE instead.
+    std::signal(SIGPIPE, SIG_IGN);
     bool help = false;
     auto options = parse_options(argc, argv, help);
     if (!options)

@@ -638,6 +638,21 @@ class FaultTest(HostTestCase):
         self.assertEqual(tree_values(), before, "the tree's CPUs were left held")
         self.assertEqual(read_all(), self.baseline, "the machine's own files were written")
 
+    def test_16_evidence_file_that_cannot_be_checked(self):
+        """An evidence_file whose path cannot even be checked (ELOOP here; a
+        directory the unit's capabilities cannot search is the same) is
+        named and learnt afresh: latgovd starts and stops cleanly, instead
+        of dying at every start (and restart) on an exception."""
+        loop = os.path.join(self.tmp, "loop")
+        os.symlink("loop", loop)
+        evidence = os.path.join(loop, "evidence")
+        d = self.start_daemon(CONFIG.format(backend="percpu", limit=0).replace(
+            "[daemon]\n", f'[daemon]\nevidence_file = "{evidence}"\n'))
+        d.wait_log(rf"Failed to load {re.escape(evidence)}: .*symbolic links; learning again")
+        self.assertTrue(d.alive(), d.log())
+        self.assertEqual(d.stop(), 0, d.log())
+        self.assertEqual(read_all(), self.baseline)
+
     def test_08_onset_after_idle(self):
         """Pairs of 4k reads 30 ms apart (each pair after the 3 ms linger
         released the CPU): the onset delay, from the first request's issue to
