@@ -471,12 +471,8 @@ void Daemon::write_metrics(TimePoint now) {
          !std::filesystem::is_directory(path.parent_path(), ec)))
         return;
     const auto logged = logged_counts();
-    const auto io_events = state_->events                 ? IoEventsState::in_use
-                           : !config_.daemon.io_events    ? IoEventsState::off
-                           : !state_->governor.can_hold() ? IoEventsState::not_needed
-                                                          : IoEventsState::unavailable;
     const auto snapshot =
-        metrics_.snapshot(status_input(now), io_events, logged.warnings, logged.errors);
+        metrics_.snapshot(status_input(now), state_->events_kind, logged.warnings, logged.errors);
     if (auto written = replace_file(path, format_metrics(snapshot)); !written) {
         if (!metrics_failed_)
             spdlog::warn("{}", written.error().message);
@@ -690,6 +686,7 @@ void Daemon::arm_timer(TimePoint now) {
         percpu_.prepare(likely_holds());
         if (auto armed = events->arm(); !armed) {
             spdlog::warn("{}; sampling while idle instead", armed.error().message);
+            state_->events_kind = IoEventsState::unavailable;
             state_->events_state = "unavailable: " + armed.error().message;
             unwatch_events();
             events.reset();

@@ -27,17 +27,21 @@ Result<IoSampler> open_sampler(const SysRoot& root, const Config& config,
     return sampler;
 }
 
-// The events and a line saying how an idle daemon wakes.
-std::pair<std::optional<IoIssueEvents>, std::string> open_io_events(const SysRoot& root,
-                                                                    const Config& config,
-                                                                    const Topology& topology,
-                                                                    const Governor& governor) {
+struct OpenedEvents {
+    std::optional<IoIssueEvents> events;
+    IoEventsState kind;
+    std::string state; // how an idle daemon wakes, for the status
+};
+
+OpenedEvents open_io_events(const SysRoot& root, const Config& config, const Topology& topology,
+                            const Governor& governor) {
     if (!config.daemon.io_events)
-        return {std::nullopt, "off (configuration): sampling every idle_interval while idle"};
+        return {std::nullopt, IoEventsState::off,
+                "off (configuration): sampling every idle_interval while idle"};
     if (governor.devices().empty())
-        return {std::nullopt, "no device to watch"};
+        return {std::nullopt, IoEventsState::not_needed, "no device to watch"};
     if (!governor.can_hold())
-        return {std::nullopt,
+        return {std::nullopt, IoEventsState::not_needed,
                 fmt::format("not needed: with no cpuidle driver auto mode holds nothing, so no "
                             "request wakes latgovd; it samples every {} ms for the status alone",
                             config.daemon.status_interval.count())};
@@ -45,11 +49,12 @@ std::pair<std::optional<IoIssueEvents>, std::string> open_io_events(const SysRoo
     if (!events) {
         spdlog::warn("Failed to open the IO events: {}; sampling every {} ms while idle instead",
                      events.error().message, config.daemon.idle_interval.count());
-        return {std::nullopt, "unavailable: " + events.error().message};
+        return {std::nullopt, IoEventsState::unavailable, "unavailable: " + events.error().message};
     }
     spdlog::info("waking on block_rq_issue events while idle (filter: {})",
                  events->filter().empty() ? "none" : events->filter());
-    return {std::move(*events), "sleeping until the first request (block_rq_issue events)"};
+    return {std::move(*events), IoEventsState::in_use,
+            "sleeping until the first request (block_rq_issue events)"};
 }
 
 std::optional<IoIssueEvents> open_recorder(const SysRoot& root, const Topology& topology,
@@ -97,11 +102,17 @@ Result<GovernedState> build_governed_state(const SysRoot& root, const Config& co
     if (!sampler)
         return sampler.error();
     auto issue_counters = open_issue_counters(root, *topology, governor);
-    auto [events, events_state] = open_io_events(root, config, *topology, governor);
-    auto recorder = open_recorder(root, *topology, governor, events.has_value());
-    return GovernedState{std::move(*topology),      std::move(governor),    std::move(*sampler),
-                         std::move(issue_counters), std::move(events),      std::move(recorder),
-                         std::move(events_state),   std::move(costs.source)};
+    auto opened = open_io_events(root, config, *topology, governor);
+    auto recorder = open_recorder(root, *topology, governor, opened.events.has_value());
+    return GovernedState{std::move(*topology),
+                         std::move(governor),
+                         std::move(*sampler),
+                         std::move(issue_counters),
+                         std::move(opened.events),
+                         std::move(recorder),
+                         opened.kind,
+                         std::move(opened.state),
+                         std::move(costs.source)};
 }
 
 void read_issue_counters(GovernedState& state, IoSample& sample) {

@@ -8,6 +8,7 @@
 #include "latgov/governor.hpp"
 #include "latgov/io_events.hpp"
 #include "latgov/issue_counts.hpp"
+#include "latgov/metrics.hpp"
 #include "latgov/sampler.hpp"
 #include "latgov/sysroot.hpp"
 #include "latgov/topology.hpp"
@@ -27,6 +28,7 @@ struct GovernedState {
     // for the periodic ones' windows (none without events, or with no
     // device that has prearm).
     std::optional<IoIssueEvents> recorder;
+    IoEventsState events_kind = IoEventsState::unavailable; // for the metrics
     std::string events_state; // for `latgov status`: how an idle daemon wakes
     std::string cost_source;  // for `latgov status`: where the idle costs came from
 };
