@@ -18,7 +18,9 @@ build=(
 test=(
     python3 fio clang-format
     qemu-system-x86 busybox-static cpio   # the NVMe VM test bed (tests/vm/nvme-vm)
-    debhelper dpkg-dev fakeroot lintian bash-completion man-db git   # the Debian package (debian/, tests/package)
+    acpica-tools                          # iasl: the _CST SSDT of nvme-vm --cstates (vm.cstates)
+    debhelper dpkg-dev fakeroot lintian bash-completion git   # the Debian package (debian/, tests/package)
+    systemd man-db groff-base             # check-install.sh: systemd-analyze verify, man -l (nroff)
     python3-matplotlib python3-pytest     # the bench package: plots, its unit tests
     clang libclang-rt-14-dev              # fuzz targets and sanitizers (tests/fuzz)
 )

@@ -37,6 +37,8 @@ if [[ -f $unit ]]; then
         sed "s|$prefix/sbin/latgovd|$root/sbin/latgovd|" "$unit" > "$stage/latgov.service"
         check "systemd-analyze verify accepts the unit" \
             systemd-analyze verify --man=no "$stage/latgov.service"
+    else
+        fail "systemd-analyze is missing, cannot verify the unit (package systemd; scripts/deps.sh test)"
     fi
 else
     fail "no unit at $unitdir/latgov.service"
@@ -53,9 +55,9 @@ check "a reinstall keeps a changed configuration" grep -q "^# local change" "$st
 for page in man8/latgovd.8 man8/latgov.8 man5/latgov.toml.5; do
     f=$root/share/man/$page
     if [[ -s $f ]] && grep -q '^\.TH' "$f"; then
-        if command -v man > /dev/null; then
+        if command -v man > /dev/null && command -v nroff > /dev/null; then
             check "man page $page renders" bash -c "MANWIDTH=80 man -l '$f' 2>/dev/null | grep -q NAME"
-        else pass "man page $page installed"; fi
+        else fail "man or nroff is missing, cannot render $page (packages man-db, groff-base; scripts/deps.sh test)"; fi
     else fail "no man page $page"; fi
 done
 

@@ -1,11 +1,12 @@
 #!/usr/bin/env bash
 # check-metrics-host.sh LATGOVD TOOLS_DIR: latgovd on this machine's virtio
 # disk (fixed 0 us while IO runs) with its metrics file in a private textfile
-# directory. Checks, while dd reads the disk, that the file shows the held
+# directory. Checks, while fio reads the disk, that the file shows the held
 # CPU with its reason, and after it the counters; `promtool check metrics`
 # on the real file; the real node_exporter (textfile collector only,
-# 127.0.0.1) serves latgov's metrics in a scrape; latgovd removes the file
-# when it stops. Root and the host test bed (vda) are required.
+# 127.0.0.1) serves latgov's metrics in a scrape; latgovd exits 0 on SIGTERM,
+# removes the file and leaves every CPU's pm_qos_resume_latency_us as it was.
+# Root, fio and the host test bed (vda) are required.
 # TOOLS_DIR holds promtool and node_exporter (scripts/prometheus-tools).
 set -euo pipefail
 latgovd=$(realpath -e "$1")
@@ -18,14 +19,25 @@ fail() { echo "FAIL $*"; failed=1; }
 [[ -x $promtool && -x $exporter ]] || { fail "no promtool/node_exporter in $tools (scripts/prometheus-tools)"; exit 1; }
 disk=vda
 [[ -b /dev/$disk ]] || { fail "no /dev/$disk (the host test bed)"; exit 1; }
-# IO on a file on the disk (the raw device may not be openable here)
-data=/var/tmp/latgov-metrics.dat
-[[ -s $data ]] || dd if=/dev/zero of="$data" bs=1M count=64 status=none
+command -v fio > /dev/null || { fail "fio is missing (scripts/deps.sh test)"; exit 1; }
+# IO on a file on the disk (the raw device may not be openable here). A run
+# killed while writing it leaves it short: only the exact size is reused, and
+# it is written under another name first.
+data=/var/tmp/latgov-metrics.dat size=$((64 << 20))
+if [[ ! -f $data || $(stat -c %s "$data") -ne $size ]]; then
+    rm -f "$data"
+    dd if=/dev/zero of="$data.new" bs=1M count=$((size >> 20)) status=none
+    mv "$data.new" "$data"
+fi
+qos_files=(/sys/devices/system/cpu/cpu[0-9]*/power/pm_qos_resume_latency_us)
+[[ -f ${qos_files[0]} ]] || { fail "no per-CPU pm_qos_resume_latency_us files"; exit 1; }
+qos() { local f; for f in "${qos_files[@]}"; do echo "${f#/sys/devices/system/cpu/} $(< "$f")"; done; }
+qos_before=$(qos)
 
 tmp=$(mktemp -d /dev/shm/latgov-metrics.XXXXXX)
-daemon_pid="" exporter_pid="" dd_pid=""
+daemon_pid="" exporter_pid="" fio_pid=""
 cleanup() {
-    for p in $dd_pid $exporter_pid $daemon_pid; do kill "$p" 2>/dev/null || true; done
+    for p in $fio_pid $exporter_pid $daemon_pid; do kill "$p" 2>/dev/null || true; done
     wait 2>/dev/null || true
     rm -rf "$tmp"
 }
@@ -50,16 +62,21 @@ daemon_pid=$!
 for ((i = 0; i < 100; i++)); do [[ -s $prom ]] && break; sleep 0.1; done
 if [[ -s $prom ]]; then pass "latgovd wrote $prom"; else fail "no metrics file after 10 s"; cat "$tmp/latgovd.log"; exit 1; fi
 
-dd if="$data" of=/dev/null bs=4k iflag=direct status=none &
-dd_pid=$!
+# QD1 direct reads for longer than the 5 s the metrics are watched, so the IO
+# cannot be over before a refresh shows it
+fio --name=latgov-metrics --filename="$data" --rw=randread --bs=4k --direct=1 \
+    --ioengine=psync --time_based --runtime=20 --output="$tmp/fio.log" > /dev/null 2>&1 &
+fio_pid=$!
 held=""
 for ((i = 0; i < 50; i++)); do
     held=$(grep -E '^latgov_cpu_limit_seconds\{cpu="[0-9]+",reason="[^"]*vda/0[^"]*"\} 0$' "$prom" || true)
     [[ -n $held ]] && break
     sleep 0.1
 done
-if [[ -n $held ]]; then pass "while dd reads: $held"; else fail "while dd reads: no held CPU for vda/0 in the metrics"; grep latgov_cpu "$prom"; fi
-kill "$dd_pid" 2>/dev/null || true; wait "$dd_pid" 2>/dev/null || true; dd_pid=""
+if [[ -n $held ]]; then pass "while fio reads: $held"; else fail "while fio reads: no held CPU for vda/0 in the metrics"; grep latgov_cpu "$prom"; fi
+if kill -0 "$fio_pid" 2>/dev/null; then kill "$fio_pid"; wait "$fio_pid" 2>/dev/null || true
+else fail "fio ended before the check: $(cat "$tmp/fio.log")"; fi
+fio_pid=""
 value() { awk -v m="$1" '$1 == m { print $2 }' "$prom"; }
 # released linger_ms after the last IO (other IO on the disk may delay it)
 for ((i = 0; i < 50; i++)); do
@@ -67,8 +84,8 @@ for ((i = 0; i < 50; i++)); do
     sleep 0.1
 done
 holds=$(value latgov_holds_total) releases=$(value latgov_releases_total)
-if [[ ${holds:-0} -ge 1 && ${releases:-0} -ge 1 ]]; then pass "after dd: holds_total $holds, releases_total $releases"
-else fail "after dd: holds_total '$holds', releases_total '$releases'"; fi
+if [[ ${holds:-0} -ge 1 && ${releases:-0} -ge 1 ]]; then pass "after fio: holds_total $holds, releases_total $releases"
+else fail "after fio: holds_total '$holds', releases_total '$releases'"; fi
 secs=$(awk '/^latgov_cpu_held_seconds_total/ { s += $2 } END { print s + 0 }' "$prom")
 if awk -v s="$secs" 'BEGIN { exit !(s > 0) }'; then pass "latgov_cpu_held_seconds_total sums to $secs s"
 else fail "latgov_cpu_held_seconds_total sums to $secs"; fi
@@ -93,6 +110,11 @@ else
 fi
 kill "$exporter_pid"; wait "$exporter_pid" 2>/dev/null || true; exporter_pid=""
 
-kill -TERM "$daemon_pid"; wait "$daemon_pid" || true; daemon_pid=""
+kill -TERM "$daemon_pid"; rc=0; wait "$daemon_pid" || rc=$?; daemon_pid=""
+if [[ $rc -eq 0 ]]; then pass "latgovd exited 0 after SIGTERM"
+else fail "latgovd exited $rc after SIGTERM"; tail -20 "$tmp/latgovd.log"; fi
 if [[ ! -e $prom ]]; then pass "latgovd removed the metrics file when it stopped"; else fail "metrics file left after stop"; fi
+qos_after=$(qos)
+if [[ $qos_after == "$qos_before" ]]; then pass "every CPU's pm_qos_resume_latency_us as before (${#qos_files[@]} CPUs)"
+else fail "pm_qos_resume_latency_us changed:"; diff <(echo "$qos_before") <(echo "$qos_after") || true; fi
 exit $failed
