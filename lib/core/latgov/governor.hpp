@@ -134,8 +134,8 @@ class Governor {
     // waking latgovd for it costs the request itself, so an idle daemon
     // should not wake on requests but sample. Then an idle queue is
     // activated only by a sample with two requests or more, less than
-    // stream_gap (or the device's fixed linger, if longer) apart on
-    // average, which ends the isolation.
+    // stream_gap (or the device's linger, fixed or auto's, if longer)
+    // apart on average, which ends the isolation.
     static constexpr int isolated_after = 8;
     bool isolated_requests() const { return lonely_streak_ >= isolated_after; }
     int lonely_onsets() const { return lonely_streak_; }
