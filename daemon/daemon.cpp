@@ -646,11 +646,7 @@ void Daemon::on_uevents(TimePoint now) {
     }
 }
 
-void Daemon::arm_timer(TimePoint now) {
-    // While nothing can be sampled nothing is held: the idle schedule
-    // retries, and no IO event or window holds anew.
-    const bool sampling = sampling_error_.empty();
-    const bool active = sampling && state_->governor.any_active();
+void Daemon::update_idle_watch(bool sampling, bool active) {
     auto& events = state_->events;
     const bool isolated = state_->governor.isolated_requests();
     if (isolated != isolated_) {
@@ -692,6 +688,15 @@ void Daemon::arm_timer(TimePoint now) {
             events.reset();
         }
     }
+}
+
+void Daemon::arm_timer(TimePoint now) {
+    // While nothing can be sampled nothing is held: the idle schedule
+    // retries, and no IO event or window holds anew.
+    const bool sampling = sampling_error_.empty();
+    const bool active = sampling && state_->governor.any_active();
+    update_idle_watch(sampling, active);
+    const auto& events = state_->events;
     const ScheduleState schedule{active,
                                  !active && events && events->armed(),
                                  !state_->governor.can_hold(),

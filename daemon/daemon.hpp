@@ -102,6 +102,10 @@ class Daemon {
     void shutdown();
     // Arms the IO events while idle and sets wake_at_ to the next deadline.
     void arm_timer(TimePoint now);
+    // What wakes an idle daemon: the IO events, armed while idle unless
+    // requests come alone (then the recorder times them) or nothing can be
+    // sampled (then neither).
+    void update_idle_watch(bool sampling, bool active);
     // Takes the requests the events saw; true when one activated a queue.
     bool on_io_events(TimePoint now);
     // The IO events are ready: takes them and sets the next deadline.
