@@ -306,6 +306,8 @@ TEST_CASE("restore_journal without a journal is fine and writes nothing") {
 TEST_CASE("restore_journal keeps the entries it could not put back") {
     QosTree tree(1);
     tree.set(0, "20\n");
+    // CPU 9 is there, its file cannot be read (for now).
+    fs::create_directories(tree.slot(9).parent_path());
     REQUIRE(write_journal(tree.journal(), {{0, LatencyLimit{}, us(20)}, {9, us(300), us(0)}}));
     Log log;
     auto restored = restore_journal(tree.sysroot(), tree.journal(), log.sink());
@@ -315,6 +317,38 @@ TEST_CASE("restore_journal keeps the entries it could not put back") {
     auto left = journal_of(tree);
     REQUIRE(left.size() == 1);
     CHECK(left[0].cpu == 9);
+}
+
+TEST_CASE("the record of a CPU that was hot-removed is dropped, by a restore or a holder") {
+    // The kernel drops a removed CPU's PM QoS request with its device:
+    // there is nothing to put back, and a record kept would fail every
+    // restore (and every stop of the unit) for ever.
+    QosTree tree(2);
+    REQUIRE(write_journal(tree.journal(), {{1, LatencyLimit{}, us(0)}, {5, us(300), us(0)}}));
+    tree.set(1, "n/a");
+    Log log;
+    CHECK(restore_journal(tree.sysroot(), tree.journal(), log.sink()));
+    CHECK(log.mentions("cpu 5 no longer exists"));
+    CHECK(tree.get(1) == "0");
+    CHECK_FALSE(fs::exists(tree.journal()));
+
+    // A record a start-up restore could not put back (CPU 5 was there, its
+    // file unreadable) is adopted by the holder, which retries it at each
+    // check; the CPU is removed meanwhile. (A plain file's fd outlives its
+    // removal, so a CPU held here cannot be removed under the holder; on
+    // sysfs its reads fail, and the same check drops it.)
+    fs::create_directories(tree.slot(5).parent_path());
+    REQUIRE(write_journal(tree.journal(), {{5, us(300), us(0)}}));
+    Log held_log;
+    PerCpuHolder holder(tree.sysroot(), tree.journal(), held_log.sink());
+    holder.apply({{0, us(0)}}, t0);
+    REQUIRE(tree.get(0) == "n/a");
+    fs::remove_all(tree.slot(5).parent_path().parent_path());
+    holder.check_records();
+    CHECK(held_log.mentions("cpu 5 no longer exists"));
+    holder.release_all();
+    CHECK(tree.get(0) == "0");
+    CHECK_FALSE(fs::exists(tree.journal()));
 }
 
 TEST_CASE("restore_journal of a malformed journal is an error and keeps the journal") {

@@ -89,6 +89,17 @@ Result<void> write_journal(const std::filesystem::path& path,
     return write_file_atomic(path, format_journal(entries, kept_lines), 0600);
 }
 
+namespace {
+
+// A CPU hot-removed (not just offline, which keeps its directory): the
+// kernel dropped its PM QoS request with the device, so there is nothing
+// to put back, now or ever.
+bool cpu_removed(const SysRoot& root, int cpu) {
+    return !root.exists("/sys/devices/system/cpu/cpu" + std::to_string(cpu));
+}
+
+} // namespace
+
 Result<void> restore_journal(const SysRoot& root, const std::filesystem::path& journal,
                              const LogSink& log) {
     auto text = read_journal(journal);
@@ -107,6 +118,10 @@ Result<void> restore_journal(const SysRoot& root, const std::filesystem::path& j
         const std::string name = "cpu " + std::to_string(e.cpu);
         ResumeLatencyFile file(root, e.cpu);
         auto current = file.read();
+        if (!current && cpu_removed(root, e.cpu)) {
+            log(name + " no longer exists; its constraint went with it");
+            continue;
+        }
         if (!current) {
             log(current.error().message + ", cannot restore " + name);
             unrestored.push_back(e);
@@ -392,6 +407,12 @@ void PerCpuHolder::retry_restores() {
             continue;
         auto& slot = file(cpu);
         auto current = slot.read();
+        if (!current && cpu_removed(root_, cpu)) {
+            log_("cpu " + std::to_string(cpu) + " no longer exists; its constraint went with it");
+            forget(cpu);
+            files_.erase(cpu);
+            continue;
+        }
         if (!current)
             continue;
         if (*current == record.entry.original) {
