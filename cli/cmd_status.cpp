@@ -16,6 +16,7 @@
 #include <exception>
 #include <filesystem>
 #include <fmt/format.h>
+#include <optional>
 #include <string_view>
 #include <unistd.h>
 
@@ -146,7 +147,7 @@ nlohmann::json read_status(const std::filesystem::path& runtime_dir) {
 int status(const Args& args) {
     bool as_json = false;
     bool watch = false;
-    std::chrono::milliseconds interval{1000};
+    std::optional<std::chrono::milliseconds> interval;
     std::string runtime_dir{default_runtime_dir};
     for (size_t i = 0; i < args.rest.size(); ++i) {
         if (args.rest[i] == "--json") {
@@ -167,8 +168,10 @@ int status(const Args& args) {
     const SysRoot root(args.sysroot);
     if (watch && as_json)
         return usage_error("status: --watch redraws the text; --json prints once");
+    if (interval && !watch)
+        return usage_error("status: --interval sets how often --watch redraws; give --watch too");
     if (watch)
-        return watch_status(root, runtime_dir, interval);
+        return watch_status(root, runtime_dir, interval.value_or(std::chrono::seconds(1)));
     auto status = load_status(runtime_dir);
     if (!status)
         return fail(status.error().message);

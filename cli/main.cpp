@@ -84,6 +84,8 @@ int main(int argc, char** argv) {
         std::string_view arg = argv[i];
         if (arg == "--sysroot" && i + 1 < argc)
             args.sysroot = argv[++i];
+        else if (arg.starts_with("--sysroot="))
+            args.sysroot = std::string(arg.substr(10));
         else
             args.rest.emplace_back(arg);
     }

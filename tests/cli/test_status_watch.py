@@ -337,6 +337,21 @@ class StatusWatch(unittest.TestCase):
         self.assertEqual(result.returncode, 2)
         self.assertIn("--watch redraws the text; --json prints once", result.stderr)
 
+    def test_interval_without_watch_is_refused(self):
+        """--interval alone would be ignored (the status prints once): said,
+        rather than silently taken."""
+        result = subprocess.run([LATGOV, "status", "--interval", "2", "--runtime-dir",
+                                 self.runtime], capture_output=True, text=True, timeout=TIMEOUT)
+        self.assertEqual(result.returncode, 2)
+        self.assertIn("--interval sets how often --watch redraws; give --watch too",
+                      result.stderr)
+
+    def test_sysroot_after_the_command_takes_either_spelling(self):
+        for spelling in (["--sysroot", self.root], [f"--sysroot={self.root}"]):
+            result = subprocess.run([LATGOV, "status", *spelling, "--runtime-dir", self.runtime],
+                                    capture_output=True, text=True, timeout=TIMEOUT)
+            self.assertNotIn("unknown option", result.stderr, spelling)
+
 
 if __name__ == "__main__":
     if len(sys.argv) < 2 or not os.access(sys.argv[1], os.X_OK):
