@@ -63,7 +63,9 @@ class Daemon {
     int run();
 
   private:
-    std::filesystem::path journal_path() const { return config_.daemon.runtime_dir / "journal"; }
+    std::filesystem::path journal_path() const {
+        return config_.daemon.runtime_dir / journal_file_name;
+    }
     // Builds a new governed state and swaps it in. On failure the current
     // state stays, and governs while its devices can be sampled (a tick
     // that cannot releases everything); the next attempt waits

@@ -1,6 +1,7 @@
 // latgovd: the latency governor daemon. The command line is parsed here;
 // the loop is in daemon.cpp.
 #include "daemon.hpp"
+#include "latgov/qos.hpp"
 #include "latgov/runtime_dir.hpp"
 #include "logging.hpp"
 
@@ -118,7 +119,8 @@ int main(int argc, char** argv) {
             spdlog::error("{}", dir.error().message);
             return 1;
         }
-        if (auto restored = restore_journal(root, runtime / "journal", log_warning); !restored) {
+        if (auto restored = restore_journal(root, runtime / journal_file_name, log_warning);
+            !restored) {
             spdlog::error("{}", restored.error().message);
             return 1;
         }

@@ -215,7 +215,7 @@ Result<Calibration> run_calibration(const SysRoot& root, const CalibrateOptions&
         std::mt19937_64 rng(42);
         std::uniform_int_distribution<std::uint64_t> pick(0, size / block - 1);
 
-        PerCpuHolder holder(root, options.runtime_dir / "journal",
+        PerCpuHolder holder(root, options.runtime_dir / journal_file_name,
                             [&](const std::string& line) { log_lines += line + "\n"; });
         const auto deadline = std::chrono::steady_clock::now() + options.max_time;
         Result<void> probed;

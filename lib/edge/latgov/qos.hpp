@@ -16,6 +16,7 @@
 #include <functional>
 #include <map>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace latgov {
@@ -38,6 +39,9 @@ class ResumeLatencyFile {
     Fd fd_;
     bool truncate_ = false; // a plain file (a test tree), not sysfs
 };
+
+// The journal's name in a runtime directory (latgovd's, or calibrate's).
+inline constexpr std::string_view journal_file_name = "journal";
 
 // A missing journal is an empty one; symlinks are refused, size is capped.
 Result<JournalText> read_journal(const std::filesystem::path& path);
