@@ -507,20 +507,22 @@ class PerfCounters:
         self.copies = {}  # the process's fd number: our copy of its event
         self.retired = []  # copies of events it has closed
 
-    def _perf_fds(self):
+    def _perf_fds(self, only=None):
         """The process's perf events that an epoll of its watches: those
-        that wake it (its counting events wake nobody)."""
+        that wake it (its counting events wake nobody); of `only`, if given."""
         watches, perf, _ = epoll_watches(self.pid)
-        return sorted(perf & set().union(*watches.values()))
+        found = perf & set().union(*watches.values())
+        return sorted(found if only is None else found & set(only))
 
     def _same(self, theirs, ours):
         return self.libc.syscall(self.sys_kcmp, self.pid, os.getpid(), self.KCMP_FILE,
                                  theirs, ours) == 0
 
-    def take(self):
-        """Copies the perf events the process has open that are not copied
-        yet (a new event, or a new one under a reused fd number)."""
-        for fd in self._perf_fds():
+    def take(self, only=None):
+        """Copies the perf events the process waits on that are not copied
+        yet (a new event, or a new one under a reused fd number); only
+        those among the fds `only`, if given."""
+        for fd in self._perf_fds(only):
             if fd in self.copies and self._same(fd, self.copies[fd]):
                 continue
             copy = self.libc.syscall(self.SYS_PIDFD_GETFD, self.pidfd, fd, 0)

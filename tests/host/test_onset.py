@@ -24,7 +24,7 @@ import time
 
 from hostlib import (
     DISK, FIO_FILE, FIO_SIZE, RELEASE_SLACK_MS, HostTestCase, irq_count, log, read_all,
-    read_cpu, epoll_watches,
+    PerfCounters, read_cpu, epoll_watches,
 )
 
 LINGER_MS = 300
@@ -752,13 +752,24 @@ class OnsetTest(HostTestCase):
         self.assertTrue(watches[loop[0]] & perf,
                         f"the loop's epoll watches no IO event of cpu {self.submit_cpu}: "
                         f"{watches}, perf {perf}")
+        # Which CPU's: an event counts the requests issued on its CPU, so
+        # the reads from the reader's CPU count on the loop's events (on
+        # copies of them) only if they are that CPU's.
+        counters = PerfCounters(d.proc.pid)
+        self.addCleanup(counters.close)
+        counters.take(only=watches[loop[0]] & perf)
         self.settle(1.0)
+        counted_before = sum(counters.counts().values())
         before = read_status(d)["onset_delay"]["count"]
         onsets = 5
         self.onsets(onsets)  # each held within ONSET_SEEN_MAX_MS of its read
         st, onset = self.onset(d, before + onsets)
+        counted = sum(counters.counts().values()) - counted_before
         log(f"  {onsets} reads from cpu {self.submit_cpu}, outside latgovd's cpuset: held "
-            f"each time; onset p50 {onset['p50_us']} us")
+            f"each time; onset p50 {onset['p50_us']} us; {counted} requests counted on the "
+            f"loop's events")
+        self.assertGreaterEqual(counted, onsets, f"the loop's events are not cpu "
+                                f"{self.submit_cpu}'s: its reads did not count on them")
         self.assertEqual(d.stop(), 0)
         self.assertEqual(read_all(), self.baseline)
 
