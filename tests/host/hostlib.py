@@ -153,6 +153,18 @@ def disk_devno():
     return os.makedev(int(major), int(minor))
 
 
+def disk_of(path):
+    """The device number of the whole disk `path` lives on: its
+    filesystem's own, or the disk's when that is a partition (vda1)."""
+    dev = os.stat(path).st_dev
+    node = os.path.realpath(f"/sys/dev/block/{os.major(dev)}:{os.minor(dev)}")
+    if os.path.exists(os.path.join(node, "partition")):
+        with open(os.path.join(os.path.dirname(node), "dev")) as f:
+            major, minor = f.read().strip().split(":")
+        return os.makedev(int(major), int(minor))
+    return dev
+
+
 def cpuidle_driver():
     try:
         with open(f"{CPU_SYS}/cpuidle/current_driver") as f:
@@ -254,8 +266,7 @@ def tree_state(path):
 def ensure_fio_file():
     """256 MiB of written data (not unwritten extents, whose reads never
     reach the disk) on the disk under test."""
-    st = os.stat(os.path.dirname(FIO_FILE))
-    if st.st_dev != disk_devno():
+    if disk_of(os.path.dirname(FIO_FILE)) != disk_devno():
         raise AssertionError(f"{os.path.dirname(FIO_FILE)} is not on {DISK}")
     try:
         if os.path.getsize(FIO_FILE) == FIO_SIZE:

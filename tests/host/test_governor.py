@@ -26,7 +26,7 @@ import unittest
 from hostlib import (
     DEFAULT_LINGER_MS, DISK, EXIT_CONFIG, FIXED_CONFIG, NO_GLOBAL_LIMIT, STEADY_INTERVAL_MS,
     FIO_FILE, LIVE_EVIDENCE, HostTestCase, irq_count,
-    cpuidle_driver, disk_devno, journal_cpus, log, read_all, read_cpu, read_global,
+    cpuidle_driver, disk_devno, disk_of, journal_cpus, log, read_all, read_cpu, read_global,
     write_cpu,
 )
 
@@ -172,7 +172,7 @@ class GovernorTest(HostTestCase):
         is a real write to vda.)"""
         ondisk = tempfile.mkdtemp(prefix="latgov-host-rt-", dir="/var/tmp")
         try:
-            self.assertEqual(os.stat(ondisk).st_dev, disk_devno())
+            self.assertEqual(disk_of(ondisk), disk_devno())
             d = self.start_daemon(runtime_dir=os.path.join(ondisk, "run"))
             time.sleep(0.2)
             # Finer samples than test_01: a periodic pattern cannot alias.
