@@ -208,6 +208,41 @@ TEST_CASE("a value out of range is rejected") {
           "t.toml:2:8: [[device]] name: must not be empty");
 }
 
+TEST_CASE("metrics_file: a path, or \"\" for no metrics even where the default's directory is") {
+    const Config none = parsed("[daemon]\nmetrics_file = \"\"\n");
+    CHECK(none.daemon.metrics_file.empty());
+    CHECK(none.daemon.metrics_file_configured);
+
+    const Config path = parsed("[daemon]\nmetrics_file = \"/tmp/latgov.prom\"\n");
+    CHECK(path.daemon.metrics_file == "/tmp/latgov.prom");
+    CHECK(path.daemon.metrics_file_configured);
+
+    const Config unset = parsed("[daemon]\n");
+    CHECK(unset.daemon.metrics_file == default_metrics_file);
+    CHECK_FALSE(unset.daemon.metrics_file_configured);
+
+    // A drop-in turns off the metrics a file before it set.
+    const ConfigText layers[] = {{"[daemon]\nmetrics_file = \"/tmp/latgov.prom\"\n", "main.toml"},
+                                 {"[daemon]\nmetrics_file = \"\"\n", "10-off.toml"}};
+    auto layered = parse_config_layers(layers);
+    REQUIRE(layered.ok());
+    CHECK(layered->daemon.metrics_file.empty());
+    CHECK(layered->daemon.metrics_file_configured);
+
+    CHECK(error_of("[daemon]\nmetrics_file = \"latgov.prom\"\n") ==
+          "t.toml:2:16: [daemon] metrics_file: must be an absolute path or \"\" (none), got "
+          "\"latgov.prom\"");
+    CHECK(error_of("[daemon]\nmetrics_file = 0\n") ==
+          "t.toml:2:16: [daemon] metrics_file: must be a string, got integer");
+    // The other string keys still refuse "".
+    CHECK(error_of("[daemon]\nruntime_dir = \"\"\n") ==
+          "t.toml:2:15: [daemon] runtime_dir: must not be empty");
+    CHECK(error_of("[daemon]\nevidence_file = \"\"\n") ==
+          "t.toml:2:17: [daemon] evidence_file: must not be empty");
+    CHECK(error_of("[[device]]\nserial = \"\"\n") ==
+          "t.toml:2:10: [[device]] serial: must not be empty");
+}
+
 TEST_CASE("an unknown enum string lists the valid ones") {
     CHECK(error_of("[defaults]\nmode = \"fast\"\n") ==
           "t.toml:2:8: [defaults] mode: must be one of auto, fixed, off; got \"fast\"");

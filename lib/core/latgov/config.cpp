@@ -206,6 +206,20 @@ class Section {
         return text;
     }
 
+    // An absolute path, or "" for none: the one string key where empty
+    // means something.
+    std::optional<fs::path> absolute_path_or_none(std::string_view key) {
+        const auto* value = typed(key, toml::value_t::string, "a string");
+        if (!value)
+            return std::nullopt;
+        const std::string& text = value->as_string().str;
+        if (!text.empty() && text.front() != '/') {
+            fail_at(*value, key, "must be an absolute path or \"\" (none), got " + in_quotes(text));
+            return std::nullopt;
+        }
+        return text;
+    }
+
     template <typename T, std::size_t N>
     std::optional<T> choice(std::string_view key, const Choice<T> (&choices)[N]) {
         const auto* value = typed(key, toml::value_t::string, "a string");
@@ -323,10 +337,9 @@ void read_daemon(Section& section, DaemonSettings& daemon) {
     daemon.queue_inflight = section.boolean("queue_inflight").value_or(daemon.queue_inflight);
     daemon.calibrate_on_start =
         section.boolean("calibrate_on_start").value_or(daemon.calibrate_on_start);
-    if (auto metrics = section.string("metrics_file")) {
-        if (!metrics->empty() && metrics->front() != '/')
-            section.fail("metrics_file",
-                         "must be an absolute path or \"\" (none), got " + in_quotes(*metrics));
+    // "" is configured too: no metrics, not even where the default's
+    // directory exists.
+    if (auto metrics = section.absolute_path_or_none("metrics_file")) {
         daemon.metrics_file = *metrics;
         daemon.metrics_file_configured = true;
     }
