@@ -19,6 +19,11 @@ enum class Backend { percpu, global, dry_run };
 std::string_view to_string(Mode mode);
 std::string_view to_string(Backend backend);
 
+// linger_ms = "auto" keeps a queue active this long after a request that
+// ends a gap of stream_gap or more, and at least this long in a stream
+// (choose_linger).
+inline constexpr std::chrono::milliseconds auto_linger_floor{3};
+
 // How one device is governed.
 struct Policy {
     Mode mode = Mode::automatic;
@@ -32,8 +37,10 @@ struct Policy {
     std::optional<std::uint32_t> max_limit_us;
     // A queue stays active this long after its last IO: `linger` when set
     // (linger_ms = N), else chosen from the gaps between requests (the
-    // default, linger_ms = "auto"), never below `linger`'s 3 ms.
-    std::chrono::milliseconds linger{3};
+    // default, linger_ms = "auto"), never below auto_linger_floor. Under
+    // "auto" `linger` is unused: a number [defaults] gave does not carry
+    // over to a [[device]] that says "auto".
+    std::chrono::milliseconds linger{auto_linger_floor};
     bool linger_auto = true;
     // Also hold the CPUs where tasks wait for the active queues' IO.
     bool waiter_cpus = true;

@@ -1,5 +1,6 @@
 #include "latgov/cost_model.hpp"
 
+#include "latgov/config.hpp"
 #include "latgov/parse.hpp"
 
 #include <algorithm>
@@ -540,13 +541,12 @@ HoldDecision HoldEvidence::decide(const EvidenceBook& book) const {
 std::chrono::milliseconds choose_linger(std::optional<std::chrono::milliseconds> fixed,
                                         std::optional<double> gap_us) {
     using std::chrono::milliseconds;
-    constexpr milliseconds floor{3};
     if (fixed)
         return *fixed;
     if (!gap_us || !(*gap_us < std::chrono::duration<double, std::micro>(stream_gap).count()))
-        return floor;
+        return auto_linger_floor;
     const auto twice = milliseconds(static_cast<long>(std::ceil(2.0 * *gap_us / 1000.0)));
-    return std::max(floor, twice);
+    return std::max(auto_linger_floor, twice);
 }
 
 } // namespace latgov

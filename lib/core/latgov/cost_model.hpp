@@ -229,11 +229,11 @@ class HoldEvidence {
 inline constexpr std::chrono::milliseconds stream_gap{10};
 
 // How long a queue stays active after its last IO. `fixed` (linger_ms set):
-// that. Automatic: a stream whose requests come less than 10 ms apart keeps
-// its CPUs held through its gaps (twice the mean gap, at least 3 ms), since
-// polling through a gap costs at most that gap once per request while each
-// wake-up it saves grows with the gap; a longer gap is idle, released after
-// 3 ms.
+// that. Automatic: a stream whose requests come less than stream_gap apart
+// keeps its CPUs held through its gaps (twice the mean gap, at least
+// auto_linger_floor), since polling through a gap costs at most that gap
+// once per request while each wake-up it saves grows with the gap; a longer
+// gap is idle, released after auto_linger_floor.
 std::chrono::milliseconds choose_linger(std::optional<std::chrono::milliseconds> fixed,
                                         std::optional<double> gap_us);
 

@@ -1,41 +1,87 @@
 #include "latgov/explain.hpp"
 
 #include "latgov/governor.hpp"
+#include "latgov/json.hpp"
 
+#include <algorithm>
+#include <cstdint>
 #include <fmt/format.h>
 #include <fmt/ranges.h>
+#include <optional>
+#include <stdexcept>
 
 namespace latgov {
 
 namespace {
 
-// The string at `key` of an object, or null.
-const std::string* string_at(const nlohmann::json& object, const char* key) {
-    return object.is_object() && object.contains(key) ? object[key].get_ptr<const std::string*>()
-                                                      : nullptr;
-}
+// What explain uses of latgovd's status, read and checked before any of it is
+// put in words.
+struct HeldFor {
+    std::string device;
+    int queue = 0;
+    std::optional<std::string> why;
+};
 
-const nlohmann::json* find_named(const nlohmann::json& list, std::string_view name) {
-    if (!list.is_array())
-        return nullptr;
-    for (const auto& entry : list)
-        if (const auto* entry_name = string_at(entry, "name"); entry_name && *entry_name == name)
-            return &entry;
-    return nullptr;
-}
+struct LiveCpu {
+    int cpu = 0;
+    LatencyLimit limit; // nullopt: not held
+    std::vector<HeldFor> held_for;
+};
+
+struct LiveDevice {
+    std::string name;
+    LatencyLimit limit;
+    std::optional<std::string> limit_from;
+    std::optional<long> linger_ms;
+    std::optional<double> observed_latency_us;
+    std::vector<int> active_queues;
+};
+
+struct LiveStatus {
+    std::vector<LiveDevice> devices;
+    std::vector<LiveCpu> cpus;
+};
 
 // status.json's limit_us: a number, or null for no limit.
-std::string limit_words(const nlohmann::json& limit) {
-    return describe_limit(limit.is_number() ? LatencyLimit(limit.get<std::uint32_t>())
-                                            : std::nullopt);
+LatencyLimit limit_at(const JsonField& object) {
+    const auto limit = object.at("limit_us");
+    return limit.is_null() ? std::nullopt : LatencyLimit(limit.whole<std::uint32_t>());
 }
 
-} // namespace
-
-namespace {
+// Throws std::invalid_argument naming the field that is missing or malformed.
+LiveStatus read_live_status(const nlohmann::json& status) {
+    const JsonField root(status);
+    LiveStatus live;
+    for (const auto& d : root.at("devices").items()) {
+        LiveDevice& device = live.devices.emplace_back();
+        device.name = d.at("name").text();
+        device.limit = limit_at(d);
+        if (auto from = d.find("limit_from"))
+            device.limit_from = from->text();
+        if (auto linger = d.find("linger_ms"))
+            device.linger_ms = linger->whole<long>();
+        if (auto latency = d.find("observed_latency_us"))
+            device.observed_latency_us = latency->number();
+        for (const auto& q : d.at("active_queues").items())
+            device.active_queues.push_back(q.whole<int>());
+    }
+    for (const auto& c : root.at("cpus").items()) {
+        LiveCpu& cpu = live.cpus.emplace_back();
+        cpu.cpu = c.at("cpu").whole<int>();
+        cpu.limit = limit_at(c);
+        for (const auto& q : c.at("held_for").items()) {
+            HeldFor& held = cpu.held_for.emplace_back();
+            held.device = q.at("device").text();
+            held.queue = q.at("queue").whole<int>();
+            if (auto why = q.find("why"))
+                held.why = why->text();
+        }
+    }
+    return live;
+}
 
 // The policy in words, with the live limit and linger where latgovd runs.
-std::string explain_policy(const Policy& p, const nlohmann::json* live) {
+std::string explain_policy(const Policy& p, const LiveDevice* live) {
     std::string out;
     if (p.mode == Mode::fixed) {
         out += fmt::format("Mode fixed: while a queue is active its completion CPUs hold {}.\n",
@@ -48,9 +94,8 @@ std::string explain_policy(const Policy& p, const nlohmann::json* live) {
             out += fmt::format(", clamped to [{}, {}] us", p.min_limit_us,
                                p.max_limit_us ? fmt::format("{}", *p.max_limit_us) : "none");
         out += fmt::format("; a mean needs {} completions in a window.\n", p.min_samples);
-        if (live && live->contains("observed_latency_us") &&
-            (*live)["observed_latency_us"].is_number()) {
-            const double latency = (*live)["observed_latency_us"].get<double>();
+        if (live && live->observed_latency_us) {
+            const double latency = *live->observed_latency_us;
             out += fmt::format("Observed mean latency {:.1f} us, so each wake-up may cost up to "
                                "{:.1f} us.\n",
                                latency, latency * p.latency_fraction);
@@ -59,9 +104,9 @@ std::string explain_policy(const Policy& p, const nlohmann::json* live) {
         }
     }
     if (live) {
-        out += fmt::format("Limit chosen now: {}", limit_words((*live)["limit_us"]));
-        if (const auto* from = (*live)["limit_from"].get_ptr<const std::string*>())
-            out += fmt::format(" ({})", *from);
+        out += fmt::format("Limit chosen now: {}", describe_limit(live->limit));
+        if (live->limit_from)
+            out += fmt::format(" ({})", *live->limit_from);
         out += ".\n";
     } else {
         out += "latgovd is not running: no live limit (start it, then ask again).\n";
@@ -69,15 +114,15 @@ std::string explain_policy(const Policy& p, const nlohmann::json* live) {
     if (!p.linger_auto)
         out += fmt::format("A queue stays active {} ms after its last IO (linger_ms).\n",
                            p.linger.count());
-    else if (live && (*live)["linger_ms"].is_number())
+    else if (live && live->linger_ms)
         out += fmt::format("A queue stays active {} ms after its last IO now (linger_ms auto: "
-                           "twice the mean gap between requests under 10 ms, else {} ms).\n",
-                           (*live)["linger_ms"].get<long>(), p.linger.count());
+                           "twice the mean gap between requests under {} ms, else {} ms).\n",
+                           *live->linger_ms, stream_gap.count(), auto_linger_floor.count());
     else
         out += fmt::format("A queue stays active after its last IO for twice the mean gap "
-                           "between requests when that is under 10 ms, else {} ms (linger_ms "
+                           "between requests when that is under {} ms, else {} ms (linger_ms "
                            "auto).\n",
-                           p.linger.count());
+                           stream_gap.count(), auto_linger_floor.count());
     out += p.waiter_cpus ? "The CPUs where tasks wait for its IO are held too (waiter_cpus).\n"
                          : "Only the completion CPUs are held (waiter_cpus = false).\n";
     out += p.prearm ? "Requests after idle that come at a steady period are held for from "
@@ -111,16 +156,14 @@ std::string explain_idle(const ExplainInput& in) {
 
 // The queue table; adds the completion CPUs, then the waiter CPUs held for
 // the device, to `cpus`.
-std::string explain_queues(const ExplainInput& in, const BlockDevice& device_info,
-                           const GovernedDevice& governed_device, const nlohmann::json* live,
+std::string explain_queues(const LiveStatus* status, const BlockDevice& device_info,
+                           const GovernedDevice& governed_device, const LiveDevice* live,
                            std::string_view name, CpuSet& cpus) {
     std::string out;
     out += "\nQUEUE  IRQ              COMPLETES ON  ACTIVE\n";
     for (const auto& q : governed_device.queues) {
-        bool active = false;
-        if (live)
-            for (const auto& a : (*live)["active_queues"])
-                active = active || a.get<int>() == q.index;
+        const bool active =
+            live && std::ranges::find(live->active_queues, q.index) != live->active_queues.end();
         const auto* hq = [&]() -> const HardwareQueue* {
             for (const auto& h : device_info.queues)
                 if (h.index == q.index)
@@ -137,19 +180,16 @@ std::string explain_queues(const ExplainInput& in, const BlockDevice& device_inf
                 cpus.push_back(c);
     }
     // The waiter CPUs latgovd holds for the device besides its completion CPUs.
-    if (in.status.is_object() && in.status.contains("cpus"))
-        for (const auto& c : in.status["cpus"])
-            if (c.contains("held_for") && c["held_for"].is_array())
-                for (const auto& q : c["held_for"])
-                    if (const auto* device_name = string_at(q, "device");
-                        device_name && *device_name == name &&
-                        std::find(cpus.begin(), cpus.end(), c.value("cpu", -1)) == cpus.end())
-                        cpus.push_back(c.value("cpu", -1));
+    if (status)
+        for (const auto& c : status->cpus)
+            for (const auto& q : c.held_for)
+                if (q.device == name && std::find(cpus.begin(), cpus.end(), c.cpu) == cpus.end())
+                    cpus.push_back(c.cpu);
     return out;
 }
 
 // Each CPU of `cpus`: its idle states and costs, and what it holds now.
-std::string explain_cpus(const ExplainInput& in, CpuSet cpus) {
+std::string explain_cpus(const ExplainInput& in, const LiveStatus* status, CpuSet cpus) {
     std::string out;
     std::sort(cpus.begin(), cpus.end());
     for (int cpu : cpus) {
@@ -163,23 +203,19 @@ std::string explain_cpus(const ExplainInput& in, CpuSet cpus) {
         for (const auto& s : costs->second)
             out += fmt::format("  {:<16} {:>8} {:>8.1f}  {}\n", s.name, s.exit_latency_us,
                                s.cost_us, s.disabled ? "disabled" : "");
-        if (const auto* c = in.status.is_object() ? [&]() -> const nlohmann::json* {
-                for (const auto& e : in.status["cpus"])
-                    if (e.value("cpu", -1) == cpu)
+        const auto* c = [&]() -> const LiveCpu* {
+            if (status)
+                for (const auto& e : status->cpus)
+                    if (e.cpu == cpu)
                         return &e;
-                return nullptr;
-            }()
-            : nullptr;
-            c && (*c)["limit_us"].is_number()) {
+            return nullptr;
+        }();
+        if (c && c->limit) {
             std::vector<std::string> why;
-            for (const auto& q : (*c)["held_for"]) {
-                const auto* role =
-                    q.contains("why") ? q["why"].get_ptr<const std::string*>() : nullptr;
-                why.push_back(fmt::format("{}/{}{}", q["device"].get<std::string>(),
-                                          q["queue"].get<int>(),
-                                          role ? " (" + *role + ")" : std::string()));
-            }
-            out += fmt::format("  held now at {} for {}\n", limit_words((*c)["limit_us"]),
+            for (const auto& q : c->held_for)
+                why.push_back(fmt::format("{}/{}{}", q.device, q.queue,
+                                          q.why ? " (" + *q.why + ")" : std::string()));
+            out += fmt::format("  held now at {} for {}\n", describe_limit(c->limit),
                                fmt::join(why, ", "));
         } else {
             out += "  not held now\n";
@@ -218,16 +254,27 @@ Result<std::string> explain_device(const ExplainInput& in, std::string_view name
     out += fmt::format("Governed by {} (mode {}, backend {}).\n", governed->rule, to_string(p.mode),
                        to_string(p.backend));
 
-    // A pointer into the status itself: never into a temporary.
-    const auto* live = in.status.is_object() && in.status.contains("devices")
-                           ? find_named(in.status["devices"], name)
-                           : nullptr;
+    // Null: latgovd is not running. Anything else must be what it writes.
+    std::optional<LiveStatus> status;
+    if (!in.status.is_null()) {
+        try {
+            status = read_live_status(in.status);
+        } catch (const std::invalid_argument& e) {
+            return make_error(fmt::format("Failed to read latgovd's status: {}", e.what()));
+        }
+    }
+    const LiveStatus* live_status = status ? &*status : nullptr;
+    const LiveDevice* live = nullptr;
+    if (status)
+        for (const auto& d : status->devices)
+            if (!live && d.name == name)
+                live = &d;
     out += explain_policy(p, live);
     out += explain_idle(in);
 
     CpuSet cpus;
-    out += explain_queues(in, *device, *governed, live, name, cpus);
-    out += explain_cpus(in, std::move(cpus));
+    out += explain_queues(live_status, *device, *governed, live, name, cpus);
+    out += explain_cpus(in, live_status, std::move(cpus));
     return out;
 }
 

@@ -23,6 +23,8 @@ struct ExplainInput {
     const nlohmann::json& status; // latgovd's status.json, or null when it is not running
 };
 
+// An error for a device that does not exist, and for a status that is not
+// what latgovd writes (naming the field, as "devices[0].limit_us").
 Result<std::string> explain_device(const ExplainInput& in, std::string_view device);
 
 } // namespace latgov

@@ -1,27 +1,12 @@
 #include "latgov/status_text.hpp"
 
-#include <cstdint>
+#include "latgov/json.hpp"
+
 #include <fmt/format.h>
-#include <limits>
-#include <stdexcept>
 
 namespace latgov {
 
 namespace {
-
-// A whole number in T's range; anything else in a status file is an error,
-// not a conversion (a float like 1e84 into an int is undefined behaviour).
-template <typename T>
-T whole(const nlohmann::json& v) {
-    if (v.is_number_unsigned() &&
-        v.get<std::uint64_t>() <= static_cast<std::uint64_t>(std::numeric_limits<T>::max()))
-        return static_cast<T>(v.get<std::uint64_t>());
-    if (v.is_number_integer() && !v.is_number_unsigned() &&
-        v.get<std::int64_t>() >= std::numeric_limits<T>::min() &&
-        v.get<std::int64_t>() <= static_cast<std::int64_t>(std::numeric_limits<T>::max()))
-        return static_cast<T>(v.get<std::int64_t>());
-    throw std::invalid_argument("expected a whole number, got " + v.dump());
-}
 
 // " (as at gaps X)" for a verdict carried over from another gap class; older
 // status files have no such field.

@@ -1,0 +1,159 @@
+// `latgov explain` on plain structs: a status file that is not what latgovd
+// writes, and the linger it describes.
+#include "latgov/explain.hpp"
+#include "latgov/governor.hpp"
+#include "machines.hpp"
+
+#include <doctest/doctest.h>
+#include <nlohmann/json.hpp>
+#include <string>
+
+using namespace latgov;
+using namespace std::chrono_literals;
+
+namespace {
+
+// What latgovd writes for vda on virtio_machine, limited to what explain reads.
+nlohmann::json valid_status() {
+    return nlohmann::json::parse(R"({
+        "devices": [{"name": "vda", "limit_us": 0, "limit_from": "evidence: holding helps",
+                     "linger_ms": 7, "observed_latency_us": 120.0, "active_queues": [0]}],
+        "cpus": [{"cpu": 0, "limit_us": 0, "held_for": [{"device": "vda", "queue": 0,
+                  "why": "waits"}]},
+                 {"cpu": 1, "limit_us": null, "held_for": []}]})");
+}
+
+struct Machine {
+    Topology topology = virtio_machine("haltpoll", "haltpoll");
+    std::map<int, std::vector<IdleCost>> costs{{0, {{"POLL", 0, 0, false}, {"C1", 1, 1, false}}},
+                                               {1, {{"POLL", 0, 0, false}, {"C1", 1, 1, false}}}};
+
+    Result<std::string> explain(const Config& config, const nlohmann::json& status) const {
+        return explain_device({topology, config, costs, "declared", status}, "vda");
+    }
+};
+
+bool contains(const std::string& text, const std::string& what) {
+    return text.find(what) != std::string::npos;
+}
+
+} // namespace
+
+TEST_CASE("explain: a status that is not what latgovd writes is an error naming the field") {
+    const Machine machine;
+    const Config config;
+    REQUIRE(machine.explain(config, valid_status()));
+
+    struct Case {
+        const char* pointer; // the field changed, as a JSON pointer
+        nlohmann::json value;
+        const char* error;
+    };
+    const Case cases[] = {
+        {"/devices/0/name", 5, "devices[0].name: expected a string, got 5"},
+        {"/devices/0/active_queues", "0", "devices[0].active_queues: expected an array, got \"0\""},
+        {"/devices/0/active_queues/0", 3000000000,
+         "devices[0].active_queues[0]: must be in -2147483648..2147483647, got 3000000000"},
+        {"/devices/0/limit_us", -1, "devices[0].limit_us: must be in 0..4294967295, got -1"},
+        {"/devices/0/linger_ms", 7.5, "devices[0].linger_ms: expected a whole number, got 7.5"},
+        {"/devices/0/observed_latency_us", "fast",
+         "devices[0].observed_latency_us: expected a number, got \"fast\""},
+        {"/cpus/0/cpu", 1e84, "cpus[0].cpu: expected a whole number, got 1e+84"},
+        {"/cpus/0/limit_us", 4294967296,
+         "cpus[0].limit_us: must be in 0..4294967295, got 4294967296"},
+        {"/cpus/0/held_for/0/queue", 0.5,
+         "cpus[0].held_for[0].queue: expected a whole number, got 0.5"},
+        {"/cpus/0/held_for/0", "vda/0", "cpus[0].held_for[0]: expected an object, got \"vda/0\""},
+        {"/cpus/1", nullptr, "cpus[1]: expected an object, got null"},
+    };
+    for (const auto& c : cases) {
+        INFO(std::string(c.pointer));
+        auto status = valid_status();
+        status[nlohmann::json::json_pointer(c.pointer)] = c.value;
+        const auto text = machine.explain(config, status);
+        REQUIRE_FALSE(text);
+        CHECK(text.error().message == std::string("Failed to read latgovd's status: ") + c.error);
+    }
+
+    // A key latgovd always writes, missing.
+    struct Missing {
+        const char* pointer;
+        const char* path; // as the error names it
+    };
+    const Missing missing[] = {
+        {"/devices/0/limit_us", "devices[0].limit_us"},
+        {"/devices/0/active_queues", "devices[0].active_queues"},
+        {"/cpus/0/cpu", "cpus[0].cpu"},
+        {"/cpus/0/held_for", "cpus[0].held_for"},
+        {"/cpus/0/held_for/0/device", "cpus[0].held_for[0].device"},
+        {"/cpus", "cpus"},
+    };
+    for (const auto& m : missing) {
+        INFO(std::string(m.pointer));
+        auto status = valid_status();
+        const nlohmann::json::json_pointer field(m.pointer);
+        status[field.parent_pointer()].erase(field.back());
+        const auto text = machine.explain(config, status);
+        REQUIRE_FALSE(text);
+        CHECK(text.error().message ==
+              std::string("Failed to read latgovd's status: ") + m.path + ": missing");
+    }
+
+    // Not even an object.
+    const auto text = machine.explain(config, nlohmann::json::array());
+    REQUIRE_FALSE(text);
+    CHECK(text.error().message == "Failed to read latgovd's status: expected an object, got []");
+}
+
+TEST_CASE("explain: fields latgovd may leave empty are optional, and null is not running") {
+    const Machine machine;
+    const Config config;
+    auto status = valid_status();
+    status["devices"][0].erase("limit_from");
+    status["devices"][0]["linger_ms"] = nullptr;
+    status["devices"][0]["observed_latency_us"] = nullptr;
+    status["devices"][0]["limit_us"] = nullptr;
+    status["cpus"][0]["held_for"][0].erase("why");
+    auto text = machine.explain(config, status);
+    REQUIRE(text);
+    CHECK(contains(*text, "No latency observed yet"));
+    CHECK(contains(*text, "Limit chosen now: no limit.\n"));
+    CHECK(contains(*text, "held now at 0 us (poll only) for vda/0\n"));
+
+    text = machine.explain(config, nullptr);
+    REQUIRE(text);
+    CHECK(contains(*text, "latgovd is not running"));
+}
+
+TEST_CASE("explain: linger_ms auto falls back to 3 ms whatever number [defaults] gave") {
+    const Machine machine;
+    auto config = parse_config("[defaults]\nlinger_ms = 50\n[[device]]\nname = \"vda\"\n"
+                               "linger_ms = \"auto\"\n",
+                               "t.toml");
+    REQUIRE(config);
+
+    // What latgovd uses: no gap seen yet, so the fallback.
+    const Governor governor(machine.topology, *config, machine.costs);
+    REQUIRE(governor.devices().size() == 1);
+    CHECK(governor.linger_of(governor.devices()[0]) == 3ms);
+
+    // What explain says it uses, with latgovd running and without.
+    auto text = machine.explain(*config, valid_status());
+    REQUIRE(text);
+    CHECK(contains(*text, "A queue stays active 7 ms after its last IO now (linger_ms auto: twice "
+                          "the mean gap between requests under 10 ms, else 3 ms).\n"));
+    text = machine.explain(*config, nullptr);
+    REQUIRE(text);
+    CHECK(contains(*text, "A queue stays active after its last IO for twice the mean gap between "
+                          "requests when that is under 10 ms, else 3 ms (linger_ms auto).\n"));
+    CHECK_FALSE(contains(*text, "50 ms"));
+
+    // A number on the device itself is that number.
+    config = parse_config("[defaults]\nlinger_ms = \"auto\"\n[[device]]\nname = \"vda\"\n"
+                          "linger_ms = 50\n",
+                          "t.toml");
+    REQUIRE(config);
+    text = machine.explain(*config, nullptr);
+    REQUIRE(text);
+    CHECK(contains(*text, "A queue stays active 50 ms after its last IO (linger_ms).\n"));
+}
