@@ -585,11 +585,14 @@ void Daemon::cannot_sample(TimePoint now, const std::string& why, bool fresh_map
 
 bool Daemon::rescan_if_due(TimePoint now) {
     if (auto at = uevent_rescan_at(uevent_burst_, next_rescan_); at && now >= *at) {
-        // Most uevents change nothing latgov maps (udev's change after a
-        // writer closes a disk, a partition table read again), and a rescan
-        // starts the governor idle: every hold dropped mid-IO.
-        if (auto topology = discover_topology(root_);
-            topology && topology_fingerprint(*topology) == fingerprint_) {
+        // A disk's change uevents mostly change nothing latgov maps (udev's
+        // after a writer closes a disk), and a rescan starts the governor
+        // idle: every hold dropped mid-IO. Other uevents always rescan.
+        const auto same_map = [this] {
+            auto topology = discover_topology(root_);
+            return topology && topology_fingerprint(*topology) == fingerprint_;
+        };
+        if (!uevent_burst_.must_rescan && same_map()) {
             spdlog::debug("{} uevent(s) changed nothing mapped, the last: {} {} {}",
                           uevent_burst_.count, last_uevent_.action, last_uevent_.subsystem,
                           last_uevent_.devpath);
@@ -636,13 +639,15 @@ void Daemon::on_uevents(TimePoint now) {
         spdlog::warn("Failed to receive every kernel uevent (socket overflow), rescanning");
         last_uevent_ = Uevent{"lost", "(overflow)", "-"};
         uevent_burst_ = add_uevent(uevent_burst_, now);
+        uevent_burst_.must_rescan = true;
     }
     for (auto& event : drained.events) {
         if (!changes_topology(event))
             continue;
         spdlog::debug("uevent: {} {} {}", event.action, event.subsystem, event.devpath);
-        last_uevent_ = std::move(event);
         uevent_burst_ = add_uevent(uevent_burst_, now);
+        uevent_burst_.must_rescan = uevent_burst_.must_rescan || !may_change_nothing(event);
+        last_uevent_ = std::move(event);
     }
 }
 

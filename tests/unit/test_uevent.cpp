@@ -137,6 +137,16 @@ TEST_CASE("the online CPU set is compared every 5 s, but not while a uevent burs
     CHECK_FALSE(online_check_due(burst, t0, t0 + 60s));
 }
 
+TEST_CASE("only a disk's change may leave the map as it was") {
+    CHECK(may_change_nothing({"change", "block", "/devices/virtual/block/loop0"}));
+    CHECK_FALSE(may_change_nothing({"add", "block", "/devices/virtual/block/loop0"}));
+    CHECK_FALSE(may_change_nothing({"change", "nvme", "/devices/virtual/nvme/nvme0"}));
+    // A CPU that goes and comes back within one burst leaves the same map,
+    // but its perf events were disabled and its thread unpinned.
+    CHECK_FALSE(may_change_nothing({"online", "cpu", "/devices/system/cpu/cpu1"}));
+    CHECK_FALSE(may_change_nothing({"offline", "cpu", "/devices/system/cpu/cpu1"}));
+}
+
 TEST_CASE("the fingerprint ignores PM QoS values and names the map") {
     const auto base = one_disk();
     auto held = base;

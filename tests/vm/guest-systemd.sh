@@ -227,14 +227,15 @@ else
   lg_fail "journal: IO events unavailable under the hardening: $(grep -i 'IO events' <<< "$jt" | head -n 1)"
 fi
 # kernel uevents reach the unit's private network namespace: a synthetic
-# "change" uevent on the disk (written to its uevent file) makes latgovd rescan
-echo change > "/sys/block/$disk/uevent"
+# "add" uevent on the disk (written to its uevent file) makes latgovd rescan
+# (a disk's "change" alone may not: it first compares the map)
+echo add > "/sys/block/$disk/uevent"
 for ((i = 0; i < 60; i++)); do
-  grep -q "rescanning after .* uevent(s), the last: change block" <<< "$(journal)" && break
+  grep -q "rescanning after .* uevent(s), the last: add block" <<< "$(journal)" && break
   lg_sleep 0.1
 done
-lg_check "journal: a change uevent on $disk reached latgovd (AF_NETLINK, PrivateNetwork=yes)" \
-  grep -q "rescanning after .* uevent(s), the last: change block" <<< "$(journal)"
+lg_check "journal: an add uevent on $disk reached latgovd (AF_NETLINK, PrivateNetwork=yes)" \
+  grep -q "rescanning after .* uevent(s), the last: add block" <<< "$(journal)"
 lg_check "idle: every CPU reads \"0\" ($(lg_qos_all))" lg_none_held
 
 # --- IO: the completion CPU is held -------------------------------------------

@@ -42,6 +42,9 @@ struct UeventBurst {
     std::optional<TimePoint> first; // none: nothing pending
     TimePoint last{};
     int count = 0;
+    // One of them (or a lost one) is not a disk's change: rescan, even if
+    // the map looks the same (may_change_nothing).
+    bool must_rescan = false;
 };
 
 // The burst with one more uevent at `now`.
@@ -59,10 +62,11 @@ std::optional<TimePoint> uevent_rescan_at(const UeventBurst& burst, TimePoint re
 bool online_check_due(const UeventBurst& pending, TimePoint last_check, TimePoint now);
 
 // What a rescan would change, as text: online CPUs, idle driver, governor and
-// states, and every device's queues with their submit and completion CPUs
-// and IRQs. Leaves out what latgovd itself writes (the PM QoS values) and
-// what does not steer the map (models, serials), so equal text means the
-// governed state is still right.
+// states, every device's queues with their submit and completion CPUs and
+// IRQs, and what [[device]] rules match on (model, serial, wwid, transport,
+// nsid: another disk under the same name may take another policy). Leaves
+// out what latgovd itself writes (the PM QoS values), so equal text means
+// the governed state is still right.
 std::string topology_fingerprint(const Topology& topology);
 
 } // namespace latgov

@@ -56,4 +56,8 @@ bool changes_topology(const Uevent& event) {
     return in(subsystems, event.subsystem) && in(actions, event.action);
 }
 
+bool may_change_nothing(const Uevent& event) {
+    return event.subsystem == "block" && event.action == "change";
+}
+
 } // namespace latgov

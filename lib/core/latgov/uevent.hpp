@@ -26,4 +26,12 @@ Result<Uevent> parse_uevent(std::string_view datagram);
 // which the map of queues, IRQs and CPUs may be stale.
 bool changes_topology(const Uevent& event);
 
+// A disk's `change`: udev sends one whenever a writer closes the disk (its
+// watch rule), and partition tables read again send them too; most change
+// nothing latgov maps, so a burst of only these is compared with the map
+// before a rescan. Every other uevent rescans: a CPU that went offline and
+// came back within one burst leaves the same map, but its perf events were
+// disabled and its thread unpinned meanwhile.
+bool may_change_nothing(const Uevent& event);
+
 } // namespace latgov
