@@ -442,9 +442,12 @@ std::string Daemon::io_events_state() const {
 }
 
 void Daemon::notify_state(const char* also) const {
-    const auto state = sampling_error_.empty()
-                           ? std::string("Governing")
-                           : fmt::format("Not governing, nothing held: {}", sampling_error_);
+    auto state = sampling_error_.empty()
+                     ? std::string("Governing")
+                     : fmt::format("Not governing, nothing held: {}", sampling_error_);
+    // One line: a newline (in text quoted from a file) would start another
+    // assignment of the message.
+    std::replace(state.begin(), state.end(), '\n', ' ');
     sd_notifyf(0, "%sSTATUS=%s", also, state.c_str());
 }
 
