@@ -93,9 +93,12 @@ namespace {
 
 // A CPU hot-removed (not just offline, which keeps its directory): the
 // kernel dropped its PM QoS request with the device, so there is nothing
-// to put back, now or ever.
+// to put back, now or ever. Only ENOENT says so: a directory that cannot be
+// looked at now (EACCES, EIO) keeps its record.
 bool cpu_removed(const SysRoot& root, int cpu) {
-    return !root.exists("/sys/devices/system/cpu/cpu" + std::to_string(cpu));
+    auto dir = root.open("/sys/devices/system/cpu/cpu" + std::to_string(cpu),
+                         O_PATH | O_DIRECTORY | O_CLOEXEC);
+    return !dir && errno == ENOENT;
 }
 
 } // namespace
