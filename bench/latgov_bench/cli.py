@@ -313,21 +313,15 @@ def place_waiter(root: SysRoot, host: ss.HostInfo,
                        q.irq_name, q.irq))
 
 
-TRACEFS = ("/sys/kernel/tracing", "/sys/kernel/debug/tracing")
-
-
 def ensure_tracefs() -> None:
-    """latgovd's IO events need tracefs, which systemd mounts at boot
-    (sys-kernel-tracing.mount); a machine booted without it would measure a
-    daemon that samples while idle instead. Mounted here as systemd would."""
-    if any(os.path.isdir(os.path.join(d, "events")) for d in TRACEFS):
-        return
-    r = subprocess.run(["mount", "-t", "tracefs", "nodev", TRACEFS[0]],
-                       capture_output=True, text=True)
-    if r.returncode != 0:
-        raise HarnessError("tracefs is not mounted and mounting it at %s failed: %s"
-                           % (TRACEFS[0], r.stderr.strip()))
-    log("mounted tracefs at %s (latgovd's IO events need it)" % TRACEFS[0])
+    """latgovd's IO events need tracefs: a machine booted without it would
+    measure a daemon that samples while idle instead."""
+    try:
+        d, mounted = ss.mount_tracefs()
+    except OSError as e:
+        raise HarnessError(str(e)) from e
+    if mounted:
+        log("mounted tracefs at %s (latgovd's IO events need it)" % d)
 
 
 def run(args: argparse.Namespace, session: Session, root: SysRoot) -> int:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import struct
+import subprocess
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -40,6 +41,25 @@ class SysRoot:
 
 # --------------------------------------------------------------------------
 # Pure parsers
+
+TRACEFS = ("/sys/kernel/tracing", "/sys/kernel/debug/tracing")
+
+
+def mount_tracefs() -> tuple[str, bool]:
+    """The tracefs directory with events/ (latgovd's IO events need it), and
+    whether it was mounted here: at TRACEFS[0], as systemd's
+    sys-kernel-tracing.mount does at boot, when neither usual place has
+    events/. Raises OSError when it cannot be mounted."""
+    for d in TRACEFS:
+        if os.path.isdir(os.path.join(d, "events")):
+            return d, False
+    r = subprocess.run(["mount", "-t", "tracefs", "nodev", TRACEFS[0]],
+                       capture_output=True, text=True)
+    if r.returncode != 0:
+        raise OSError("tracefs is not mounted and mounting it at %s failed: %s"
+                      % (TRACEFS[0], r.stderr.strip()))
+    return TRACEFS[0], True
+
 
 def parse_cpu_list(text: str) -> list[int]:
     """"0-2,5" or "0, 1" -> sorted CPU numbers. ValueError on bad text."""

@@ -33,6 +33,7 @@ import unittest
 # The bench's own readers of the same files: one parser of each.
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "bench"))
 from latgov_bench.runner import unit_nice  # noqa: E402  (the Nice= latgov.service sets)
+from latgov_bench.sysstate import mount_tracefs  # noqa: E402
 from latgov_bench.sysstate import parse_cpu_list as cpu_list  # noqa: E402
 
 
@@ -43,7 +44,6 @@ CPU_SYS = "/sys/devices/system/cpu"
 NO_GLOBAL_LIMIT = 2000000000
 EXIT_CONFIG = 78
 MACHINE_STATE = "/var/lib/latgov"
-TRACEFS_CANDIDATES = ("/sys/kernel/tracing", "/sys/kernel/debug/tracing")
 # status.json io_events when a perf event wakes an idle daemon, and when
 # perf events were refused and it samples instead.
 EVENTS_ON = "sleeping until the first request"
@@ -231,19 +231,13 @@ def expected_auto_limit(states, allowed_us, driver, governor, costs=None):
 
 
 def ensure_tracefs():
-    """tracefs with the block_rq_issue event (the daemon's IO events); mounts
-    it at /sys/kernel/tracing when neither usual place has events/. Raises
-    when it cannot: the tests that expect events must fail, not fall back."""
-    for d in TRACEFS_CANDIDATES:
-        if os.path.isdir(os.path.join(d, "events")):
-            break
-    else:
-        out = subprocess.run(["mount", "-t", "tracefs", "nodev", TRACEFS_CANDIDATES[0]],
-                             capture_output=True, text=True)
-        if out.returncode != 0:
-            raise AssertionError(f"tracefs is not mounted and mounting it at "
-                                 f"{TRACEFS_CANDIDATES[0]} failed: {out.stderr.strip()}")
-        d = TRACEFS_CANDIDATES[0]
+    """tracefs with the block_rq_issue event (the daemon's IO events),
+    mounted as the bench does when it is not. Raises when it cannot: the
+    tests that expect events must fail, not fall back."""
+    try:
+        d, _ = mount_tracefs()
+    except OSError as e:
+        raise AssertionError(str(e)) from e
     event = os.path.join(d, "events/block/block_rq_issue/id")
     if not os.path.exists(event):
         raise AssertionError(f"tracefs at {d} has no {event}")
