@@ -305,6 +305,111 @@ std::string format_evidence(const EvidenceBook& book) {
     return out;
 }
 
+namespace {
+
+// The inverse of to_string(Verdict).
+std::optional<Verdict> parse_verdict(std::string_view text) {
+    for (const Verdict v : {Verdict::hold, Verdict::no_hold, Verdict::uncertain})
+        if (to_string(v) == text)
+            return v;
+    return std::nullopt;
+}
+
+// One "gap key=value ..." line (after "gap "): its class and evidence.
+// `where` names the line in errors.
+Result<std::pair<int, GapEvidence>> parse_gap_line(std::string_view words_text,
+                                                   const std::string& where) {
+    std::map<std::string, std::string, std::less<>> fields;
+    std::istringstream words{std::string(words_text)};
+    std::string word;
+    while (words >> word) {
+        auto eq = word.find('=');
+        if (eq == std::string::npos)
+            return make_error(where + ": expected key=value, got \"" + word + "\"");
+        fields[word.substr(0, eq)] = word.substr(eq + 1);
+    }
+    const auto field = [&](std::string_view key) -> Result<std::string> {
+        auto it = fields.find(key);
+        if (it == fields.end())
+            return make_error(where + ": gap line without " + std::string(key));
+        return it->second;
+    };
+    const auto bad = [&](std::string_view key, const std::string& value) {
+        return make_error(where + ": bad " + std::string(key) + " \"" + value + "\"");
+    };
+    GapEvidence e;
+    int cls = 0;
+    const std::pair<std::string_view, int*> ints[] = {
+        {"class", &cls}, {"pairs", &e.gains.pairs}, {"service_pairs", &e.gains.service_pairs}};
+    const std::pair<std::string_view, double*> doubles[] = {
+        {"wait_sum", &e.gains.wait_sum},
+        {"wait_sq", &e.gains.wait_sq},
+        {"service_sum", &e.gains.service_sum},
+        {"service_sq", &e.gains.service_sq}};
+    for (const auto& [key, target] : ints) {
+        auto v = field(key);
+        if (!v)
+            return v.error();
+        if (!parse_whole(*v, *target) || *target < 0)
+            return bad(key, *v);
+    }
+    for (const auto& [key, target] : doubles) {
+        auto v = field(key);
+        if (!v)
+            return v.error();
+        if (!parse_whole(*v, *target))
+            return bad(key, *v);
+    }
+    if (cls >= gap_classes)
+        return make_error(where + ": gap class " + std::to_string(cls) + " out of range (0.." +
+                          std::to_string(gap_classes - 1) + ")");
+    auto verdict_text = field("verdict");
+    if (!verdict_text)
+        return verdict_text.error();
+    auto verdict = parse_verdict(*verdict_text);
+    if (!verdict)
+        return make_error(where + ": bad verdict \"" + *verdict_text +
+                          "\" (hold, no-hold or uncertain)");
+    e.verdict = *verdict;
+    auto device = field("device");
+    e.device = device && *device != "-" ? *device : std::string{};
+    if (auto at = fields.find("learnt_at");
+        at != fields.end() && (!parse_whole(at->second, e.learnt_at) || e.learnt_at < 0))
+        return bad("learnt_at", at->second);
+    if (auto from = fields.find("from"); from != fields.end()) {
+        int c = -1;
+        if (!parse_whole(from->second, c) || c < 0 || c >= gap_classes || c == cls)
+            return make_error(where + ": bad from \"" + from->second +
+                              "\" (another gap class, 0.." + std::to_string(gap_classes - 1) +
+                              ")");
+        e.inferred_from = c;
+    }
+    return std::pair{cls, std::move(e)};
+}
+
+// One "key = value" line of the machine the evidence was learnt on.
+Result<void> parse_machine_line(std::string_view line, MachineIdentity& machine,
+                                const std::string& where) {
+    const size_t eq = line.find(" =");
+    if (eq == std::string_view::npos)
+        return make_error(where + ": expected \"key = value\" or a gap line");
+    const std::string_view key = line.substr(0, eq);
+    std::string_view rest = line.substr(eq + 2);
+    if (rest.starts_with(' '))
+        rest.remove_prefix(1);
+    std::string* field = key == "cpu_model"          ? &machine.cpu_model
+                         : key == "kernel"           ? &machine.kernel
+                         : key == "cpuidle_driver"   ? &machine.cpuidle_driver
+                         : key == "cpuidle_governor" ? &machine.cpuidle_governor
+                                                     : nullptr;
+    if (!field)
+        return make_error(where + ": unknown key \"" + std::string(key) + "\"");
+    *field = std::string(rest);
+    return {};
+}
+
+} // namespace
+
 Result<EvidenceBook> parse_evidence(std::string_view text, const std::string& source_name) {
     EvidenceBook book;
     int line_no = 0;
@@ -316,101 +421,19 @@ Result<EvidenceBook> parse_evidence(std::string_view text, const std::string& so
         std::string_view line = text.substr(pos, end - pos);
         pos = end + 1;
         ++line_no;
-        const auto where = [&] { return source_name + ":" + std::to_string(line_no); };
         while (!line.empty() && (line.back() == ' ' || line.back() == '\r'))
             line.remove_suffix(1);
         if (line.empty() || line.front() == '#')
             continue;
+        const std::string where = source_name + ":" + std::to_string(line_no);
         if (line.starts_with("gap ")) {
-            std::map<std::string, std::string, std::less<>> fields;
-            std::istringstream words{std::string(line.substr(4))};
-            std::string word;
-            while (words >> word) {
-                auto eq = word.find('=');
-                if (eq == std::string::npos)
-                    return make_error(where() + ": expected key=value, got \"" + word + "\"");
-                fields[word.substr(0, eq)] = word.substr(eq + 1);
-            }
-            const auto field = [&](std::string_view key) -> Result<std::string> {
-                auto it = fields.find(key);
-                if (it == fields.end())
-                    return make_error(where() + ": gap line without " + std::string(key));
-                return it->second;
-            };
-            GapEvidence e;
-            int cls = 0;
-            const std::pair<std::string_view, double*> doubles[] = {
-                {"wait_sum", &e.gains.wait_sum},
-                {"wait_sq", &e.gains.wait_sq},
-                {"service_sum", &e.gains.service_sum},
-                {"service_sq", &e.gains.service_sq}};
-            const std::pair<std::string_view, int*> ints[] = {
-                {"class", &cls},
-                {"pairs", &e.gains.pairs},
-                {"service_pairs", &e.gains.service_pairs}};
-            for (const auto& [key, target] : ints) {
-                auto v = field(key);
-                if (!v)
-                    return v.error();
-                if (!parse_whole(*v, *target) || *target < 0)
-                    return make_error(where() + ": bad " + std::string(key) + " \"" + *v + "\"");
-            }
-            for (const auto& [key, target] : doubles) {
-                auto v = field(key);
-                if (!v)
-                    return v.error();
-                if (!parse_whole(*v, *target))
-                    return make_error(where() + ": bad " + std::string(key) + " \"" + *v + "\"");
-            }
-            if (cls >= gap_classes)
-                return make_error(where() + ": gap class " + std::to_string(cls) +
-                                  " out of range (0.." + std::to_string(gap_classes - 1) + ")");
-            auto verdict = field("verdict");
-            if (!verdict)
-                return verdict.error();
-            if (*verdict == "hold")
-                e.verdict = Verdict::hold;
-            else if (*verdict == "no-hold")
-                e.verdict = Verdict::no_hold;
-            else if (*verdict == "uncertain")
-                e.verdict = Verdict::uncertain;
-            else
-                return make_error(where() + ": bad verdict \"" + *verdict +
-                                  "\" (hold, no-hold or uncertain)");
-            auto device = field("device");
-            e.device = device && *device != "-" ? *device : std::string{};
-            if (auto at = fields.find("learnt_at");
-                at != fields.end() && (!parse_whole(at->second, e.learnt_at) || e.learnt_at < 0))
-                return make_error(where() + ": bad learnt_at \"" + at->second + "\"");
-            if (auto from = fields.find("from"); from != fields.end()) {
-                int c = -1;
-                if (!parse_whole(from->second, c) || c < 0 || c >= gap_classes || c == cls)
-                    return make_error(where() + ": bad from \"" + from->second +
-                                      "\" (another gap class, 0.." +
-                                      std::to_string(gap_classes - 1) + ")");
-                e.inferred_from = c;
-            }
-            book.gaps[cls] = std::move(e);
-            continue;
+            auto gap = parse_gap_line(line.substr(4), where);
+            if (!gap)
+                return gap.error();
+            book.gaps[gap->first] = std::move(gap->second);
+        } else if (auto parsed = parse_machine_line(line, book.machine, where); !parsed) {
+            return parsed.error();
         }
-        const size_t eq = line.find(" =");
-        if (eq == std::string_view::npos)
-            return make_error(where() + ": expected \"key = value\" or a gap line");
-        const std::string_view key = line.substr(0, eq);
-        std::string_view rest = line.substr(eq + 2);
-        if (rest.starts_with(' '))
-            rest.remove_prefix(1);
-        const std::string value(rest);
-        if (key == "cpu_model")
-            book.machine.cpu_model = value;
-        else if (key == "kernel")
-            book.machine.kernel = value;
-        else if (key == "cpuidle_driver")
-            book.machine.cpuidle_driver = value;
-        else if (key == "cpuidle_governor")
-            book.machine.cpuidle_governor = value;
-        else
-            return make_error(where() + ": unknown key \"" + std::string(key) + "\"");
     }
     return book;
 }
