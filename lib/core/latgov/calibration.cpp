@@ -111,9 +111,8 @@ std::string format_calibration(const Calibration& c) {
 }
 
 Result<Calibration> parse_calibration(std::string_view text, const std::string& source_name) {
-    if (auto bad = first_invalid_utf8(text))
-        return make_error(source_name + ":" + std::to_string(bad->line) + ":" +
-                          std::to_string(bad->column) + ": not UTF-8 (TOML text must be)");
+    if (auto utf8 = check_toml_utf8(text, source_name); !utf8)
+        return utf8.error();
     try {
         std::istringstream in{std::string(text)};
         const auto root = toml::parse(in, source_name);

@@ -1,4 +1,5 @@
-// TOML -> Config. All toml11 use stays in this file: its headers are heavy.
+// TOML -> Config. toml11 is used here and in calibration.cpp alone: its
+// headers are heavy.
 #include "latgov/config.hpp"
 
 #include "latgov/parse.hpp"
@@ -378,9 +379,8 @@ std::string syntax_message(std::string_view what) {
 // Parses one document on top of `config`: the keys it gives override, its
 // [[device]] entries are appended.
 Result<Config> parse_onto(Config config, std::string_view text, const std::string& source) {
-    if (auto bad = first_invalid_utf8(text))
-        return make_error(source + ":" + std::to_string(bad->line) + ":" +
-                          std::to_string(bad->column) + ": not UTF-8 (TOML text must be)");
+    if (auto utf8 = check_toml_utf8(text, source); !utf8)
+        return utf8.error();
     toml::value root;
     try {
         std::istringstream in{std::string(text)};

@@ -272,4 +272,11 @@ std::optional<TextPosition> first_invalid_utf8(std::string_view text) {
     return std::nullopt;
 }
 
+Result<void> check_toml_utf8(std::string_view text, const std::string& source) {
+    if (auto bad = first_invalid_utf8(text))
+        return make_error(source + ":" + std::to_string(bad->line) + ":" +
+                          std::to_string(bad->column) + ": not UTF-8 (TOML text must be)");
+    return {};
+}
+
 } // namespace latgov

@@ -58,6 +58,8 @@ struct TextPosition {
     size_t column = 1;
 };
 std::optional<TextPosition> first_invalid_utf8(std::string_view text);
+// The same as the error a TOML file gets: "SOURCE:LINE:COLUMN: not UTF-8".
+Result<void> check_toml_utf8(std::string_view text, const std::string& source);
 
 // pm_qos_resume_latency_us: "0" = no limit, "n/a" = 0 us, "N" = N us.
 Result<LatencyLimit> parse_resume_latency(std::string_view text);
