@@ -341,11 +341,10 @@ Result<std::pair<int, GapEvidence>> parse_gap_line(std::string_view words_text,
     int cls = 0;
     const std::pair<std::string_view, int*> ints[] = {
         {"class", &cls}, {"pairs", &e.gains.pairs}, {"service_pairs", &e.gains.service_pairs}};
-    const std::pair<std::string_view, double*> doubles[] = {
-        {"wait_sum", &e.gains.wait_sum},
-        {"wait_sq", &e.gains.wait_sq},
-        {"service_sum", &e.gains.service_sum},
-        {"service_sq", &e.gains.service_sq}};
+    const std::pair<std::string_view, double*> doubles[] = {{"wait_sum", &e.gains.wait_sum},
+                                                            {"wait_sq", &e.gains.wait_sq},
+                                                            {"service_sum", &e.gains.service_sum},
+                                                            {"service_sq", &e.gains.service_sq}};
     for (const auto& [key, target] : ints) {
         auto v = field(key);
         if (!v)
@@ -380,8 +379,7 @@ Result<std::pair<int, GapEvidence>> parse_gap_line(std::string_view words_text,
         int c = -1;
         if (!parse_whole(from->second, c) || c < 0 || c >= gap_classes || c == cls)
             return make_error(where + ": bad from \"" + from->second +
-                              "\" (another gap class, 0.." + std::to_string(gap_classes - 1) +
-                              ")");
+                              "\" (another gap class, 0.." + std::to_string(gap_classes - 1) + ")");
         e.inferred_from = c;
     }
     return std::pair{cls, std::move(e)};
