@@ -107,8 +107,10 @@ Daemon::~Daemon() {
     gate_->open = false;
 }
 
-bool Daemon::rescan(TimePoint now, RescanCause cause) {
-    auto state = build_governed_state(root_, config_, state_.get());
+bool Daemon::rescan(TimePoint now, RescanCause cause, std::optional<Topology> discovered) {
+    auto state = discovered
+                     ? build_governed_state(root_, config_, std::move(*discovered), state_.get())
+                     : build_governed_state(root_, config_, state_.get());
     if (!state) {
         // Nothing is observed while this fails, so nothing stays held.
         spdlog::error("{}; keeping the current map, retrying in {} ms", state.error().message,
@@ -591,20 +593,24 @@ bool Daemon::rescan_if_due(TimePoint now) {
         // A disk's change uevents mostly change nothing latgov maps (udev's
         // after a writer closes a disk), and a rescan starts the governor
         // idle: every hold dropped mid-IO. Other uevents always rescan.
-        const auto same_map = [this] {
-            auto topology = discover_topology(root_);
-            return topology && topology_fingerprint(*topology) == fingerprint_;
-        };
-        if (!uevent_burst_.must_rescan && same_map()) {
-            spdlog::debug("{} uevent(s) changed nothing mapped, the last: {} {} {}",
-                          uevent_burst_.count, last_uevent_.action, last_uevent_.subsystem,
-                          last_uevent_.devpath);
-            uevent_burst_ = {};
-            return false;
+        // The discovery that compares is the one the rescan uses.
+        std::optional<Topology> discovered;
+        if (!uevent_burst_.must_rescan) {
+            if (auto topology = discover_topology(root_); topology) {
+                if (topology_fingerprint(*topology) == fingerprint_) {
+                    spdlog::debug("{} uevent(s) changed nothing mapped, the last: {} {} {}",
+                                  uevent_burst_.count, last_uevent_.action, last_uevent_.subsystem,
+                                  last_uevent_.devpath);
+                    uevent_burst_ = {};
+                    return false;
+                }
+                discovered = std::move(*topology);
+            }
         }
         spdlog::info("rescanning after {} uevent(s), the last: {} {} {}", uevent_burst_.count,
                      last_uevent_.action, last_uevent_.subsystem, last_uevent_.devpath);
-        return rescan(now, RescanCause::uevent); // a failure leaves the burst pending: retried
+        // A failure leaves the burst pending: retried.
+        return rescan(now, RescanCause::uevent, std::move(discovered));
     }
     if (now < next_rescan_)
         return false;
@@ -630,7 +636,7 @@ bool Daemon::rescan_if_due(TimePoint now) {
         }
         if (topology_fingerprint(*topology) != fingerprint_) {
             spdlog::warn("the topology changed without a uevent saying so, rescanning");
-            return rescan(now, RescanCause::periodic);
+            return rescan(now, RescanCause::periodic, std::move(*topology));
         }
     }
     return false;

@@ -69,8 +69,9 @@ class Daemon {
     // Builds a new governed state and swaps it in. On failure the current
     // state stays, and governs while its devices can be sampled (a tick
     // that cannot releases everything); the next attempt waits
-    // (rescan_retry_, doubling).
-    bool rescan(TimePoint now, RescanCause cause);
+    // (rescan_retry_, doubling). `discovered`: the topology, if the caller
+    // discovered it already.
+    bool rescan(TimePoint now, RescanCause cause, std::optional<Topology> discovered = {});
     // A tick could not sample (`why`), just after a rescan made a new map
     // or not: holds nothing, says why in the status, and rescans again
     // later, each time later than the last while new maps fail too.

@@ -92,19 +92,24 @@ Result<GovernedState> build_governed_state(const SysRoot& root, const Config& co
     auto topology = discover_topology(root);
     if (!topology)
         return make_error("Failed to discover topology: " + topology.error().message);
-    for (const auto& w : topology->warnings)
+    return build_governed_state(root, config, std::move(*topology), current);
+}
+
+Result<GovernedState> build_governed_state(const SysRoot& root, const Config& config,
+                                           Topology topology, const GovernedState* current) {
+    for (const auto& w : topology.warnings)
         spdlog::warn("{}", w);
-    auto costs = load_idle_costs(root, config.daemon, *topology, log_warning);
+    auto costs = load_idle_costs(root, config.daemon, topology, log_warning);
     Governor governor(
-        *topology, config, std::move(costs.per_cpu),
-        evidence_for(root, config.daemon, *topology, current ? &current->governor : nullptr));
+        topology, config, std::move(costs.per_cpu),
+        evidence_for(root, config.daemon, topology, current ? &current->governor : nullptr));
     auto sampler = open_sampler(root, config, governor);
     if (!sampler)
         return sampler.error();
-    auto issue_counters = open_issue_counters(root, *topology, governor);
-    auto opened = open_io_events(root, config, *topology, governor);
-    auto recorder = open_recorder(root, *topology, governor, opened.events.has_value());
-    return GovernedState{std::move(*topology),
+    auto issue_counters = open_issue_counters(root, topology, governor);
+    auto opened = open_io_events(root, config, topology, governor);
+    auto recorder = open_recorder(root, topology, governor, opened.events.has_value());
+    return GovernedState{std::move(topology),
                          std::move(governor),
                          std::move(*sampler),
                          std::move(issue_counters),

@@ -40,6 +40,11 @@ struct GovernedState {
 // samples while idle, and finds waiters from iowait).
 Result<GovernedState> build_governed_state(const SysRoot& root, const Config& config,
                                            const GovernedState* current = nullptr);
+// The same for a topology discovered already (to compare it with the map):
+// a discovery reads every queue's and IRQ's files, so it is done once.
+Result<GovernedState> build_governed_state(const SysRoot& root, const Config& config,
+                                           Topology topology,
+                                           const GovernedState* current = nullptr);
 
 // The per-CPU issue counts into `sample`: only while IO runs, and only for
 // the CPUs that may hold waiters, so an idle daemon reads nothing and the
