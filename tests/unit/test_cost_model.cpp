@@ -538,7 +538,7 @@ TEST_CASE("with no cpuidle driver auto mode holds nothing and says why") {
     CHECK(g.limit_reason(g.devices()[0]).starts_with("no cpuidle driver"));
 }
 
-TEST_CASE("new verdicts are stamped; a no-hold verdict is measured again after max_age") {
+TEST_CASE("new verdicts are stamped, a no-hold verdict is measured again after max_age") {
     EvidenceBook book;
     book.gaps[0].verdict = Verdict::no_hold;
     book.gaps[0].gains.pairs = 6;

@@ -32,7 +32,7 @@ const Finding* find(const std::vector<Finding>& findings, std::string_view check
 
 } // namespace
 
-TEST_CASE("a healthy host needs no attention; latgov's own holds are not someone else's") {
+TEST_CASE("a healthy host needs no attention, latgov's own holds are not someone else's") {
     const auto findings = diagnose(healthy());
     CHECK_FALSE(needs_attention(findings));
     CHECK(find(findings, "per-CPU pm_qos_resume_latency_us")->level == Finding::Level::ok);

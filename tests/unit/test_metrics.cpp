@@ -61,7 +61,7 @@ TEST_CASE("every metric family has HELP and TYPE, and every sample a family") {
     CHECK(typed.size() >= 15);
 }
 
-TEST_CASE("per-CPU limits are in seconds with the reason; counters carry _total") {
+TEST_CASE("per-CPU limits are in seconds with the reason, counters carry _total") {
     const auto l = lines(format_metrics(example()));
     CHECK(l.contains("latgov_cpu_held{cpu=\"1\"} 1"));
     CHECK(l.contains("latgov_cpu_held{cpu=\"0\"} 0"));

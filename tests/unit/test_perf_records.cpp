@@ -63,7 +63,7 @@ struct Ring {
 
 } // namespace
 
-TEST_CASE("issue samples give each request's CPU, disk and time; other records are skipped") {
+TEST_CASE("issue samples give each request's CPU, disk and time, other records are skipped") {
     const TracepointFormat format{0, 8, 0, 0}; // no rwbs: the kind is unknown
     Ring ring(512, 450);
     const std::uint64_t tail = ring.head;

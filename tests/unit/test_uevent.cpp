@@ -83,7 +83,7 @@ TEST_CASE("udev's re-broadcast and malformed datagrams are errors") {
     CHECK_FALSE(parse_uevent(datagram({"add@/x", "ACTIONS=add", "DEVPATH=/x", "SUBSYSTEM=cpu"})));
 }
 
-TEST_CASE("disks, controllers, CPUs and PCI functions change the topology; others do not") {
+TEST_CASE("disks, controllers, CPUs and PCI functions change the topology, others do not") {
     CHECK(changes_topology({"add", "block", "/devices/virtual/block/nullb1"}));
     CHECK(changes_topology({"remove", "nvme", "/devices/x/nvme/nvme0"}));
     CHECK(changes_topology({"change", "nvme", "/devices/x/nvme/nvme0"}));

@@ -188,7 +188,7 @@ TEST_CASE("idle queues hold no waiter, whatever iowait other disks cause") {
     CHECK(g.devices()[0].queues[0].waiters.empty());
 }
 
-TEST_CASE("request issue counts name the submitting CPUs tick by tick; a cleared read is a "
+TEST_CASE("request issue counts name the submitting CPUs tick by tick, a cleared read is a "
           "baseline") {
     WaiterCpus w;
     w.observe_issues(std::vector<std::uint64_t>{100, 50}, t0);
