@@ -1,4 +1,7 @@
 // The CPUs this test process may run on, for tests that pin threads.
+// A test that needs two of them fails with fewer, and says so in its name,
+// "(two CPUs)": a package build on a one-CPU builder leaves out the tests
+// of that name, and prints that it did (debian/rules).
 #pragma once
 
 #include <doctest/doctest.h>

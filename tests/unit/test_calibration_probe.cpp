@@ -110,7 +110,7 @@ CalibrateOptions short_probe(const ProbeTree& tree) {
 
 } // namespace
 
-TEST_CASE("the probe reads from the submitting CPU and leaves the caller's affinity as it was") {
+TEST_CASE("the probe reads from the submitting CPU, and the caller's affinity stays (two CPUs)") {
     const auto before = allowed_cpus();
     // With one CPU there is nothing to pin away from: this test proves
     // nothing there, so it fails rather than pass for nothing.
@@ -131,7 +131,7 @@ TEST_CASE("the probe reads from the submitting CPU and leaves the caller's affin
         CHECK(level.samples_us.size() == 40);
 }
 
-TEST_CASE("a probe that stops early leaves the caller's affinity as it was") {
+TEST_CASE("a probe that stops early leaves the caller's affinity as it was (two CPUs)") {
     const auto before = allowed_cpus();
     REQUIRE_MESSAGE(before.size() >= 2, "needs 2 CPUs to run on, has " << cpu_list(before));
     ProbeTree tree(before);
@@ -145,7 +145,7 @@ TEST_CASE("a probe that stops early leaves the caller's affinity as it was") {
     CHECK(tree.slot(before.back()) == "0");
 }
 
-TEST_CASE("a device node smaller than 1 MiB is refused before any read") {
+TEST_CASE("a device node smaller than 1 MiB is refused before any read (two CPUs)") {
     const auto before = allowed_cpus();
     REQUIRE_MESSAGE(before.size() >= 2, "needs 2 CPUs to run on, has " << cpu_list(before));
     ProbeTree tree(before);
@@ -159,7 +159,7 @@ TEST_CASE("a device node smaller than 1 MiB is refused before any read") {
     CHECK(allowed_cpus() == before);
 }
 
-TEST_CASE("work run on a CPU sees only that CPU; the caller keeps its own") {
+TEST_CASE("work run on a CPU sees only that CPU, the caller keeps its own (two CPUs)") {
     const auto before = allowed_cpus();
     REQUIRE_MESSAGE(before.size() >= 2, "needs 2 CPUs to run on, has " << cpu_list(before));
     std::vector<int> inside;

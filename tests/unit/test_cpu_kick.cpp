@@ -61,7 +61,7 @@ int started_kicker_thread_id(int cpu) {
 
 } // namespace
 
-TEST_CASE("a kick wakes the thread of that CPU, and it runs there") {
+TEST_CASE("a kick wakes the thread of that CPU, and it runs there (two CPUs)") {
     const auto cpus = allowed_cpus();
     REQUIRE(cpus.size() >= 2); // "only the CPU kicked woke" needs another
     auto kicker = CpuKicker::start(cpus);
@@ -104,7 +104,7 @@ TEST_CASE("a CPU without a thread is not kicked, and CPUs that refuse a thread a
     CHECK(none.error().message.find(std::to_string(CPU_SETSIZE - 1)) != std::string::npos);
 }
 
-TEST_CASE("an update stops the threads of CPUs that went and leaves the others running") {
+TEST_CASE("an update stops the threads of CPUs that went, and keeps the others (two CPUs)") {
     const auto cpus = allowed_cpus();
     REQUIRE(cpus.size() >= 2); // the test beds have 2 CPUs or more
     auto started = CpuKicker::start({cpus.front()});
@@ -145,7 +145,7 @@ TEST_CASE("an update stops the threads of CPUs that went and leaves the others r
     CHECK(kicker.refused().find(std::to_string(CPU_SETSIZE - 1) + " (") == 0);
 }
 
-TEST_CASE("an update pins again a thread the kernel moved off its CPU") {
+TEST_CASE("an update pins again a thread the kernel moved off its CPU (two CPUs)") {
     const auto cpus = allowed_cpus();
     REQUIRE(cpus.size() >= 2); // the test beds have 2 CPUs or more
     const int cpu = cpus[0], elsewhere = cpus[1];
