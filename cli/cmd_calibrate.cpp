@@ -3,12 +3,14 @@
 #include "commands.hpp"
 #include "latgov/calibration_file.hpp"
 #include "latgov/calibration_probe.hpp"
+#include "latgov/config_file.hpp"
 #include "latgov/parse.hpp"
 
 #include <atomic>
 #include <csignal>
 #include <fmt/format.h>
 #include <fmt/ranges.h>
+#include <optional>
 
 namespace latgov::cli {
 
@@ -19,8 +21,12 @@ std::atomic<bool> calibration_stop{false};
 } // namespace
 
 int calibrate(const Args& args) {
+    // The runtime directory keeps its default, not the configuration's
+    // runtime_dir: the shipped unit runs latgovd in /run/latgov whatever
+    // that says, and the lock there is what keeps the two apart.
     CalibrateOptions options;
-    std::filesystem::path output{default_calibration_file};
+    std::optional<std::filesystem::path> config_file; // given: it must exist
+    std::optional<std::filesystem::path> output;
     for (size_t i = 0; i < args.rest.size(); ++i) {
         const std::string& arg = args.rest[i];
         if (i + 1 >= args.rest.size())
@@ -48,11 +54,20 @@ int calibrate(const Args& args) {
             options.file = value;
         else if (arg == "--output")
             output = value;
+        else if (arg == "--config")
+            config_file = value;
         else if (arg == "--runtime-dir")
             options.runtime_dir = value;
         else
             return usage_error("calibrate: bad option " + arg + " " + value);
     }
+    // The configuration latgovd reads: its device policy picks the disk, and
+    // latgovd looks for the result at its calibration_file.
+    auto config = load_config(config_file.value_or(default_config_file), config_file.has_value());
+    if (!config)
+        return fail(config.error().message);
+    options.config = std::move(*config);
+    const auto path = output.value_or(options.config.daemon.calibration_file);
     struct sigaction action {};
     action.sa_handler = [](int) { calibration_stop = true; };
     for (int sig : {SIGINT, SIGTERM, SIGHUP})
@@ -70,9 +85,9 @@ int calibrate(const Args& args) {
     for (const auto& state : calibration->states)
         fmt::print("state {:<10} declared exit latency {:>4} us, measured cost {:.1f} us\n",
                    state.name, state.declared_exit_latency_us, state.measured_cost_us);
-    if (auto saved = save_calibration(output, *calibration); !saved)
+    if (auto saved = save_calibration(path, *calibration); !saved)
         return fail(saved.error().message);
-    fmt::print("wrote {}\n", output.string());
+    fmt::print("wrote {}\n", path.string());
     return 0;
 }
 

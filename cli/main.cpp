@@ -17,6 +17,7 @@ constexpr std::string_view usage_template = R"(Usage: latgov [--sysroot DIR] COM
 Commands:
   topology [--json]        hardware queues, their IRQs and completion CPUs
   snapshot -o FILE.tar.gz  capture the files topology discovery reads
+      (--output FILE.tar.gz: the same)
   status [--json]          what latgovd holds now (from RUNTIME_DIR/status.json)
       [--runtime-dir DIR]  default {runtime_dir}
       [--watch]            redraw in place until Ctrl-C (a plain copy when not a terminal)
@@ -27,21 +28,54 @@ Commands:
       [--config FILE]      default {config_file}
       [--runtime-dir DIR]
   calibrate                measure each idle state's wake-up cost with QD1 reads
-      [--device NAME]      disk to read (read-only); default the first governed one
+      [--config FILE]      its devices and calibration_file; default {config_file}
+      [--device NAME]      disk to read (read-only); default the first one it governs
       [--file PATH]        read this file on the disk instead of the raw device
       [--cpu N]            completion CPU to step; default queue 0's
       [--rounds N] [--ios N] [--max-seconds S]   default 5, 1000 per level, 30
-      [--output FILE]      default {calibration_file}
+      [--output FILE]      default the configuration's calibration_file
       [--runtime-dir DIR]  journal of the values it writes; default {runtime_dir}
 
 Options:
   --sysroot DIR            read sysfs/procfs/dev under DIR (a captured tree)
-  -h, --help               this text
+  -h, --help               this text (after a command: that command's part)
 )";
 
 const std::string usage = fmt::format(usage_template, fmt::arg("runtime_dir", default_runtime_dir),
-                                      fmt::arg("config_file", default_config_file),
-                                      fmt::arg("calibration_file", default_calibration_file));
+                                      fmt::arg("config_file", default_config_file));
+
+// `latgov COMMAND --help`: the command's lines of the usage text (its first
+// line and the indented ones below it), then the global options. Empty for
+// a command the text does not list.
+std::string command_usage(std::string_view command) {
+    const auto options = usage.find("\nOptions:\n");
+    std::string lines;
+    bool in_command = false;
+    for (size_t at = usage.find("Commands:\n"); at < options;) {
+        const auto end = usage.find('\n', at) + 1;
+        const std::string_view line(usage.data() + at, end - at);
+        if (line.starts_with("  ") && !line.starts_with("   "))
+            in_command = line.substr(2).starts_with(command) &&
+                         (line[2 + command.size()] == ' ' || line[2 + command.size()] == '\n');
+        if (in_command)
+            lines += line;
+        at = end;
+    }
+    if (lines.empty())
+        return lines;
+    return fmt::format("Usage: latgov [--sysroot DIR] {} [OPTIONS]\n\n{}{}", command, lines,
+                       usage.substr(options));
+}
+
+struct Command {
+    std::string_view name;
+    int (*run)(const Args&);
+};
+
+constexpr Command commands[] = {
+    {"topology", topology},   {"snapshot", snapshot}, {"status", status},
+    {"calibrate", calibrate}, {"doctor", doctor},     {"explain", explain},
+};
 
 } // namespace
 
@@ -80,26 +114,26 @@ int main(int argc, char** argv) {
     if (i == argc)
         return usage_error("no command given");
     args.command = argv[i];
+    bool help = false;
     for (++i; i < argc; ++i) {
         std::string_view arg = argv[i];
-        if (arg == "--sysroot" && i + 1 < argc)
+        if (arg == "-h" || arg == "--help")
+            help = true;
+        else if (arg == "--sysroot" && i + 1 < argc)
             args.sysroot = argv[++i];
         else if (arg.starts_with("--sysroot="))
             args.sysroot = std::string(arg.substr(10));
         else
             args.rest.emplace_back(arg);
     }
-    if (args.command == "topology")
-        return topology(args);
-    if (args.command == "snapshot")
-        return snapshot(args);
-    if (args.command == "status")
-        return status(args);
-    if (args.command == "calibrate")
-        return calibrate(args);
-    if (args.command == "doctor")
-        return doctor(args);
-    if (args.command == "explain")
-        return explain(args);
+    for (const auto& command : commands) {
+        if (command.name != args.command)
+            continue;
+        if (help) {
+            fmt::print("{}", command_usage(command.name));
+            return 0;
+        }
+        return command.run(args);
+    }
     return usage_error("unknown command " + args.command);
 }

@@ -882,7 +882,7 @@ bool Daemon::start() {
     if (!open_runtime_dir())
         return false;
     if (!options_.dry_run)
-        calibrate_if_unusable(root_, config_.daemon);
+        calibrate_if_unusable(root_, config_);
     if (!open_event_loop())
         return false;
     auto state = build_governed_state(root_, config_);

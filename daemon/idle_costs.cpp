@@ -11,7 +11,8 @@
 
 namespace latgov {
 
-void calibrate_if_unusable(const SysRoot& root, const DaemonSettings& settings) {
+void calibrate_if_unusable(const SysRoot& root, const Config& config) {
+    const DaemonSettings& settings = config.daemon;
     if (!settings.calibrate_on_start)
         return;
     // A truncated or unreadable file is measured again, not kept for ever,
@@ -36,6 +37,7 @@ void calibrate_if_unusable(const SysRoot& root, const DaemonSettings& settings) 
     }
     sd_notify(0, "STATUS=Calibrating idle-state costs\nEXTEND_TIMEOUT_USEC=60000000");
     CalibrateOptions options;
+    options.config = config;
     options.runtime_dir = settings.runtime_dir;
     options.max_time = std::chrono::seconds(20);
     options.take_lock = false; // latgovd holds it

@@ -9,7 +9,8 @@ namespace latgov {
 
 // Runs the probe when the calibration file is missing, unreadable or of
 // another machine or kernel, and writes its result; a failure is logged and
-// leaves the declared costs.
-void calibrate_if_unusable(const SysRoot& root, const DaemonSettings& settings);
+// leaves the declared costs. The probe reads a disk the configuration
+// governs.
+void calibrate_if_unusable(const SysRoot& root, const Config& config);
 
 } // namespace latgov

@@ -1,13 +1,17 @@
 #!/usr/bin/env python3
 """check-docs.py: every option the binaries' --help prints, and every
 configuration key, is documented in the man pages; every latgov command and
-option is offered by the bash completion.
+option is offered by the bash completion. And the other way: an option a
+man page documents is one the binary's --help lists, per command for latgov.
 
 Usage: check-docs.py LATGOVD LATGOV SOURCE_DIR
 Keys come from config/latgov.toml (set and commented-out lines) and from
 the key lists of the configuration parser (lib/core/latgov/config.cpp); both must
-be found and non-empty. Prints what is missing and exits 1, or prints what
-was checked and exits 0.
+be found and non-empty. A command's options are, in `latgov COMMAND --help`,
+the options it prints but the global ones; in latgov(8), those of its
+SYNOPSIS paragraph and of its entry under COMMANDS (from its first line to
+the next entry); in the completion, those of its case. Prints what is
+missing and exits 1, or prints what was checked and exits 0.
 """
 import pathlib
 import re
@@ -15,13 +19,20 @@ import subprocess
 import sys
 
 OPTION = re.compile(r"(?<![\w/-])(--?[A-Za-z][\w-]*)")
+# An option as the man pages set it: bold, alone ("*--json*").
+MAN_OPTION = re.compile(r"\*(--?[A-Za-z][\w-]*)\*")
+# latgov's options for every command, and -h/--help after any of them.
+GLOBAL_OPTIONS = {"--sysroot", "-h", "--help"}
 
 
-def help_options(binary):
-    out = subprocess.run([binary, "--help"], check=True, capture_output=True, text=True).stdout
+def help_options(command):
+    """The options `COMMAND --help` prints; COMMAND is a binary, or a list
+    (a binary and its subcommand)."""
+    argv = [command] if isinstance(command, str) else list(command)
+    out = subprocess.run([*argv, "--help"], check=True, capture_output=True, text=True).stdout
     options = set(OPTION.findall(out))
     if not options:
-        sys.exit(f"check-docs: no option found in `{binary} --help`")
+        sys.exit(f"check-docs: no option found in `{' '.join(argv)} --help`")
     return out, options
 
 
@@ -32,6 +43,55 @@ def help_commands(help_text):
     if not commands:
         sys.exit("check-docs: no command found in `latgov --help`")
     return commands
+
+
+def section(page, name):
+    """The text of the man page section `# NAME`, up to the next one."""
+    m = re.search(rf"^# {name}\n(.*?)(?=^# |\Z)", page, re.M | re.S)
+    if not m:
+        sys.exit(f"check-docs: no section {name} in the man page")
+    return m.group(1)
+
+
+def man_entries(text):
+    """The entries of a section: each `*name*` at the start of a line, with
+    everything up to the next one (its indented description)."""
+    entries = {}
+    for entry in re.split(r"(?m)^(?=\*)", text):
+        m = re.match(r"\*([^*]+)\*", entry)
+        if m:
+            entries[m.group(1)] = entry
+    return entries
+
+
+def man_options(page):
+    """The options a man page's OPTIONS section has entries for: those
+    named on each entry's first line."""
+    return {opt for entry in man_entries(section(page, "OPTIONS")).values()
+            for opt in MAN_OPTION.findall(entry.split("\n", 1)[0])}
+
+
+def man_command_options(page, commands):
+    """Per command, the options latgov(8) documents for it."""
+    documented = {cmd: set() for cmd in commands}
+    for para in re.split(r"\n\s*\n", section(page, "SYNOPSIS")):
+        m = re.match(r"\*latgov\* \[\*--sysroot\* _DIR_\] \*([a-z]+)\*", para.strip())
+        if m and m.group(1) in documented:
+            documented[m.group(1)].update(MAN_OPTION.findall(para))
+    for name, entry in man_entries(section(page, "COMMANDS")).items():
+        if name in documented:
+            documented[name].update(MAN_OPTION.findall(entry))
+    return documented
+
+
+def completion_options(completion, cmd):
+    """The options the completion offers after the command: the word lists
+    (compgen -W "...") of its case."""
+    m = re.search(rf"^\s*{cmd}\)(.*?);;", completion, re.M | re.S)
+    if not m:
+        return None
+    return {opt for words in re.findall(r'-W "([^"]*)"', m.group(1))
+            for opt in OPTION.findall(words)}
 
 
 def config_keys(src):
@@ -65,6 +125,10 @@ def main():
         checked += 1
         if f"*{opt}*" not in page:
             missing.append(f"latgovd(8) does not document {opt} (in latgovd --help)")
+    for opt in sorted(man_options(page)):
+        checked += 1
+        if opt not in daemon_options:
+            missing.append(f"latgovd(8) documents {opt}, which latgovd --help does not list")
 
     cli_help, cli_options = help_options(latgov)
     commands = help_commands(cli_help)
@@ -82,6 +146,39 @@ def main():
             missing.append(f"latgov(8) has no entry for the command {cmd}")
         if not re.search(rf'commands="[^"]*\b{cmd}\b', completion):
             missing.append(f"the bash completion does not offer the command {cmd}")
+    global_options = set(OPTION.findall(cli_help.split("Options:", 1)[1]))
+    for opt in sorted(man_options(page)):
+        checked += 1
+        if opt not in global_options:
+            missing.append(f"latgov(8) documents the option {opt}, which latgov --help does "
+                           "not list under Options")
+
+    # Per command, both ways: `latgov CMD --help` against its part of
+    # latgov(8) and against its case in the completion.
+    documented = man_command_options(page, commands)
+    for cmd in sorted(commands):
+        _, listed = help_options([latgov, cmd])
+        listed -= GLOBAL_OPTIONS
+        offered = completion_options(completion, cmd)
+        if offered is None:
+            missing.append(f"the bash completion has no case for the command {cmd}")
+            offered = set()
+        offered -= GLOBAL_OPTIONS
+        shown = documented[cmd] - GLOBAL_OPTIONS
+        for opt in sorted(listed | shown | offered):
+            checked += 1
+            if opt in listed and opt not in shown:
+                missing.append(f"latgov(8) does not document {opt} for {cmd} "
+                               f"(in latgov {cmd} --help)")
+            if opt in shown and opt not in listed:
+                missing.append(f"latgov(8) documents {opt} for {cmd}, which "
+                               f"`latgov {cmd} --help` does not list")
+            if opt in listed and opt not in offered:
+                missing.append(f"the bash completion does not offer {opt} after {cmd} "
+                               f"(in latgov {cmd} --help)")
+            if opt in offered and opt not in listed:
+                missing.append(f"the bash completion offers {opt} after {cmd}, which "
+                               f"`latgov {cmd} --help` does not list")
 
     page = (man / "latgov.toml.5.scd").read_text()
     keys = config_keys(src)

@@ -134,15 +134,18 @@ Result<Calibration> run_calibration(const SysRoot& root, const CalibrateOptions&
             return make_error(options.file.string() + " is on " + *disk + ", not " + disk_name);
         disk_name = *disk;
     }
-    Governor governor(*topology, default_config(), declared_costs(*topology));
+    Governor governor(*topology, options.config, declared_costs(*topology));
     const GovernedDevice* device = nullptr;
     for (const auto& d : governor.devices())
         if (!device && (disk_name.empty() || d.name == disk_name))
             device = &d;
     if (!device)
-        return make_error(options.device.empty()
-                              ? "no disk with per-queue IRQs to probe"
-                              : "Device " + options.device + " has no queue with an IRQ to probe");
+        return make_error(disk_name.empty()
+                              ? "no governed disk with per-queue IRQs to probe"
+                              : "Device " + disk_name +
+                                    " is not governed or has no queue with an IRQ to probe "
+                                    "(`latgov explain " +
+                                    disk_name + "` says why)");
     // The queue and CPUs: the one completing on the chosen CPU, submitted to
     // from another CPU when possible, so the completion CPU idles between IOs.
     const GovernedQueue* queue = nullptr;

@@ -21,6 +21,9 @@ namespace latgov {
 MachineIdentity read_machine_identity(const SysRoot& root, const Topology& topology);
 
 struct CalibrateOptions {
+    // The configuration whose device policy picks the disk: the probe reads
+    // only a disk it governs, by default the first.
+    Config config = default_config();
     std::string device; // empty: the first governed disk
     // Read this file (O_DIRECT) instead of the raw device, where raw access
     // is not allowed; its disk is the one probed.

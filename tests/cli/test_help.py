@@ -1,0 +1,81 @@
+#!/usr/bin/env python3
+"""`latgov COMMAND --help` and `-h`: that command's part of the usage text on
+stdout and exit status 0, wherever the option stands after the command and
+whatever else is given (nothing is read or run). An unknown command stays a
+usage error.
+
+Usage: test_help.py LATGOV
+"""
+import os
+import re
+import subprocess
+import sys
+import unittest
+
+LATGOV = None
+
+
+def run(*args):
+    return subprocess.run([LATGOV, *args], capture_output=True, text=True, timeout=30)
+
+
+def commands():
+    """The commands `latgov --help` lists, with the lines that describe each."""
+    out = run("--help").stdout
+    block = out.split("Commands:\n", 1)[1].split("\nOptions:\n", 1)[0]
+    listed = {}
+    for line in block.splitlines():
+        m = re.match(r"^  ([a-z]+)\b", line)
+        if m:
+            name = m.group(1)
+            listed[name] = []
+        listed[name].append(line)
+    return listed
+
+
+class CommandHelp(unittest.TestCase):
+    def test_every_command_prints_its_part(self):
+        listed = commands()
+        self.assertGreaterEqual(len(listed), 6, listed)
+        for name, lines in listed.items():
+            for flag in ("--help", "-h"):
+                with self.subTest(command=name, flag=flag):
+                    out = run(name, flag)
+                    self.assertEqual(out.returncode, 0, out.stderr)
+                    self.assertEqual(out.stderr, "")
+                    self.assertTrue(
+                        out.stdout.startswith(f"Usage: latgov [--sysroot DIR] {name} [OPTIONS]\n"),
+                        out.stdout)
+                    for line in lines:
+                        self.assertIn(line + "\n", out.stdout)
+                    for other in listed:
+                        if other != name:
+                            self.assertNotRegex(out.stdout, rf"(?m)^  {other}\b")
+                    self.assertIn("\nOptions:\n  --sysroot DIR", out.stdout)
+
+    def test_help_after_other_options_runs_nothing(self):
+        # status would fail on a missing runtime directory, calibrate would
+        # probe, and explain needs a DEVICE: --help wins over all of it.
+        for name, args in (
+                ("status", ["status", "--runtime-dir", "/nonexistent", "--json", "--help"]),
+                ("calibrate", ["--sysroot", "/nonexistent", "calibrate", "--device", "nvme0n1",
+                               "-h"]),
+                ("explain", ["explain", "--help"])):
+            with self.subTest(args=args):
+                out = run(*args)
+                self.assertEqual(out.returncode, 0, out.stderr)
+                self.assertEqual(out.stderr, "")
+                self.assertIn(f"Usage: latgov [--sysroot DIR] {name} [OPTIONS]\n", out.stdout)
+
+    def test_unknown_command_with_help_is_a_usage_error(self):
+        out = run("nosuchcommand", "--help")
+        self.assertEqual(out.returncode, 2)
+        self.assertIn("unknown command nosuchcommand", out.stderr)
+        self.assertEqual(out.stdout, "")
+
+
+if __name__ == "__main__":
+    if len(sys.argv) < 2 or not os.access(sys.argv[1], os.X_OK):
+        sys.exit("usage: test_help.py LATGOV (an executable latgov)")
+    LATGOV = sys.argv[1]
+    unittest.main(argv=[sys.argv[0], "-v"])
