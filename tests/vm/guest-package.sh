@@ -80,6 +80,8 @@ for f in /usr/sbin/latgovd /etc/latgov/latgov.toml /run/latgov /var/lib/latgov; 
   if [[ -e $f ]]; then lg_fail "after purge: $f is left: $(ls -la "$f" 2>&1 | head -n 5 | tr '\n' ';')"
   else lg_pass "after purge: $f is gone"; fi
 done
+# A file the administrator created is not the package's to remove.
+lg_check "after purge: the administrator's drop-in stays" test -f /etc/latgov/latgov.d/test.toml
 kill "$LG_FIO_PID" 2>/dev/null || true
 wait "$LG_FIO_PID" 2>/dev/null || true
 [[ $LG_FAILED -eq 0 ]]

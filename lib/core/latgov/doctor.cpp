@@ -89,7 +89,8 @@ std::vector<Finding> diagnose(const HostFacts& f) {
         out.push_back({L::attention, "/run",
                        f.run_fstype.empty() ? "file system unknown" : "on " + f.run_fstype,
                        "latgovd's journal and status writes under /run/latgov would be IO on a "
-                       "disk it governs; mount a tmpfs on /run or set runtime_dir to one."});
+                       "disk it governs; mount a tmpfs on /run (the shipped unit keeps them in "
+                       "/run/latgov whatever runtime_dir says)."});
 
     if (f.has_nvme) {
         if (!f.nvme_ps_max_latency_us)
