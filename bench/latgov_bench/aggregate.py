@@ -38,10 +38,13 @@ SUMMARY_METRICS = [
     ("latgovd_cpu_s", "latgovd utime+stime (s)"),
     ("latgovd_vol_ctxsw", "latgovd voluntary ctx switches"),
     ("latgovd_nonvol_ctxsw", "latgovd involuntary ctx switches"),
-    ("onset_p50_us", "latgovd onset delay p50 (us)"),
-    ("onset_p99_us", "latgovd onset delay p99 (us)"),
-    ("onset_wake_p50_us", "of that, latgovd's wake-up p50 (us)"),
-    ("onset_wake_p99_us", "of that, latgovd's wake-up p99 (us)"),
+    # latgovd's status gives quantiles per run, no samples: these rows are
+    # the median of per-run quantiles, not quantiles pooled over rounds.
+    ("onset_p50_us", "latgovd onset delay, per-run p50 (us)"),
+    ("onset_p99_us", "latgovd onset delay, per-run p99 (us)"),
+    ("onset_max_us", "latgovd onset delay, per-run max (us)"),
+    ("onset_wake_p50_us", "of that, latgovd's wake-up, per-run p50 (us)"),
+    ("onset_wake_p99_us", "of that, latgovd's wake-up, per-run p99 (us)"),
     ("onset_count", "latgovd onsets"),
     ("onset_on_issuing_cpu", "of those, handled on the issuing CPU"),
     ("prearm_hits", "latgovd pre-armed windows its request came in"),
@@ -89,7 +92,8 @@ class Stat:
 
 @dataclass
 class Cell:
-    """One workload under one mode: the runs that finished ok."""
+    """One workload under one mode: the runs that finished ok, less those
+    kept out (kept_out)."""
     n: int
     stats: dict[str, Stat] = field(default_factory=dict)
 
@@ -101,6 +105,8 @@ class Aggregate:
     cells: dict[str, dict[str, Cell]]
     # (workload, mode, metric) -> {round: value}, for ratios within a round
     by_round: dict[tuple[str, str, str], dict[int, float]] = field(default_factory=dict)
+    # runs that finished ok but are kept out of the medians, and why
+    excluded: list[tuple[dict, str]] = field(default_factory=list)
 
     def stat(self, workload: str, mode: str, metric: str) -> Stat | None:
         cell = self.cells.get(workload, {}).get(mode)
@@ -153,6 +159,22 @@ def foreign_held(row: dict, cpus: list[int]) -> float | None:
     return None
 
 
+def kept_out(row: dict, cpus: list[int]) -> str:
+    """Why a run that finished ok is kept out of the medians, "" when it is
+    not: someone else's constraint held at its start or while it ran, or
+    another fio or latgovd running meanwhile. Either skews the very thing
+    the modes are compared on."""
+    why = []
+    if row.get("foreign_constraint_before"):
+        why.append("constraint %s at its start" % row["foreign_constraint_before"])
+    fh = foreign_held(row, cpus)
+    if fh:
+        why.append("someone else's constraint held %.0f%% of it" % (100 * fh))
+    if row.get("foreign_procs"):
+        why.append("other processes running: %s" % row["foreign_procs"])
+    return "; ".join(why)
+
+
 def with_derived(row: dict, cpus: list[int]) -> dict:
     """A copy of a row with the columns the report derives. Rows of runs
     that predate the integrated held seconds get them as held fraction x
@@ -183,12 +205,15 @@ def aggregate(rows: list[dict], workloads: list[str], modes: list[str],
     metrics = ([m for m, _ in SUMMARY_METRICS] + [m for m, _ in per_cpu_metrics(host)]
                + ["window_s"])
     rows = [with_derived(r, host.cpus) for r in rows]
+    excluded = [(r, why) for r in rows if r["status"] == "ok"
+                for why in [kept_out(r, host.cpus)] if why]
+    out = {id(r) for r, _ in excluded}
     cells: dict[str, dict[str, Cell]] = {}
     by_round: dict[tuple[str, str, str], dict[int, float]] = {}
     for w in workloads:
         for m in modes:
-            sel = [r for r in rows
-                   if r["workload"] == w and r["mode"] == m and r["status"] == "ok"]
+            sel = [r for r in rows if r["workload"] == w and r["mode"] == m
+                   and r["status"] == "ok" and id(r) not in out]
             cell = Cell(len(sel))
             for met in metrics:
                 vals = [v for v in (num(r.get(met)) for r in sel) if v is not None]
@@ -197,4 +222,4 @@ def aggregate(rows: list[dict], workloads: list[str], modes: list[str],
                 rounds = {int(r["round"]): num(r.get(met)) for r in sel}
                 by_round[(w, m, met)] = {k: v for k, v in rounds.items() if v is not None}
             cells.setdefault(w, {})[m] = cell
-    return Aggregate(list(modes), list(workloads), cells, by_round)
+    return Aggregate(list(modes), list(workloads), cells, by_round, excluded)

@@ -17,11 +17,13 @@ from pathlib import Path
 
 from . import sysstate as ss
 from .aggregate import aggregate, num
+from .fio import SEED_BASE
 from .meta import DaemonInfo, RunMeta, Settings
 from .report import summary_text
 from .results import ResultsWriter, columns, read_rows
-from .runner import (ALL_MODES, BENCH, DAEMON_MODES, DEFAULT_CONFIG, Interrupted, Runner,
-                     Session, Tools, calibrate, existing_calibration, log, unit_nice)
+from .runner import (ALL_MODES, BENCH, DAEMON_MODES, DEFAULT_CONFIG, EvidenceAside,
+                     Interrupted, MachineConstrained, Runner, Session, Tools, calibrate,
+                     evidence_file, existing_calibration, log, status_interval, unit_nice)
 from .sysstate import SysRoot
 from .target import DEFAULT_TARGET, HarnessError, create_file, resolve_target
 from .targets import DEFAULT_TARGETS, TargetsError, evaluate, load_targets
@@ -43,22 +45,36 @@ Workloads are the fio job files in bench/jobs/ (target via LATGOV_AB_TARGET):
 
 Per run: fio IOPS and completion latency (and fdatasync latency), idle-state
 and POLL time per CPU (cpuidle sysfs, or /proc/stat idle time when there is
-no cpuidle driver), latgovd CPU time, context switches and onset delay, and
-the constraints held: fraction of 100 ms samples and CPU-seconds per CPU,
+no cpuidle driver), latgovd CPU time, context switches and onset delay (its
+status gives quantiles per run: the report shows the median of per-run p99),
+and the constraints held: fraction of 100 ms samples and CPU-seconds per CPU,
 read from /dev/cpu_dma_latency and the per-CPU pm_qos_resume_latency_us
-files directly. The waiter workload is pinned to a CPU that does not run the
-completion IRQ of the disk's queue (/proc/irq/<n>/effective_affinity_list).
+files directly. fio runs with --randseed=%d+<round>: the same offsets for
+every mode within a round, others in each round. The waiter workload is
+pinned to a CPU that does not run the completion IRQ of the disk's queue
+(/proc/irq/<n>/effective_affinity_list, read again before each run).
 
-Output (--out, default bench/results/<date>-<disk>): results.csv, summary.md
+latgovd's evidence file (evidence_file in its configuration and drop-ins) is
+moved aside at the start and put back at exit: the first latgovd of the run
+learns from nothing, and the later rounds reuse what the earlier ones learnt.
+
+Output (--out, an empty or new directory; default bench/results/<date>-<disk>,
+or the next free <date>-<disk>-N): results.csv, summary.md
 (with the targets of bench/latgov_bench/targets.toml met or missed),
 aggregate.json, PNG plots (bench/ab_plot.py under /usr/bin/python3 with
 Debian's python3-matplotlib), raw/ (fio JSON and daemon logs).
 
 Safety: refuses to write to a block device that holds a mounted file system,
 swap, or is used by another device (holders); files are fine (created with
-real data when missing). On exit or Ctrl-C it stops fio and latgovd and closes
-/dev/cpu_dma_latency.
-""" % "\n".join("  %-27s %s" % (w.name, w.title) for w in WORKLOADS)
+real data when missing). Refuses to start while another latgovd (or `latgov
+calibrate`) writes PM QoS files, a CPU's pm_qos_resume_latency_us is not "0"
+or /dev/cpu_dma_latency is held, and to write into a non-empty --out;
+--force runs anyway (the report names what it found). Runs during which
+someone else's constraint or another fio/latgovd showed are kept out of the
+medians. After each latgovd it runs `latgovd --restore` and checks every CPU
+is back where the run found it; if one is not, the bench stops. On exit or
+Ctrl-C it stops fio and latgovd and closes /dev/cpu_dma_latency.
+""" % ("\n".join("  %-27s %s" % (w.name, w.title) for w in WORKLOADS), SEED_BASE)
 
 
 def parse_size(text: str) -> int:
@@ -114,6 +130,10 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
                    help="size of a created target file (default %(default)s, --smoke 128M)")
     p.add_argument("--cooldown", type=float, default=0.5,
                    help="pause between runs, s (default %(default)s)")
+    p.add_argument("--force", action="store_true",
+                   help="start even when another latgovd or `latgov calibrate` writes PM QoS "
+                   "files or a constraint is held (recorded in the report), and write into "
+                   "a non-empty --out")
     a = p.parse_args(argv)
     if a.resummarize:
         return a
@@ -149,6 +169,31 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     except (ValueError, IndexError):
         p.error("bad --size %r (e.g. 128M, 1G)" % a.size)
     return a
+
+
+def output_dir(out: str | None, name: str, force: bool) -> Path:
+    """Where the run writes. A given --out must be empty (stale raw/ files
+    would mix with this run's) unless --force; the default takes the next
+    free name, <date>-<disk>, <date>-<disk>-2, ..."""
+    if out:
+        path = Path(os.path.abspath(out))
+        if path.is_dir() and any(path.iterdir()) and not force:
+            raise HarnessError("%s is not empty: its files would mix with this run's. Choose "
+                               "another --out, or pass --force to write into it" % path)
+        return path
+    date = datetime.date.today().isoformat()
+    base = BENCH / "results" / ("%s-%s" % (date, name))
+    path, n = base, 2
+    while path.exists() and (not path.is_dir() or any(path.iterdir())):
+        path = base.with_name("%s-%d" % (base.name, n))
+        n += 1
+    return Path(os.path.abspath(path))
+
+
+def refusals(root: SysRoot, cpus: list[int]) -> list[str]:
+    """What stops a run from starting: another latgov process writing PM
+    QoS files, or a constraint already held."""
+    return ss.pm_qos_writers(root, {os.getpid()}) + ss.constraints_held(root, cpus)
 
 
 def check_plotting() -> None:
@@ -205,6 +250,8 @@ def write_report(out: Path, rows: list[dict], meta: RunMeta, targets_path: Path)
             "aggregate": agg.to_json(),
             "targets": [{"id": c.target.id, "workload": c.workload, "metric": c.metric,
                          "verdict": c.verdict, "value": c.value} for c in checks],
+            "kept_out": [{"round": r["round"], "workload": r["workload"], "mode": r["mode"],
+                          "why": why} for r, why in agg.excluded],
         }, f, indent=1)
     (out / "summary.md").write_text(summary_text(rows, agg, meta, checks))
     p = subprocess.run([SYSTEM_PYTHON, str(PLOT_SCRIPT), str(out)],
@@ -344,12 +391,18 @@ def run(args: argparse.Namespace, session: Session, root: SysRoot) -> int:
             raise HarnessError("no such config %s" % args.latgov_config)
     if not root.dma_latency.exists():
         raise HarnessError("%s missing" % root.dma_latency)
+    found = refusals(root, ss.online_cpus(root))
+    if found and not args.force:
+        raise HarnessError("refusing to start: %s. Measurements would mix with someone else's "
+                           "constraints; stop or release them, or pass --force to run anyway"
+                           % "; ".join(found))
+    for f in found:
+        log("--force: running despite %s" % f)
     if daemon_modes:
         ensure_tracefs()
 
     target = resolve_target(root, args.device, args.size_bytes, wls)
-    date = datetime.date.today().isoformat()
-    out = Path(os.path.abspath(args.out or BENCH / "results" / ("%s-%s" % (date, target.name))))
+    out = output_dir(args.out, target.name, args.force)
     raw = out / "raw"
     raw.mkdir(parents=True, exist_ok=True)
     create_file(target, log)
@@ -377,6 +430,11 @@ def run(args: argparse.Namespace, session: Session, root: SysRoot) -> int:
         config_desc = args.latgov_config or (
             DEFAULT_CONFIG if os.path.exists(DEFAULT_CONFIG)
             else "embedded default (no %s)" % DEFAULT_CONFIG)
+        # Moved aside before anything runs latgovd; cleanup() puts it back.
+        session.evidence = EvidenceAside.move_aside(evidence_file(args.latgov_config))
+        if session.evidence.existed:
+            log("moved latgovd's evidence file %s aside to %s (put back at exit)"
+                % (session.evidence.path, session.evidence.saved))
         cal = (calibrate(session, raw, target, args.keep_calibration) if args.calibrate
                else existing_calibration(args.latgov_config))
         log("wake-up costs: %s" % cal)
@@ -386,49 +444,56 @@ def run(args: argparse.Namespace, session: Session, root: SysRoot) -> int:
                    datetime.datetime.now().isoformat(timespec="seconds"), fio_version,
                    ss.read_global_qos(root), ", ".join(
                        "cpu%d=%s" % kv for kv in ss.read_percpu_qos(root, host.cpus).items()),
-                   daemon, waiter_desc, session.notes)
+                   daemon, waiter_desc, session.notes, forced=found)
 
     cols = columns(host)
-    runner = Runner(session, host, target, settings, raw, cols, waiter)
+    runner = Runner(session, host, target, settings, raw, cols, waiter,
+                    status_interval(args.latgov_config))
     rows: list[dict] = []
     t0 = time.monotonic()
-    total = args.rounds * len(wls) * len(args.mode_list)
+    plan = schedule(args.rounds, [w.name for w in wls], args.mode_list)
+    total = len(plan)
     log("target %s (%s, disk %s), out %s, %d runs" % (target.path, target.kind, target.disk,
                                                      out, total))
     writer = ResultsWriter(out / "results.csv", cols)
-    seq = 0
+    stopped: MachineConstrained | None = None
     try:
-        for rnd in range(1, args.rounds + 1):
-            k = (rnd - 1) % len(args.mode_list)
-            order = args.mode_list[k:] + args.mode_list[:k]
-            for wl in wls:
-                for i, mode in enumerate(order):
-                    seq += 1
-                    log("run %d/%d: round %d, %s, %s" % (seq, total, rnd, wl.name, mode))
-                    try:
-                        row = runner.one_run(rnd, seq, i + 1, wl, mode)
-                    except HarnessError as e:
-                        session.release_all()
-                        row = runner.error_row(rnd, seq, i + 1, wl, mode, str(e))
-                        log("run failed: %s" % e)
-                    rows.append(row)
-                    writer.write(row)
-                    if row["status"] == "ok":
-                        log("  read %s IOPS mean %s p99 %s us | write %s | sync p99 %s | "
-                            "held %.2f CPU-s | daemon %s%%" % (
-                                row["read_iops"] or "-", row["read_clat_mean_us"] or "-",
-                                row["read_clat_p99_us"] or "-", row["write_iops"] or "-",
-                                row["sync_lat_p99_us"] or "-", row["held_cpu_s"],
-                                row["latgovd_cpu_pct_core"] or "-"))
-                    else:
-                        log("  " + row["status"])
-                    time.sleep(args.cooldown)
+        for seq, (rnd, name, order, mode) in enumerate(plan, 1):
+            log("run %d/%d: round %d, %s, %s" % (seq, total, rnd, name, mode))
+            row, stopped = run_one(runner, rnd, seq, order, WORKLOAD_BY_NAME[name], mode)
+            rows.append(row)
+            writer.write(row)
+            if row["status"] == "ok":
+                log("  read %s IOPS mean %s p99 %s us | write %s | sync p99 %s | "
+                    "held %.2f CPU-s | daemon %s%%" % (
+                        row["read_iops"] or "-", row["read_clat_mean_us"] or "-",
+                        row["read_clat_p99_us"] or "-", row["write_iops"] or "-",
+                        row["sync_lat_p99_us"] or "-", row["held_cpu_s"],
+                        row["latgovd_cpu_pct_core"] or "-"))
+            else:
+                log("  " + row["status"])
+            if stopped:
+                break
+            time.sleep(args.cooldown)
     except Interrupted as e:
         meta.note = "INTERRUPTED by %s after %d of %d runs" % (e, len(rows), total)
         log(meta.note)
     finally:
-        session.release_all()
+        try:
+            session.release_all()
+        except MachineConstrained as e:
+            stopped = stopped or e
         writer.close()
+    if stopped:
+        stop = "STOPPED after %d of %d runs: %s" % (len(rows), total, stopped)
+        log(stop)
+        meta.note = "; ".join(n for n in (meta.note, stop) if n)
+    if session.evidence is not None:
+        ev = session.evidence
+        ev.record_end(raw)
+        failed = ev.put_back()
+        meta.evidence = dict(ev.to_json(), put_back=failed or (
+            "the original put back" if ev.existed else "removed: there was none at the start"))
     meta.elapsed = time.monotonic() - t0
     meta.save(out / "run-meta.json")
     write_report(out, rows, meta, targets_path)
@@ -447,6 +512,45 @@ def run(args: argparse.Namespace, session: Session, root: SysRoot) -> int:
         log("smoke OK: %d columns, %d runs, summary.md and plots present"
             % (len(cols), len(rows)))
     return 0
+
+
+def schedule(rounds: int, workloads: list[str],
+             modes: list[str]) -> list[tuple[int, str, int, str]]:
+    """(round, workload, order in round, mode) of every run, in the order
+    they run: each round every workload under every mode, the modes'
+    order rotated by one each round."""
+    plan = []
+    for rnd in range(1, rounds + 1):
+        k = (rnd - 1) % len(modes)
+        order = modes[k:] + modes[:k]
+        for w in workloads:
+            for i, mode in enumerate(order):
+                plan.append((rnd, w, i + 1, mode))
+    return plan
+
+
+def run_one(runner: Runner, rnd: int, seq: int, order: int, wl, mode: str
+            ) -> tuple[dict, MachineConstrained | None]:
+    """One run's row. Any failure of the run is an error row for it, with
+    the machine released, and the bench goes on; a failure that leaves a
+    CPU constrained is returned too, and stops the bench."""
+    session = runner.session
+    try:
+        return runner.one_run(rnd, seq, order, wl, mode), None
+    except Interrupted:
+        raise
+    except MachineConstrained as e:
+        log("run failed: %s" % e)
+        return runner.error_row(rnd, seq, order, wl, mode, str(e)), e
+    except Exception as e:  # noqa: BLE001 - an OSError, KeyError...: this run only
+        msg = str(e) if isinstance(e, HarnessError) else "%s: %s" % (type(e).__name__, e)
+        log("run failed: %s" % msg)
+        session.past_pids = []
+        try:
+            session.release_all()
+        except MachineConstrained as c:
+            return runner.error_row(rnd, seq, order, wl, mode, "%s; %s" % (msg, c)), c
+        return runner.error_row(rnd, seq, order, wl, mode, msg), None
 
 
 def on_signal(signum, frame):
@@ -472,12 +576,14 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     session = Session(root, Tools(args.fio, args.latgovd, args.latgov, args.latgov_config, nice))
     try:
-        return run(args, session, root)
+        try:
+            return run(args, session, root)
+        finally:
+            # A CPU left constrained here is an error like any other.
+            session.cleanup()
     except (HarnessError, TargetsError) as e:
         print("bench/ab: %s" % e, file=sys.stderr)
         return 2
     except Interrupted as e:
         print("bench/ab: interrupted (%s); everything released" % e, file=sys.stderr)
         return 130
-    finally:
-        session.cleanup()

@@ -73,6 +73,22 @@ def parse_fio_file(path: Path) -> dict:
     return parse_fio_json(path.read_text(), str(path))
 
 
-def fio_command(fio: str, job: Path, json_path: Path) -> list[str]:
-    return [fio, "--output-format=json", "--output=%s" % json_path,
-            "--percentile_list=" + PERCENTILE_LIST, str(job)]
+SEED_BASE = 1000000
+
+
+def round_seed(rnd: int) -> int:
+    """fio's random seed in round `rnd`. The same for every mode within a
+    round, so that the modes compared there read the same offsets; another
+    in each round, so that the rounds sample other offsets (fio's default,
+    randrepeat=1, gives every run the same ones)."""
+    return SEED_BASE + rnd
+
+
+def fio_command(fio: str, job: Path, json_path: Path, seed: int | None = None) -> list[str]:
+    # A job option before the job file sets fio's defaults for its jobs:
+    # the job files set no randseed of their own.
+    cmd = [fio, "--output-format=json", "--output=%s" % json_path,
+           "--percentile_list=" + PERCENTILE_LIST]
+    if seed is not None:
+        cmd.append("--randseed=%d" % seed)
+    return cmd + [str(job)]

@@ -46,7 +46,11 @@ class RunMeta:
     waiter: str = ""                 # where the waiter workload was pinned
     notes: list[str] = field(default_factory=list)
     elapsed: float = 0.0
-    note: str = ""                   # INTERRUPTED ... when cut short
+    note: str = ""                   # INTERRUPTED or STOPPED ... when cut short
+    # latgovd's evidence file: whether one existed at the start (moved
+    # aside, put back at exit) and what latgovd left in it at the end
+    evidence: dict = field(default_factory=dict)
+    forced: list[str] = field(default_factory=list)  # what --force ran despite
 
     def to_json(self) -> dict:
         h, s = self.host, self.settings
@@ -62,6 +66,7 @@ class RunMeta:
             "command": self.command, "node": h.node, "kernel": h.kernel,
             "notes": self.notes, "elapsed": self.elapsed, "note": self.note,
             "modes": s.modes, "workloads": s.workloads, "waiter": self.waiter,
+            "evidence": self.evidence, "forced": self.forced,
         }
         if self.daemon:
             out.update(latgovd=self.daemon.latgovd, git=self.daemon.git,
@@ -91,7 +96,8 @@ class RunMeta:
                        d.get("started", "?"), d.get("fio_version", "?"),
                        d.get("dma_before", "?"), d.get("percpu_before", "?"), daemon,
                        d.get("waiter", ""), list(d.get("notes", [])),
-                       float(d.get("elapsed", 0.0)), d.get("note", ""))
+                       float(d.get("elapsed", 0.0)), d.get("note", ""),
+                       dict(d.get("evidence") or {}), list(d.get("forced", [])))
 
     def save(self, path: Path) -> None:
         with open(path, "w") as f:

@@ -6,7 +6,7 @@ from __future__ import annotations
 import shlex
 import statistics
 
-from .aggregate import SUMMARY_METRICS, Aggregate, num, per_cpu_metrics, with_derived
+from .aggregate import SUMMARY_METRICS, Aggregate, kept_out, num, per_cpu_metrics
 from .meta import RunMeta
 from .sampler import SAMPLE_PERIOD
 from .sysstate import NO_CONSTRAINT
@@ -72,7 +72,9 @@ def targets_section(checks: list[Check]) -> list[str]:
     L = ["## Targets: met or missed", "",
          "From bench/latgov_bench/targets.toml, on the medians over rounds: %d checks "
          "met, %d missed, %d not measured in this run; %d targets do not apply to this "
-         "host." % (count[MET], count[MISSED], count[NOT_MEASURED], count[NOT_APPLICABLE]),
+         "host." % (count[MET], count[MISSED], count[NOT_MEASURED], count[NOT_APPLICABLE])
+         + " A check not measured (its workload or mode not run, or no ok run of it in "
+         "the medians) counts as not met.",
          "",
          "A ratio also shows its range over the rounds, each round's ratio taken "
          "between runs minutes apart. Where the bound lies inside that range (%d of "
@@ -113,7 +115,28 @@ def held_section(agg: Aggregate, meta: RunMeta) -> list[str]:
     return L
 
 
-def header(rows: list[dict], meta: RunMeta) -> list[str]:
+def evidence_line(ev: dict) -> str:
+    """What latgovd's learnt evidence was at the start and the end."""
+    start, end = ev.get("at_start", {}), ev.get("at_end", {})
+    text = "- latgovd's learnt evidence (%s): " % ev.get("file", "?")
+    if start.get("existed"):
+        text += ("an existing file (sha256 %s) was moved aside, so the run started with none "
+                 "learnt" % start.get("sha256", "?")[:12])
+    else:
+        text += "none at the start"
+    text += ("; within the run latgovd kept what it learnt across rounds (round 1 learns, "
+             "later rounds reuse it: latgovd_evidence_before in results.csv)")
+    if end.get("existed"):
+        text += "; left at the end: sha256 %s (%s)" % (end.get("sha256", "?")[:12],
+                                                     end.get("copy", end.get("error", "")))
+    elif end:
+        text += "; none left at the end"
+    if ev.get("put_back"):
+        text += "; at exit: %s" % ev["put_back"]
+    return text
+
+
+def header(rows: list[dict], meta: RunMeta, agg: Aggregate | None = None) -> list[str]:
     h, s, t = meta.host, meta.settings, meta.target_info
     L = ["# latgov A/B: %s" % t.get("name", "?"), ""]
     if meta.note:
@@ -139,8 +162,14 @@ def header(rows: list[dict], meta: RunMeta) -> list[str]:
                                                   s.burst_sec, s.idle_sec))
     L.append("- modes, interleaved, order rotated each round: %s; rounds: %d"
              % (", ".join(s.modes), s.rounds))
+    seeds = sorted({(int(r["round"]), r["fio_randseed"]) for r in rows
+                    if r.get("fio_randseed")})
+    if seeds:
+        L.append("- fio --randseed per round (the same for every mode within a round): %s"
+                 % ", ".join("r%d %s" % kv for kv in seeds))
     if meta.waiter:
-        L.append("- waiter workload: %s" % meta.waiter)
+        L.append("- waiter workload: %s (at the start; read again before each run, its "
+                 "waiter_cpu and completion_cpus in results.csv)" % meta.waiter)
     if meta.daemon:
         d = meta.daemon
         L.append("- latgovd: %s (source tree git %s), config: %s, nice %d"
@@ -153,30 +182,27 @@ def header(rows: list[dict], meta: RunMeta) -> list[str]:
                        for x in (r.get("latgovd_limits_seen") or "").split(";") if x})
         L.append("- limits latgovd reported holding (status file): %s"
                  % (", ".join(seen) if seen else "none"))
+        if meta.evidence:
+            L.append(evidence_line(meta.evidence))
     L.append("- constraints before the harness started: /dev/cpu_dma_latency %s; per-CPU %s"
              % (meta.dma_before, meta.percpu_before))
+    if meta.forced:
+        L.append("- **started with --force despite**: " + "; ".join(meta.forced))
     bad = [r for r in rows if r["status"] != "ok"]
     if bad:
         L.append("- **failed runs**: " + "; ".join(
             "r%s %s %s: %s" % (r["round"], r["workload"], r["mode"], r["status"])
             for r in bad))
-    foreign = [r for r in rows if r.get("foreign_procs") or r.get("foreign_constraint_before")]
-    if foreign:
-        L.append("- **runs that overlapped other fio/latgovd processes or started with a "
-                 "foreign constraint** (kept, but suspect): " + "; ".join(
-                     "r%s %s %s [%s%s]" % (
-                         r["round"], r["workload"], r["mode"], r.get("foreign_procs", ""),
-                         (" constraint " + r["foreign_constraint_before"])
-                         if r.get("foreign_constraint_before") else "")
-                     for r in foreign))
-    fh = [(r, num(with_derived(r, h.cpus)["foreign_held"])) for r in rows]
-    fh = [(r, v) for r, v in fh if v]
-    if fh:
-        L.append("- **constraints set by someone else were held during %d of %d runs** "
-                 "(seen by the %d ms sampler where this run's mode sets nothing, or nothing "
-                 "per CPU): %s" % (len(fh), len(rows), SAMPLE_PERIOD * 1000, "; ".join(
-                     "r%s %s %s %.0f%%" % (r["round"], r["workload"], r["mode"], 100 * v)
-                     for r, v in fh)))
+    out = agg.excluded if agg is not None else [
+        (r, why) for r in rows if r["status"] == "ok"
+        for why in [kept_out(r, h.cpus)] if why]
+    if out:
+        L.append("- **%d of %d runs kept out of the medians**: someone else's constraint held "
+                 "at their start or during them (seen by the %d ms sampler where the run's "
+                 "mode sets nothing, or nothing per CPU), or another fio/latgovd running "
+                 "meanwhile: %s" % (len(out), len(rows), SAMPLE_PERIOD * 1000, "; ".join(
+                     "r%s %s %s (%s)" % (r["round"], r["workload"], r["mode"], why)
+                     for r, why in out)))
     ncpu = max(len(h.cpus), 1)
     hi = [r for r in rows if (num(r.get("others_cpu_s")) or 0) >
           0.1 * ncpu * (num(r.get("window_s")) or 1)]
@@ -201,6 +227,26 @@ def header(rows: list[dict], meta: RunMeta) -> list[str]:
     return L
 
 
+def onset_note(agg: Aggregate, w: str) -> str:
+    """What the onset rows are, where latgovd reported onsets: latgovd's
+    status gives quantiles per run and no samples, so a p99 pooled over
+    rounds cannot be had; the runs' maxima and counts do pool."""
+    parts = []
+    for m in agg.modes:
+        count, longest = agg.stat(w, m, "onset_count"), agg.stat(w, m, "onset_max_us")
+        if count and sum(count.values):
+            part = "%s %d onsets" % (m, sum(count.values))
+            if longest:
+                part += ", the longest %s us" % fmt(longest.max)
+            parts.append(part)
+    if not parts:
+        return ""
+    return ("Onset rows: latgovd's status gives quantiles per run, not its samples, so "
+            "the onset p99 shown is the median of per-run p99 (each over that run's "
+            "onsets), not a p99 pooled over rounds. Pooled over the runs in the medians: "
+            "%s." % "; ".join(parts))
+
+
 def workload_tables(agg: Aggregate, meta: RunMeta) -> list[str]:
     modes = agg.modes
     L = ["## Per workload: median [min-max] over rounds", ""]
@@ -214,6 +260,9 @@ def workload_tables(agg: Aggregate, meta: RunMeta) -> list[str]:
             L += ["Latency rows: the %g s burst. Idle, held and daemon rows: the %g s "
                   "with no IO after it." % (meta.settings.burst_sec, meta.settings.idle_sec),
                   ""]
+        onset = onset_note(agg, w)
+        if onset:
+            L += [onset, ""]
         L.append("| metric | " + " | ".join(modes)
                  + "".join(" | %s/%s" % r for r in ratios) + " |")
         L.append("|---|" + "---|" * (len(modes) + len(ratios)))
@@ -232,14 +281,14 @@ def workload_tables(agg: Aggregate, meta: RunMeta) -> list[str]:
             cells += [fmt_ratio(ratio(agg.median(w, a, met), agg.median(w, b, met)))
                       for a, b in ratios]
             L.append("| %s | %s |" % (label, " | ".join(cells)))
-        L += ["", "runs ok per mode: " + ", ".join(
+        L += ["", "runs in the medians per mode: " + ", ".join(
             "%s %d" % (m, agg.cells[w][m].n) for m in modes), ""]
     return L
 
 
 def summary_text(rows: list[dict], agg: Aggregate, meta: RunMeta,
                  checks: list[Check]) -> str:
-    L = header(rows, meta)
+    L = header(rows, meta, agg)
     L += targets_section(checks)
     L += held_section(agg, meta)
     L += workload_tables(agg, meta)
@@ -252,7 +301,10 @@ def summary_text(rows: list[dict], agg: Aggregate, meta: RunMeta,
           "POLL time is the delta of cpuN/cpuidle/state0/time (the POLL state). latgovd CPU "
           "is the sum of its threads' schedstat run time over the window (ns precise); "
           "utime+stime from /proc/<pid>/stat is in latgovd_cpu_s. The onset delay is "
-          "latgovd's own status (onset_delay: request issue to constraint written). Context "
-          "switches are summed over /proc/<pid>/task/*/status."
+          "latgovd's own status (onset_delay: request issue to constraint written), read "
+          "once more after the window, from latgovd's first status write after it (it "
+          "writes none at exit); its p50 and p99 are per run, and the tables and targets "
+          "show the median of per-run p99. Context switches are summed over "
+          "/proc/<pid>/task/*/status."
           % (SAMPLE_PERIOD * 1000, NO_CONSTRAINT)]
     return "\n".join(L) + "\n"

@@ -11,7 +11,7 @@ from .sysstate import HostInfo
 
 def columns(host: HostInfo) -> list[str]:
     cols = ["round", "seq", "order_in_round", "workload", "mode", "device",
-            "target", "started_at", "window_s", "status", "fio_rc",
+            "target", "started_at", "window_s", "status", "fio_rc", "fio_randseed",
             "waiter_cpu", "completion_cpus"]
     cols += fio_columns()
     cols += ["disk_ios"]
@@ -27,6 +27,7 @@ def columns(host: HostInfo) -> list[str]:
     cols += ["latgovd_pid", "latgovd_cpu_s", "latgovd_cpu_pct_core",
              "latgovd_sched_cpu_s", "latgovd_vol_ctxsw", "latgovd_nonvol_ctxsw",
              "latgovd_rc", "latgovd_idle_costs", "latgovd_limits_seen",
+             "latgovd_evidence_before",
              "onset_count", "onset_p50_us", "onset_p99_us", "onset_max_us",
              "onset_wake_p50_us", "onset_wake_p99_us", "onset_on_issuing_cpu",
              "prearm_hits", "prearm_misses"]

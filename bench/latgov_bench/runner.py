@@ -4,6 +4,7 @@ workload under one mode, and the measurements taken around it."""
 from __future__ import annotations
 
 import datetime
+import hashlib
 import os
 import shutil
 import signal
@@ -14,9 +15,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from . import sysstate as ss
-from .fio import FioOutputError, fio_command, parse_fio_file
+from .fio import FioOutputError, fio_command, parse_fio_file, round_seed
 from .meta import Settings
-from .sampler import QosSampler
+from .sampler import QosSampler, status_after
 from .sysstate import HostInfo, SysRoot, WaiterPlacement
 from .target import HarnessError, Target
 from .workloads import Workload
@@ -26,6 +27,10 @@ JOBS = BENCH / "jobs"
 DEFAULT_CONFIG = "/etc/latgov/latgov.toml"
 UNIT_FILE = BENCH.parent / "systemd" / "latgov.service"
 DEFAULT_CALIBRATION = "/var/lib/latgov/calibration.toml"
+DEFAULT_EVIDENCE = "/var/lib/latgov/evidence"
+DEFAULT_STATUS_INTERVAL_MS = 1000
+# Beside the evidence file: where the original waits while the bench runs.
+EVIDENCE_SAVED_SUFFIX = ".bench-ab-saved"
 ALL_MODES = ["off", "static", "latgov", "latgov-dryrun"]
 DAEMON_MODES = ("latgov", "latgov-dryrun")
 
@@ -42,8 +47,22 @@ class Interrupted(Exception):
     pass
 
 
+class MachineConstrained(HarnessError):
+    """A CPU's PM QoS value is not back where the run found it, even after
+    `latgovd --restore`: the runs that follow would measure constrained
+    CPUs, so the bench stops."""
+
+
 def log(msg: str) -> None:
     print("[ab %s] %s" % (time.strftime("%H:%M:%S"), msg), flush=True)
+
+
+def sha256_of(path: str | Path) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for chunk in iter(lambda: f.read(1 << 20), b""):
+            h.update(chunk)
+    return h.hexdigest()
 
 
 def tail(path: Path, n: int = 15) -> str:
@@ -63,10 +82,97 @@ class Tools:
     nice: int  # latgovd's, as the unit sets it
 
 
+def left_constrained(before: dict[int, str], after: dict[int, str]) -> list[str]:
+    """The CPUs whose pm_qos_resume_latency_us is not what it was before,
+    as "cpuN pm_qos_resume_latency_us is V (W when the run started)"."""
+    return ["cpu%d pm_qos_resume_latency_us is %s (%s when the run started)"
+            % (c, "unreadable" if after.get(c, "?") == "?" else after[c], v)
+            for c, v in sorted(before.items()) if after.get(c, "?") != v]
+
+
+@dataclass
+class EvidenceAside:
+    """latgovd's learnt evidence (evidence_file), moved aside for the bench
+    so that its first latgovd starts with nothing learnt, and the original
+    put back at exit. Within the bench run latgovd keeps what it learns:
+    each latgovd saves it at exit and the next one reuses it."""
+    path: str
+    existed: bool = False
+    sha256: str = ""
+    dir_existed: bool = True
+    at_end: dict = field(default_factory=dict)
+    put_back_note: str = ""
+    done: bool = False
+
+    @property
+    def saved(self) -> str:
+        return self.path + EVIDENCE_SAVED_SUFFIX
+
+    @staticmethod
+    def move_aside(path: str) -> "EvidenceAside":
+        ev = EvidenceAside(path, dir_existed=os.path.isdir(os.path.dirname(path)))
+        if os.path.lexists(ev.saved):
+            raise HarnessError(
+                "%s exists: an earlier bench/ab run did not put latgovd's evidence file back. "
+                "Move it back to %s (or delete it) first" % (ev.saved, path))
+        if os.path.lexists(path):
+            try:
+                ev.sha256 = sha256_of(path)
+                os.rename(path, ev.saved)
+            except OSError as e:
+                raise HarnessError("cannot move latgovd's evidence file %s aside: %s"
+                                   % (path, e)) from e
+            ev.existed = True
+        return ev
+
+    def record_end(self, raw: Path) -> dict:
+        """What latgovd left in the file, with a copy in raw/evidence.end."""
+        if os.path.exists(self.path):
+            try:
+                shutil.copy(self.path, raw / "evidence.end")
+                self.at_end = {"existed": True, "sha256": sha256_of(self.path),
+                               "copy": "raw/evidence.end"}
+            except OSError as e:
+                self.at_end = {"existed": True, "error": str(e)}
+        else:
+            self.at_end = {"existed": False}
+        return self.at_end
+
+    def put_back(self) -> str:
+        """The machine's evidence as it was: this run's file removed, the
+        original renamed back. Says what went wrong, "" when nothing did."""
+        if self.done:
+            return self.put_back_note
+        self.done = True
+        try:
+            if os.path.lexists(self.path):
+                os.unlink(self.path)
+            if self.existed:
+                os.rename(self.saved, self.path)
+            elif not self.dir_existed:
+                try:
+                    os.rmdir(os.path.dirname(self.path))
+                except OSError:
+                    pass  # not empty: someone else's files
+        except OSError as e:
+            self.put_back_note = ("FAILED to put latgovd's evidence file back (%s): %s; the "
+                                  "original is %s" % (self.path, e, self.saved
+                                                      if self.existed else "none"))
+        return self.put_back_note
+
+    def to_json(self) -> dict:
+        return {"file": self.path,
+                "at_start": ({"existed": True, "sha256": self.sha256,
+                              "moved_aside_to": self.saved} if self.existed
+                             else {"existed": False}),
+                "at_end": self.at_end}
+
+
 @dataclass
 class Session:
     """What a run holds (fio, latgovd, /dev/cpu_dma_latency, files it
-    created); release_all() and cleanup() give everything back on any exit."""
+    created, latgovd's evidence moved aside); release_all() and cleanup()
+    give everything back on any exit."""
     root: SysRoot
     tools: Tools
     runtime_dir: Path | None = None
@@ -77,6 +183,13 @@ class Session:
     past_pids: list[int] = field(default_factory=list)   # of the current run, exited
     created_files: list[str] = field(default_factory=list)
     created_dirs: list[str] = field(default_factory=list)
+    evidence: EvidenceAside | None = None
+    # From a latgovd's start until `latgovd --restore` ran after it: the
+    # per-CPU values it must leave as they were, and its log.
+    restore_due: bool = False
+    qos_before: dict[int, str] = field(default_factory=dict)
+    daemon_log: Path | None = None
+    keep_runtime_dir: bool = False  # its journal, for a restore by hand
 
     def own_pids(self) -> set[int]:
         pids = {os.getpid()}
@@ -112,11 +225,14 @@ class Session:
             os.close(self.dma_fd)
             self.dma_fd = None
 
-    def start_daemon(self, mode: str, log_path: Path) -> Path | None:
+    def start_daemon(self, mode: str, log_path: Path, cpus: list[int]) -> Path | None:
         """Starts latgovd and waits until it is ready: its status.json, or
         under --dry-run (which writes no file) its "latgovd ready" log line.
-        The status file to sample, None under --dry-run."""
+        The status file to sample, None under --dry-run. The CPUs' PM QoS
+        values now are what stop_daemon checks it left."""
         assert self.runtime_dir is not None
+        self.qos_before = ss.read_percpu_qos(self.root, cpus)
+        self.daemon_log = log_path
         status = self.runtime_dir / "status.json"
         status.unlink(missing_ok=True)
         cmd = [self.tools.latgovd, "--runtime-dir", str(self.runtime_dir)]
@@ -131,6 +247,7 @@ class Session:
                                            start_new_session=True,
                                            preexec_fn=lambda: os.setpriority(
                                                os.PRIO_PROCESS, 0, nice))
+        self.restore_due = True
         self.past_pids.append(self.daemon.pid)
         ready_sign = "a 'latgovd ready' log line" if dry_run else str(status)
 
@@ -143,7 +260,7 @@ class Session:
         while not ready():
             if self.daemon.poll() is not None:
                 rc = self.daemon.returncode
-                self.daemon = None
+                self.stop_daemon()  # restores what it may have written
                 raise HarnessError("latgovd exited with %d before %s; log: %s\n%s"
                                    % (rc, ready_sign, log_path, tail(log_path)))
             if time.monotonic() > deadline:
@@ -154,27 +271,67 @@ class Session:
         return None if dry_run else status
 
     def stop_daemon(self) -> int | None:
+        """Stops latgovd, then runs `latgovd --restore` however it ended
+        (crash, error, signal) and checks every CPU is back where the run
+        found it: raises MachineConstrained when one is not. latgovd's exit
+        status, None when none ran."""
         p = self.daemon
-        if p is None:
-            return None
-        self.daemon = None
-        rc = p.poll()
-        if rc is None:
-            p.send_signal(signal.SIGTERM)
-            try:
-                rc = p.wait(10)
-            except subprocess.TimeoutExpired:
-                p.kill()
-                rc = p.wait()
-                self.notes.append("latgovd %d ignored SIGTERM for 10 s and was killed; "
-                                  "ran latgovd --restore" % p.pid)
-                subprocess.run([self.tools.latgovd, "--restore", "--runtime-dir",
-                                str(self.runtime_dir)],
-                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        rc = None
+        if p is not None:
+            rc = p.poll()
+            if rc is None:
+                p.send_signal(signal.SIGTERM)
+                try:
+                    rc = p.wait(10)
+                except subprocess.TimeoutExpired:
+                    p.kill()
+                    rc = p.wait()
+                    self.notes.append("latgovd %d ignored SIGTERM for 10 s and was killed"
+                                      % p.pid)
+            # Only now: an interrupt in the wait leaves it to release_all.
+            self.daemon = None
+        if self.restore_due:
+            self.restore_after_daemon()
         return rc
 
-    def run_fio(self, job: Path, json_path: Path, env: dict) -> tuple[int, str]:
-        self.fio = subprocess.Popen(fio_command(self.tools.fio, job, json_path),
+    def restore_command(self) -> list[str]:
+        cmd = [self.tools.latgovd, "--restore", "--runtime-dir", str(self.runtime_dir)]
+        if self.tools.latgov_config:
+            cmd += ["--config", self.tools.latgov_config]
+        return cmd
+
+    def restore_after_daemon(self) -> None:
+        """`latgovd --restore` on the run's journal (before the runtime
+        directory goes), then the check of every CPU's value."""
+        cmd = self.restore_command()
+        try:
+            p = subprocess.run(cmd, capture_output=True, text=True, timeout=30)
+            rc: int | str = p.returncode
+            out = (p.stdout + p.stderr).strip()
+        except (OSError, subprocess.TimeoutExpired) as e:
+            rc, out = "failed", str(e)
+        # Done, whatever it said: the check below tells whether it worked.
+        self.restore_due = False
+        if self.daemon_log is not None:
+            try:
+                with open(self.daemon_log, "a") as f:
+                    f.write("--- %s: exit %s\n%s\n" % (" ".join(cmd), rc, out))
+            except OSError:
+                pass
+        if rc != 0:
+            self.notes.append("`%s` exited %s: %s" % (" ".join(cmd), rc, out[:200]))
+        left = left_constrained(self.qos_before,
+                                ss.read_percpu_qos(self.root, sorted(self.qos_before)))
+        if left:
+            self.keep_runtime_dir = True
+            raise MachineConstrained(
+                "%s after latgovd exited and `latgovd --restore` ran; stopping, so that no "
+                "run measures constrained CPUs (the journal is kept in %s)"
+                % ("; ".join(left), self.runtime_dir))
+
+    def run_fio(self, job: Path, json_path: Path, env: dict,
+                seed: int | None = None) -> tuple[int, str]:
+        self.fio = subprocess.Popen(fio_command(self.tools.fio, job, json_path, seed),
                                     env=env, start_new_session=True,
                                     stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
                                     text=True)
@@ -188,7 +345,6 @@ class Session:
         p = self.fio
         if p is None:
             return
-        self.fio = None
         if p.poll() is None:
             try:
                 os.killpg(p.pid, signal.SIGTERM)
@@ -199,26 +355,39 @@ class Session:
                 except OSError:
                     pass
                 p.wait()
+        # Only now: an interrupt in the wait leaves it to release_all.
+        self.fio = None
 
     def release_all(self) -> None:
-        self.stop_fio()
-        self.stop_daemon()
-        self.release_dma()
+        # Each one whatever happened to the one before.
+        try:
+            self.stop_fio()
+        finally:
+            try:
+                self.stop_daemon()
+            finally:
+                self.release_dma()
 
     def cleanup(self) -> None:
-        self.release_all()
-        if self.runtime_dir:
-            shutil.rmtree(self.runtime_dir, ignore_errors=True)
-        for path in self.created_files:
-            try:
-                os.unlink(path)
-            except OSError:
-                pass
-        for path in self.created_dirs:
-            try:
-                os.rmdir(path)
-            except OSError:
-                pass
+        try:
+            self.release_all()
+        finally:
+            if self.runtime_dir and not self.keep_runtime_dir:
+                shutil.rmtree(self.runtime_dir, ignore_errors=True)
+            for path in self.created_files:
+                try:
+                    os.unlink(path)
+                except OSError:
+                    pass
+            for path in self.created_dirs:
+                try:
+                    os.rmdir(path)
+                except OSError:
+                    pass
+            if self.evidence is not None:
+                failed = self.evidence.put_back()
+                if failed:
+                    log(failed)
 
 
 # --------------------------------------------------------------------------
@@ -300,10 +469,38 @@ class Runner:
     raw: Path
     columns: list[str]
     waiter: WaiterPlacement | None
+    status_interval: float = DEFAULT_STATUS_INTERVAL_MS / 1000  # latgovd's, seconds
 
     @property
     def root(self) -> SysRoot:
         return self.session.root
+
+    def place_waiter(self) -> WaiterPlacement:
+        """The waiter's CPU for this run, from its queue IRQ's effective
+        affinity as it is now: it may have moved since the last run."""
+        placed = ss.refresh_waiter(self.root, self.target.disk, self.host.cpus, self.waiter)
+        if placed is None:
+            raise HarnessError("no CPU to pin the waiter workload on: every online CPU "
+                               "completes its own queue's IO (or the disk's queue IRQs "
+                               "were not found)")
+        if self.waiter is not None and placed.cpu != self.waiter.cpu:
+            q = placed.queue
+            self.session.notes.append(
+                "the waiter workload moved from CPU %d to CPU %d: the IRQs' effective affinity "
+                "changed (now hctx%d, IRQ %s, completes on CPU %s)"
+                % (self.waiter.cpu, placed.cpu, q.index, q.irq,
+                   ",".join(map(str, q.completion_cpus))))
+            log(self.session.notes[-1])
+        self.waiter = placed
+        return placed
+
+    def evidence_before(self) -> str:
+        """What latgovd finds in its evidence file at its start: "none", or
+        the file's sha256 (12 digits)."""
+        ev = self.session.evidence
+        if ev is None:
+            return ""
+        return sha256_of(ev.path)[:12] if os.path.exists(ev.path) else "none"
 
     def fio_env(self, runtime: float, ramp: float) -> dict:
         env = dict(os.environ)
@@ -332,10 +529,8 @@ class Runner:
 
     def one_run(self, rnd: int, seq: int, order: int, wl: Workload, mode: str) -> dict:
         s, host = self.session, self.host
-        if wl.pin_waiter and self.waiter is None:
-            raise HarnessError("no CPU to pin the waiter workload on: every online CPU "
-                               "completes its own queue's IO (or the disk's queue IRQs "
-                               "were not found)")
+        waiter = self.place_waiter() if wl.pin_waiter else None
+        seed = round_seed(rnd)
         row = {c: "" for c in self.columns}
         tag = "r%d-%s-%s" % (rnd, wl.name, mode)
         json_path = self.raw / (tag + ".fio.json")
@@ -343,10 +538,10 @@ class Runner:
                    device=self.target.name, target=self.target.path,
                    started_at=datetime.datetime.now().isoformat(timespec="seconds"),
                    cpuidle_driver=host.driver, cpuidle_governor=host.governor,
-                   idle_states=host.idle_states)
-        if wl.pin_waiter and self.waiter:
-            row["waiter_cpu"] = self.waiter.cpu
-            row["completion_cpus"] = ";".join(str(c) for c in self.waiter.queue.completion_cpus)
+                   idle_states=host.idle_states, fio_randseed=seed)
+        if waiter is not None:
+            row["waiter_cpu"] = waiter.cpu
+            row["completion_cpus"] = ";".join(str(c) for c in waiter.queue.completion_cpus)
         row["foreign_constraint_before"] = self.foreign_before()
         fp = [ss.foreign_processes(self.root, s.own_pids())]
         status_path = None
@@ -354,7 +549,8 @@ class Runner:
         if mode == "static":
             s.hold_dma_zero(host.cpus)
         elif mode in DAEMON_MODES:
-            status_path = s.start_daemon(mode, self.raw / (tag + ".latgovd.log"))
+            row["latgovd_evidence_before"] = self.evidence_before()
+            status_path = s.start_daemon(mode, self.raw / (tag + ".latgovd.log"), host.cpus)
             assert s.daemon is not None
             daemon_pid = s.daemon.pid
             row["latgovd_pid"] = daemon_pid
@@ -362,7 +558,7 @@ class Runner:
         sampler = QosSampler(self.root, host.cpus, status_path)
         try:
             if wl.idle:
-                rc, err = s.run_fio(job, json_path, self.fio_env(0, 0))
+                rc, err = s.run_fio(job, json_path, self.fio_env(0, 0), seed)
                 a = snapshot(self.root, host, self.target.disk, daemon_pid)
                 sampler.start()
                 time.sleep(self.settings.idle_sec)
@@ -370,10 +566,18 @@ class Runner:
                 a = snapshot(self.root, host, self.target.disk, daemon_pid)
                 sampler.start()
                 rc, err = s.run_fio(job, json_path,
-                                    self.fio_env(self.settings.runtime, self.settings.ramp))
+                                    self.fio_env(self.settings.runtime, self.settings.ramp),
+                                    seed)
             b = snapshot(self.root, host, self.target.disk, daemon_pid)
+            window_end = time.time()
             sampler.finish()
             fp.append(ss.foreign_processes(self.root, s.own_pids()))
+            if status_path is not None:
+                # latgovd writes no status at exit: its last word on the
+                # window is the first write after it.
+                st = status_after(status_path, window_end, self.status_interval)
+                if st is not None:
+                    sampler.status.add_final(st)
         finally:
             sampler.finish()
             if mode == "static":
@@ -414,17 +618,56 @@ def latgov_help(latgov: str) -> str:
         return ""
 
 
-def calibration_file(config: str | None) -> str:
-    path = config or (DEFAULT_CONFIG if os.path.exists(DEFAULT_CONFIG) else None)
-    if path:
+def latgovd_config_files(config: str | None) -> list[str]:
+    """The files latgovd reads its configuration from, in order: the main
+    file (--config, or the default where it exists), then the drop-ins
+    latgov.d/*.toml beside it in name order (read even when the default
+    main file is missing)."""
+    main = config or DEFAULT_CONFIG
+    files = [main] if os.path.exists(main) else []
+    drop_ins = os.path.join(os.path.dirname(main), "latgov.d")
+    try:
+        names = sorted(os.listdir(drop_ins))
+    except OSError:
+        names = []
+    return files + [os.path.join(drop_ins, n) for n in names
+                    if os.path.splitext(n)[1] == ".toml"
+                    and os.path.isfile(os.path.join(drop_ins, n))]
+
+
+def daemon_setting(config: str | None, key: str, default):
+    """A [daemon] key as latgovd sees it: a drop-in's value overrides the
+    files before it. A file that cannot be read or parsed is passed over
+    (latgovd refuses to start on it, and the run says so)."""
+    import tomllib
+    value = default
+    for path in latgovd_config_files(config):
         try:
-            import tomllib
             with open(path, "rb") as f:
                 data = tomllib.load(f)
-            return data.get("daemon", {}).get("calibration_file", DEFAULT_CALIBRATION)
         except (OSError, ValueError):
-            pass
-    return DEFAULT_CALIBRATION
+            continue
+        section = data.get("daemon")
+        if isinstance(section, dict) and section.get(key) is not None:
+            value = section[key]
+    return value
+
+
+def calibration_file(config: str | None) -> str:
+    return str(daemon_setting(config, "calibration_file", DEFAULT_CALIBRATION))
+
+
+def evidence_file(config: str | None) -> str:
+    return str(daemon_setting(config, "evidence_file", DEFAULT_EVIDENCE))
+
+
+def status_interval(config: str | None) -> float:
+    """latgovd's status_interval_ms, in seconds."""
+    try:
+        return float(daemon_setting(config, "status_interval_ms",
+                                    DEFAULT_STATUS_INTERVAL_MS)) / 1000
+    except (TypeError, ValueError):
+        return DEFAULT_STATUS_INTERVAL_MS / 1000
 
 
 def existing_calibration(config: str | None) -> str:

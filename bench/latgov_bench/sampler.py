@@ -111,6 +111,16 @@ class StatusTally:
         if held:
             self.held += 1
 
+    def add_final(self, st: dict) -> None:
+        """A status latgovd wrote after the window: its counters (onsets,
+        pre-armed windows) up to the window's end. Not a sample of what
+        was held during the window."""
+        self.idle_costs = st.get("idle_costs", self.idle_costs)
+        if isinstance(st.get("onset_delay"), dict):
+            self.onset = st["onset_delay"]
+        if isinstance(st.get("prearm"), dict):
+            self.prearm = st["prearm"]
+
     def result(self) -> dict:
         return {
             "status_samples": self.samples,
@@ -134,6 +144,36 @@ def read_status(path: Path) -> dict | None:
             return json.load(f)
     except (OSError, ValueError):
         return None
+
+
+def status_after(path: Path, since: float, interval: float, margin: float = 0.3,
+                 clock=time.time, sleep=time.sleep) -> dict | None:
+    """latgovd's status once it holds everything up to `since` (wall-clock
+    time, as file times are), or None without one.
+
+    latgovd rewrites its status at most every `interval` seconds and not at
+    exit (it removes the file), so onsets in the last moments of a window
+    show only in its next write. A status with something new is written
+    `interval` after the one before at the latest (the loop wakes for it):
+    wait for a write after `since`, or until that time has passed without
+    one, when nothing was left to write and the last status is current."""
+    def mtime() -> float | None:
+        try:
+            return os.stat(path).st_mtime
+        except OSError:
+            return None
+
+    last = mtime()
+    due = since if last is None else max(since, last + interval)
+    deadline = due + margin
+    while True:
+        m = mtime()
+        if m is not None and m >= since:
+            break
+        if clock() >= deadline:
+            break
+        sleep(0.02)
+    return read_status(path)
 
 
 class QosSampler(threading.Thread):

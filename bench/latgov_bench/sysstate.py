@@ -214,6 +214,19 @@ def read_global_qos(root: SysRoot) -> int:
         return struct.unpack("<i", f.read(4))[0]
 
 
+def constraints_held(root: SysRoot, cpus: list[int]) -> list[str]:
+    """The constraints held now, one text each: a per-CPU value other than
+    "0" (an unreadable one cannot be told, and is left out), and
+    /dev/cpu_dma_latency below its default."""
+    held = ["cpu%d pm_qos_resume_latency_us is %s" % (c, v)
+            for c, v in read_percpu_qos(root, cpus).items() if percpu_held(v)]
+    if root.dma_latency.exists():
+        g = read_global_qos(root)
+        if g < NO_CONSTRAINT:
+            held.append("/dev/cpu_dma_latency is held at %d us" % g)
+    return held
+
+
 # --------------------------------------------------------------------------
 # Processes
 
@@ -320,6 +333,34 @@ def foreign_processes(root: SysRoot, own: set[int]) -> str:
     return ";".join("%s:%d" % kv for kv in sorted(counts.items()))
 
 
+def writes_pm_qos(comm: str, args: list[str]) -> bool:
+    """A latgov process that writes PM QoS files: latgovd unless it only
+    observes or checks, and `latgov calibrate`, which steps the limits."""
+    if comm == "latgovd":
+        return not {"--dry-run", "--check-config", "--help", "-h"} & set(args)
+    return comm == "latgov" and "calibrate" in args
+
+
+def pm_qos_writers(root: SysRoot, own: set[int]) -> list[str]:
+    """Other latgovd / latgov processes running now that write PM QoS
+    files, as "latgovd (pid N: its command line)"."""
+    found = []
+    for entry in sorted(os.listdir(root.path("/proc")), key=lambda e: (len(e), e)):
+        if not entry.isdigit() or int(entry) in own:
+            continue
+        comm = root.read("/proc/%s/comm" % entry)
+        if comm not in ("latgovd", "latgov"):
+            continue
+        try:
+            raw = root.path("/proc/%s/cmdline" % entry).read_bytes()
+        except OSError:
+            continue  # gone meanwhile
+        args = [a.decode(errors="replace") for a in raw.split(b"\0") if a]
+        if writes_pm_qos(comm, args[1:]):
+            found.append("%s (pid %s: %s)" % (comm, entry, " ".join(args)))
+    return found
+
+
 # --------------------------------------------------------------------------
 # Queues, their IRQs and the CPUs that complete them
 
@@ -397,3 +438,18 @@ def choose_waiter_cpu(cpus: list[int], queues: list[HardwareQueue]) -> WaiterPla
             if cpu in q.submit_cpus and q.completion_cpus and cpu not in q.completion_cpus:
                 return WaiterPlacement(cpu, q)
     return None
+
+
+def refresh_waiter(root: SysRoot, disk: str | None, cpus: list[int],
+                   previous: WaiterPlacement | None) -> WaiterPlacement | None:
+    """The waiter's place for the next run, from the IRQs' effective
+    affinity as it is now (irqbalance, or a CPU going offline, moves it):
+    the same CPU while its queue still completes elsewhere, else the one
+    choose_waiter_cpu takes."""
+    queues = disk_queues(root, disk) if disk else []
+    if previous is not None:
+        for q in queues:
+            if (previous.cpu in cpus and previous.cpu in q.submit_cpus and q.completion_cpus
+                    and previous.cpu not in q.completion_cpus):
+                return WaiterPlacement(previous.cpu, q)
+    return choose_waiter_cpu(cpus, queues)

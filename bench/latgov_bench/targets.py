@@ -168,15 +168,19 @@ def evaluate(specs: list[TargetSpec], agg: Aggregate, host: HostInfo) -> list[Ch
                                     reason="mode %s not run" % ", ".join(missing_modes)))
                 continue
             for met in t.metrics:
+                # Only what the job cannot give (no writes in a read-only
+                # job): a workload that ran but has no ok run keeps its
+                # checks, not measured.
+                if t.workloads is None and not WORKLOAD_BY_NAME[w].produces(met):
+                    continue
                 a = agg.median(w, t.mode, met)
                 b = agg.median(w, t.reference, met) if t.reference else None
-                anywhere = any(agg.stat(w, m, met) for m in agg.modes)
-                if t.workloads is None and not anywhere:
-                    continue  # e.g. no writes in a read workload
                 if a is None or (t.reference and b is None):
-                    checks.append(Check(t, w, met, NOT_MEASURED, None, a, b,
-                                        "no value in mode %s" % (t.mode if a is None
-                                                                 else t.reference)))
+                    m = t.mode if a is None else t.reference
+                    cell = agg.cells.get(w, {}).get(m)
+                    why = ("no ok run of mode %s in the medians" % m
+                           if cell is None or cell.n == 0 else "no value in mode %s" % m)
+                    checks.append(Check(t, w, met, NOT_MEASURED, None, a, b, why))
                     continue
                 rounds: tuple[float, ...] = ()
                 if t.kind == "ratio":

@@ -14,11 +14,24 @@ class Workload:
     writes: bool = False   # refused on a block device in use
     idle: bool = False     # a short burst, then a measured window with no IO
     pin_waiter: bool = False  # pinned to a CPU that does not complete its IO
+    reads: bool = True     # its job reads (rw= in the job file)
+    syncs: bool = False    # its job calls fdatasync (fdatasync= in the job file)
 
     @property
     def latency(self) -> bool:
         """Its request latency is what the latency targets compare."""
         return not self.idle
+
+    def produces(self, metric: str) -> bool:
+        """Whether the job can give `metric` a value at all: a read-only
+        job has no write latency, a job that never syncs no fdatasync
+        latency. A metric it produces but did not measure is a failure,
+        not an absence."""
+        for prefix, has in (("read_", self.reads), ("write_", self.writes),
+                            ("sync_", self.syncs)):
+            if metric.startswith(prefix):
+                return has
+        return True
 
 
 WORKLOADS = [
@@ -32,7 +45,7 @@ WORKLOADS = [
              idle=True),
     Workload("waiter-fdatasync-4k", "waiter-fdatasync-4k.fio",
              "5: waiter: QD1 4k write + fdatasync, pinned off the completion CPU",
-             writes=True, pin_waiter=True),
+             writes=True, pin_waiter=True, reads=False, syncs=True),
     Workload("onset-isolated-reads", "onset-isolated-reads.fio",
              "6: onset: single 4k reads 20 ms apart"),
 ]

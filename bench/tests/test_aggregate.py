@@ -2,7 +2,8 @@
 
 import pytest
 
-from latgov_bench.aggregate import aggregate, foreign_held, with_derived
+from latgov_bench.aggregate import aggregate, foreign_held, kept_out, with_derived
+from latgov_bench.sysstate import HostInfo, IdleLayout
 
 
 def agg_of(run):
@@ -22,9 +23,38 @@ def agg_with_failed_run(run, workload, mode, rnd):
 
 def test_every_workload_and_mode_counts_its_ok_runs(run):
     agg = agg_of(run)
+    out = [(r["workload"], r["mode"]) for r, _ in agg.excluded]
     for w in run.meta.settings.workloads:
         for m in run.meta.settings.modes:
-            assert agg.cells[w][m].n == run.meta.settings.rounds, (w, m)
+            assert agg.cells[w][m].n == run.meta.settings.rounds - out.count((w, m)), (w, m)
+
+
+def test_a_run_with_someone_elses_constraint_is_kept_out_of_the_medians(haltpoll):
+    agg = agg_of(haltpoll)
+    [(row, why)] = agg.excluded
+    assert (row["round"], row["workload"], row["mode"]) == \
+        ("1", "qd1-randrw-128k-thinktime", "latgov")
+    assert why == "someone else's constraint held 2% of it"
+    assert agg.cells["qd1-randrw-128k-thinktime"]["latgov"].n == 1
+    assert sorted(agg.by_round[("qd1-randrw-128k-thinktime", "latgov",
+                                "read_clat_mean_us")]) == [2]
+
+
+@pytest.mark.parametrize("extra,why", [
+    ({"foreign_constraint_before": "cpu1=0"}, "constraint cpu1=0 at its start"),
+    ({"foreign_procs": "fio:1"}, "other processes running: fio:1"),
+    ({"any_held_frac": "0.5"}, "someone else's constraint held 50% of it"),
+])
+def test_runs_kept_out_and_why(extra, why):
+    host = HostInfo([0], IdleLayout({0: []}), "haltpoll", "haltpoll")
+    base = {"status": "ok", "round": "1", "workload": "qd1-randread-4k", "mode": "off",
+            "read_clat_mean_us": "10", "any_held_frac": "0"}
+    rows = [dict(base), dict(base, round="2", read_clat_mean_us="30", **extra)]
+    assert kept_out(rows[1], [0]) == why and kept_out(rows[0], [0]) == ""
+    agg = aggregate(rows, ["qd1-randread-4k"], ["off"], host)
+    assert agg.cells["qd1-randread-4k"]["off"].n == 1
+    assert agg.median("qd1-randread-4k", "off", "read_clat_mean_us") == 10
+    assert [(r["round"], w) for r, w in agg.excluded] == [("2", why)]
 
 
 def test_medians_and_spread_of_the_committed_vda_run(vda):

@@ -1,8 +1,17 @@
-"""bench/ab's command line keeps its flags and defaults."""
+"""bench/ab's command line keeps its flags and defaults; what it refuses
+to start on, and how a failed run is recorded."""
+
+import datetime
 
 import pytest
 
-from latgov_bench.cli import REPO, parse_args, parse_size, repo_relative
+from latgov_bench import cli
+from latgov_bench.cli import (REPO, output_dir, parse_args, parse_size, refusals,
+                              repo_relative, run_one, schedule)
+from latgov_bench.runner import Interrupted, MachineConstrained
+from latgov_bench.sysstate import SysRoot
+from latgov_bench.target import HarnessError
+from latgov_bench.workloads import WORKLOAD_BY_NAME
 
 
 def test_defaults():
@@ -51,3 +60,106 @@ def test_sizes():
 def test_a_binary_in_the_repository_is_recorded_relative_to_it():
     assert repo_relative(str(REPO / "build" / "daemon" / "latgovd")) == "build/daemon/latgovd"
     assert repo_relative("/usr/sbin/latgovd") == "/usr/sbin/latgovd"
+
+
+def test_force_is_off_unless_given():
+    assert not parse_args([]).force and parse_args(["--force"]).force
+
+
+def test_a_given_out_must_be_empty_unless_forced(tmp_path):
+    out = tmp_path / "run"
+    assert output_dir(str(out), "vda", False) == out  # new
+    out.mkdir()
+    assert output_dir(str(out), "vda", False) == out  # empty
+    (out / "raw").mkdir()
+    with pytest.raises(HarnessError, match="is not empty.*--force"):
+        output_dir(str(out), "vda", False)
+    assert output_dir(str(out), "vda", True) == out
+
+
+def test_the_default_out_takes_the_next_free_name(tmp_path, monkeypatch):
+    monkeypatch.setattr(cli, "BENCH", tmp_path)
+    first = output_dir(None, "vda", False)
+    assert first.name == "%s-vda" % datetime.date.today().isoformat()
+    first.mkdir(parents=True)
+    assert output_dir(None, "vda", False) == first  # empty: still free
+    (first / "results.csv").write_text("")
+    second = output_dir(None, "vda", True)
+    assert second.name == first.name + "-2"
+
+
+def test_a_foreign_latgovd_or_constraint_is_named(tmp_path):
+    proc = tmp_path / "proc" / "77"
+    proc.mkdir(parents=True)
+    (proc / "comm").write_text("latgovd\n")
+    (proc / "cmdline").write_bytes(b"/usr/sbin/latgovd\0")
+    qos = tmp_path / "sys/devices/system/cpu/cpu0/power/pm_qos_resume_latency_us"
+    qos.parent.mkdir(parents=True)
+    qos.write_text("n/a\n")
+    assert refusals(SysRoot(tmp_path), [0]) == [
+        "latgovd (pid 77: /usr/sbin/latgovd)", "cpu0 pm_qos_resume_latency_us is n/a"]
+
+
+def test_the_schedule_rotates_the_modes_each_round():
+    plan = schedule(2, ["a", "b"], ["off", "static", "latgov"])
+    assert plan[:3] == [(1, "a", 1, "off"), (1, "a", 2, "static"), (1, "a", 3, "latgov")]
+    assert plan[6:9] == [(2, "a", 1, "static"), (2, "a", 2, "latgov"), (2, "a", 3, "off")]
+    assert len(plan) == 12
+
+
+class FakeRunner:
+    """one_run raises what the test gives it; error_row as the Runner's."""
+
+    def __init__(self, error):
+        self.error = error
+        self.released = 0
+        self.session = self
+        self.past_pids = [1]
+
+    def one_run(self, *args):
+        raise self.error
+
+    def release_all(self):
+        self.released += 1
+
+    def error_row(self, rnd, seq, order, wl, mode, msg):
+        return {"round": rnd, "workload": wl.name, "mode": mode, "status": "error: " + msg}
+
+
+WL = WORKLOAD_BY_NAME["qd1-randread-4k"]
+
+
+@pytest.mark.parametrize("error,status", [
+    (OSError(2, "No such file or directory"),
+     "error: FileNotFoundError: [Errno 2] No such file or directory"),
+    (KeyError(3), "error: KeyError: 3"),
+    (HarnessError("latgovd exited with 78"), "error: latgovd exited with 78"),
+])
+def test_any_failure_of_a_run_is_its_error_row_and_the_bench_goes_on(error, status):
+    r = FakeRunner(error)
+    row, stop = run_one(r, 1, 1, 1, WL, "latgov")
+    assert row["status"] == status and stop is None
+    assert r.released == 1 and r.past_pids == []
+
+
+def test_a_cpu_left_constrained_is_the_runs_error_and_stops_the_bench():
+    e = MachineConstrained("cpu1 pm_qos_resume_latency_us is n/a (0 when the run started)")
+    row, stop = run_one(FakeRunner(e), 1, 1, 1, WL, "latgov")
+    assert stop is e and "cpu1 pm_qos_resume_latency_us is n/a" in row["status"]
+
+
+def test_a_release_that_leaves_a_cpu_constrained_stops_the_bench_too():
+    r = FakeRunner(OSError("cpu1 went offline"))
+
+    def release_all():
+        raise MachineConstrained("cpu1 pm_qos_resume_latency_us is 0 (n/a when ...)")
+
+    r.release_all = release_all
+    row, stop = run_one(r, 1, 1, 1, WL, "static")
+    assert isinstance(stop, MachineConstrained)
+    assert "cpu1 went offline; cpu1 pm_qos" in row["status"]
+
+
+def test_an_interrupt_is_not_a_runs_error():
+    with pytest.raises(Interrupted):
+        run_one(FakeRunner(Interrupted("SIGINT")), 1, 1, 1, WL, "off")

@@ -1,10 +1,13 @@
-"""fio's JSON output: latency per direction and fdatasync latency."""
+"""fio's JSON output: latency per direction and fdatasync latency; its
+command line and each round's seed."""
 
 import json
+from pathlib import Path
 
 import pytest
 
-from latgov_bench.fio import FioOutputError, fio_columns, parse_fio_json
+from latgov_bench.fio import FioOutputError, fio_columns, fio_command, parse_fio_json, round_seed
+from conftest import BENCH
 
 
 def lat(mean_ns, p99_ns, max_ns):
@@ -50,3 +53,18 @@ def test_writes_with_fdatasync():
 def test_bad_output_is_an_error_naming_the_source(text):
     with pytest.raises(FioOutputError, match="run.json"):
         parse_fio_json(text, "run.json")
+
+
+def test_the_seed_is_given_before_the_job_file():
+    cmd = fio_command("fio", Path("job.fio"), Path("out.json"), round_seed(3))
+    assert cmd[-1] == "job.fio" and "--randseed=%d" % round_seed(3) in cmd
+    assert not any(a.startswith("--randseed") for a in
+                   fio_command("fio", Path("job.fio"), Path("out.json")))
+
+
+def test_each_round_has_its_own_seed_and_no_job_file_sets_one():
+    seeds = [round_seed(r) for r in range(1, 6)]
+    assert len(set(seeds)) == 5 and round_seed(2) == round_seed(2)
+    for job in (BENCH / "jobs").glob("*.fio"):
+        text = job.read_text()
+        assert "randseed" not in text and "randrepeat" not in text, job

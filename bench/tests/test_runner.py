@@ -1,9 +1,21 @@
-"""The measurements around a run, from two snapshots."""
+"""The measurements around a run, from two snapshots; one run with fio and
+latgovd faked."""
+
+import json
+import struct
 
 import pytest
 
-from latgov_bench.runner import Snapshot, window_deltas
-from latgov_bench.sysstate import HostInfo, IdleLayout, ProcCpu, ProcEntry
+from latgov_bench import runner
+from latgov_bench.fio import round_seed
+from latgov_bench.meta import Settings
+from latgov_bench.results import columns
+from latgov_bench.runner import Runner, Session, Snapshot, Tools, window_deltas
+from latgov_bench.sysstate import (NO_CONSTRAINT, HostInfo, IdleLayout, ProcCpu, ProcEntry,
+                                   disk_queues)
+from latgov_bench.target import Target
+from latgov_bench.workloads import WORKLOAD_BY_NAME
+from test_sysstate import put, virtio_tree
 
 HOST = HostInfo([0, 1], IdleLayout({0: [(0, "POLL"), (1, "C1")], 1: [(0, "POLL"), (1, "C1")]}),
                 "acpi_idle", "menu")
@@ -44,3 +56,86 @@ def test_no_cpuidle_driver_has_no_poll_time():
     r = window_deltas(a, b, host, set())
     assert r["poll_time_us"] == "" and r["idle_states_time_us"] == ""
     assert "disk_ios" not in r and "latgovd_cpu_s" not in r
+
+
+# --------------------------------------------------------------------------
+# One run, with fio and latgovd faked on a small tree
+
+FIO_JSON = {"jobs": [{"write": {"total_ios": 10, "iops": 5.0, "clat_ns": {"mean": 1000}},
+                      "sync": {"total_ios": 10, "lat_ns": {"mean": 2000, "N": 10}}}]}
+
+
+class FakeSession(Session):
+    """fio writes its JSON at once; latgovd is a status file."""
+
+    def run_fio(self, job, json_path, env, seed=None):
+        self.fio_calls.append((job.name, seed, env.get("LATGOV_AB_WAITER_CPU")))
+        json_path.write_text(json.dumps(FIO_JSON))
+        return 0, ""
+
+    def start_daemon(self, mode, log_path, cpus):
+        status = self.runtime_dir / "status.json"
+        status.write_text(json.dumps({"onset_delay": {"count": 3, "p99_us": 50.0}}))
+        self.daemon = FakeDaemon()
+        return status
+
+    def stop_daemon(self):
+        self.daemon = None
+        return 0
+
+
+class FakeDaemon:
+    pid = 999999
+
+
+def fake_runner(tmp_path, monkeypatch):
+    root = virtio_tree(tmp_path / "root")
+    put(root.root, "/proc/stat", "cpu0 1 0 1 100 0 0 0 0 0 0\ncpu1 1 0 1 100 0 0 0 0 0 0\n")
+    put(root.root, "/dev/cpu_dma_latency", "")
+    root.dma_latency.write_bytes(struct.pack("<i", NO_CONSTRAINT))
+    host = HostInfo([0, 1], IdleLayout({0: [], 1: []}), "haltpoll", "haltpoll")
+    s = FakeSession(root, Tools("fio", "latgovd", "latgov", None, 0))
+    s.fio_calls = []
+    s.runtime_dir = tmp_path / "run"
+    s.runtime_dir.mkdir()
+    raw = tmp_path / "raw"
+    raw.mkdir()
+    target = Target("/dev/vda", "block", 1 << 30, "vda", "vda", False)
+    settings = Settings(["off", "latgov"], ["waiter-fdatasync-4k"], 2, 0, 0, 0, 0)
+    waiter = runner.ss.choose_waiter_cpu(host.cpus, disk_queues(root, "vda"))
+    status_reads = []
+
+    def status_after(path, since, interval):
+        status_reads.append(interval)
+        return json.loads(path.read_text())
+
+    monkeypatch.setattr(runner, "status_after", status_after)
+    r = Runner(s, host, target, settings, raw, columns(host), waiter, 0.25)
+    return r, s, status_reads
+
+
+def test_each_run_reads_the_waiters_irq_affinity_and_uses_the_rounds_seed(tmp_path,
+                                                                          monkeypatch):
+    r, s, _ = fake_runner(tmp_path, monkeypatch)
+    wl = WORKLOAD_BY_NAME["waiter-fdatasync-4k"]
+    row = r.one_run(1, 1, 1, wl, "off")
+    assert row["status"] == "ok", row["status"]
+    assert (row["waiter_cpu"], row["completion_cpus"]) == (0, "1")
+    assert row["fio_randseed"] == round_seed(1)
+    # irqbalance moves the queue's IRQ to CPU 0: the next run follows it
+    put(r.root.root, "/proc/irq/36/effective_affinity_list", "0\n")
+    row = r.one_run(1, 2, 2, wl, "off")
+    assert (row["waiter_cpu"], row["completion_cpus"]) == (1, "0")
+    assert any("moved from CPU 0 to CPU 1" in n for n in s.notes)
+    row = r.one_run(2, 3, 1, wl, "off")
+    assert row["fio_randseed"] == round_seed(2) != round_seed(1)
+    assert s.fio_calls == [("waiter-fdatasync-4k.fio", round_seed(1), "0"),
+                           ("waiter-fdatasync-4k.fio", round_seed(1), "1"),
+                           ("waiter-fdatasync-4k.fio", round_seed(2), "1")]
+
+
+def test_the_last_status_read_comes_after_the_window(tmp_path, monkeypatch):
+    r, s, status_reads = fake_runner(tmp_path, monkeypatch)
+    row = r.one_run(1, 1, 1, WORKLOAD_BY_NAME["qd1-randread-4k"], "latgov")
+    assert status_reads == [0.25]  # latgovd's status interval, from its config
+    assert (row["onset_count"], row["onset_p99_us"]) == (3, 50.0)

@@ -1,9 +1,11 @@
 """Constraints held: counted per sample, CPU-seconds integrated between
-samples."""
+samples; latgovd's status, read once more after the window."""
+
+import os
 
 import pytest
 
-from latgov_bench.sampler import HeldTally, StatusTally
+from latgov_bench.sampler import HeldTally, StatusTally, status_after
 from latgov_bench.sysstate import NO_CONSTRAINT
 
 
@@ -48,3 +50,66 @@ def test_status_gives_limits_and_the_last_onset_statistics():
     assert (r["onset_count"], r["onset_p99_us"]) == (4, 140.0)
     assert (r["onset_wake_p50_us"], r["onset_wake_p99_us"]) == (40.0, 90.0)
     assert r["onset_on_issuing_cpu"] == 3
+
+
+def test_a_final_status_gives_counters_not_a_held_sample():
+    s = StatusTally()
+    s.add({"cpus": [{"cpu": 0, "limit_us": 0}], "onset_delay": {"count": 3, "p99_us": 90.0}})
+    s.add_final({"cpus": [], "onset_delay": {"count": 5, "p99_us": 120.0},
+                 "prearm": {"hits": 2, "misses": 0}})
+    r = s.result()
+    assert r["status_samples"] == 1 and r["status_held_frac"] == 1.0
+    assert (r["onset_count"], r["onset_p99_us"], r["prearm_hits"]) == (5, 120.0, 2)
+
+
+class Clock:
+    """Wall-clock time that moves only when slept, and a status file that
+    latgovd rewrites at `write_at`."""
+
+    def __init__(self, path, now, write_at=None):
+        self.path, self.now, self.write_at = path, now, write_at
+
+    def time(self):
+        return self.now
+
+    def sleep(self, dt):
+        self.now += dt
+        if self.write_at is not None and self.now >= self.write_at:
+            self.path.write_text('{"onset_delay": {"count": 9}}')
+            os.utime(self.path, (self.write_at, self.write_at))
+            self.write_at = None
+
+
+def status_file(tmp_path, written_at):
+    p = tmp_path / "status.json"
+    p.write_text('{"onset_delay": {"count": 8}}')
+    os.utime(p, (written_at, written_at))
+    return p
+
+
+def test_the_last_status_is_latgovds_first_write_after_the_window(tmp_path):
+    # written 0.4 s before the window ended; the next write comes 0.6 s after it
+    p = status_file(tmp_path, 1000.0)
+    c = Clock(p, 1000.4, write_at=1001.0)
+    st = status_after(p, 1000.4, 1.0, clock=c.time, sleep=c.sleep)
+    assert st["onset_delay"]["count"] == 9
+    assert c.now == pytest.approx(1001.0, abs=0.03)
+
+
+def test_without_a_write_it_waits_one_interval_after_the_last(tmp_path):
+    p = status_file(tmp_path, 1000.0)
+    c = Clock(p, 1000.4)
+    st = status_after(p, 1000.4, 1.0, margin=0.3, clock=c.time, sleep=c.sleep)
+    assert st["onset_delay"]["count"] == 8
+    assert c.now == pytest.approx(1001.3, abs=0.03)
+    # written long before the window ended: nothing was left to write
+    c = Clock(p, 1010.0)
+    status_after(p, 1010.0, 1.0, margin=0.3, clock=c.time, sleep=c.sleep)
+    assert c.now == pytest.approx(1010.3, abs=0.03)
+
+
+def test_a_status_written_after_the_window_is_read_at_once(tmp_path):
+    p = status_file(tmp_path, 1000.5)
+    c = Clock(p, 1000.6)
+    assert status_after(p, 1000.4, 1.0, clock=c.time, sleep=c.sleep)["onset_delay"]["count"] == 8
+    assert c.now == 1000.6

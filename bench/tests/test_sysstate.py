@@ -1,12 +1,15 @@
-"""Readers of the machine on small trees: CPU lists, queues, IRQs and the
-waiter CPU."""
+"""Readers of the machine on small trees: CPU lists, queues, IRQs, the
+waiter CPU, and what would skew a run (other latgov processes writing PM
+QoS, constraints held)."""
 
 import os
+import struct
 
 import pytest
 
-from latgov_bench.sysstate import (SysRoot, choose_waiter_cpu, disk_queues, parse_cpu_list,
-                                   parse_procstat, queue_irq_name, read_host)
+from latgov_bench.sysstate import (NO_CONSTRAINT, SysRoot, choose_waiter_cpu, constraints_held,
+                                   disk_queues, parse_cpu_list, parse_procstat, pm_qos_writers,
+                                   queue_irq_name, read_host, refresh_waiter)
 
 
 @pytest.mark.parametrize("text,want", [
@@ -103,3 +106,46 @@ def test_queue_irq_names():
     assert queue_irq_name("virtio3", 2) == "virtio3-req.2"
     assert queue_irq_name("nvme1", 0) == "nvme1q1"
     assert queue_irq_name("0000:00:1f.2", 0) is None
+
+
+def proc(root, pid, comm, *args):
+    put(root, f"/proc/{pid}/comm", comm + "\n")
+    p = root / f"proc/{pid}/cmdline"
+    p.write_bytes(b"\0".join(a.encode() for a in (comm,) + args) + b"\0")
+
+
+def test_latgov_processes_that_write_pm_qos(tmp_path):
+    proc(tmp_path, 10, "latgovd", "--config", "/etc/latgov/latgov.toml")
+    proc(tmp_path, 11, "latgovd", "--dry-run")
+    proc(tmp_path, 12, "latgov", "status")
+    proc(tmp_path, 13, "latgov", "calibrate", "--device", "vda")
+    proc(tmp_path, 14, "sshd")
+    proc(tmp_path, 15, "latgovd")
+    found = pm_qos_writers(SysRoot(tmp_path), own={15})
+    assert found == ["latgovd (pid 10: latgovd --config /etc/latgov/latgov.toml)",
+                     "latgov (pid 13: latgov calibrate --device vda)"]
+
+
+def test_constraints_held_now(tmp_path):
+    root = virtio_tree(tmp_path)
+    put(tmp_path, "/sys/devices/system/cpu/cpu0/power/pm_qos_resume_latency_us", "0\n")
+    put(tmp_path, "/sys/devices/system/cpu/cpu1/power/pm_qos_resume_latency_us", "n/a\n")
+    put(tmp_path, "/dev/cpu_dma_latency", "")
+    root.dma_latency.write_bytes(struct.pack("<i", NO_CONSTRAINT))
+    assert constraints_held(root, [0, 1]) == ["cpu1 pm_qos_resume_latency_us is n/a"]
+    root.dma_latency.write_bytes(struct.pack("<i", 0))
+    put(tmp_path, "/sys/devices/system/cpu/cpu1/power/pm_qos_resume_latency_us", "0\n")
+    assert constraints_held(root, [0, 1]) == ["/dev/cpu_dma_latency is held at 0 us"]
+
+
+def test_the_waiter_follows_its_irq_when_it_moves(tmp_path):
+    root = virtio_tree(tmp_path)
+    first = refresh_waiter(root, "vda", [0, 1], None)
+    assert first.cpu == 0 and first.queue.completion_cpus == [1]
+    # the same place while the IRQ stays
+    assert refresh_waiter(root, "vda", [0, 1], first) == first
+    put(tmp_path, "/proc/irq/36/effective_affinity_list", "0\n")
+    moved = refresh_waiter(root, "vda", [0, 1], first)
+    assert moved.cpu == 1 and moved.queue.completion_cpus == [0]
+    put(tmp_path, "/proc/irq/36/effective_affinity_list", "0-1\n")
+    assert refresh_waiter(root, "vda", [0, 1], moved) is None

@@ -1,9 +1,14 @@
 """targets.toml: the shipped file loads, and a bad one is refused with the
-file and key named."""
+file and key named; a latency target leaves out only what a workload's job
+cannot produce."""
 
 import pytest
 
-from latgov_bench.targets import TargetsError, load_targets
+from latgov_bench.aggregate import aggregate
+from latgov_bench.sysstate import HostInfo, IdleLayout
+from latgov_bench.targets import MET, NOT_MEASURED, TargetsError, evaluate, load_targets
+from latgov_bench.workloads import WORKLOADS
+from conftest import BENCH
 
 GOOD = """
 [[target]]
@@ -62,3 +67,66 @@ def test_duplicate_ids_are_refused(tmp_path):
     p.write_text(GOOD + GOOD)
     with pytest.raises(TargetsError, match="used twice"):
         load_targets(p)
+
+
+def job_option(job, key):
+    for line in (BENCH / "jobs" / job).read_text().splitlines():
+        if line.split("=", 1)[0].strip() == key:
+            return line.split("=", 1)[1].strip()
+    return None
+
+
+def test_what_each_workload_produces_follows_its_job_file():
+    for w in WORKLOADS:
+        rw = job_option(w.job, "rw")
+        assert w.reads == ("read" in rw or "rw" in rw), w.name
+        assert w.writes == ("write" in rw or "rw" in rw), w.name
+        assert w.syncs == (job_option(w.job, "fdatasync") not in (None, "0")), w.name
+
+
+HOST = HostInfo([0], IdleLayout({0: [(0, "POLL")]}), "haltpoll", "haltpoll")
+
+
+def ok_rows(workload, **values):
+    return [dict({"status": "ok", "round": str(r), "workload": workload, "mode": m}, **values)
+            for r in (1, 2) for m in ("static", "latgov")]
+
+
+def latency_checks(rows, workloads):
+    agg = aggregate(rows, workloads, ["static", "latgov"], HOST)
+    return [c for c in evaluate(load_targets(), agg, HOST) if c.target.id == "latency-vs-static"]
+
+
+def test_a_latency_workload_whose_runs_all_failed_shows_not_measured():
+    rows = ok_rows("qd1-randread-4k", read_clat_mean_us="10", read_clat_p99_us="20")
+    rows += [dict(r, status="fio failed (1): boom")
+             for r in ok_rows("waiter-fdatasync-4k", write_clat_mean_us="10")]
+    checks = latency_checks(rows, ["qd1-randread-4k", "waiter-fdatasync-4k"])
+    waiter = [(c.metric, c.verdict, c.reason) for c in checks
+              if c.workload == "waiter-fdatasync-4k"]
+    # the waiter writes and syncs, and never reads
+    assert waiter == [(m, NOT_MEASURED, "no ok run of mode latgov in the medians")
+                      for m in ("write_clat_mean_us", "write_clat_p99_us",
+                                "sync_lat_mean_us", "sync_lat_p99_us")]
+    # a read-only workload has no write or sync checks at all
+    assert [c.metric for c in checks if c.workload == "qd1-randread-4k"] == \
+        ["read_clat_mean_us", "read_clat_p99_us"]
+    assert all(c.verdict == MET for c in checks if c.workload == "qd1-randread-4k")
+
+
+def test_a_workload_whose_runs_were_all_kept_out_shows_not_measured():
+    rows = ok_rows("qd1-randread-4k", read_clat_mean_us="10", read_clat_p99_us="20",
+                   foreign_procs="latgovd:1")
+    checks = latency_checks(rows, ["qd1-randread-4k"])
+    assert [(c.metric, c.verdict) for c in checks] == \
+        [("read_clat_mean_us", NOT_MEASURED), ("read_clat_p99_us", NOT_MEASURED)]
+
+
+def test_a_metric_a_workload_produces_but_lacks_is_not_measured():
+    rows = ok_rows("qd1-randrw-128k-thinktime", read_clat_mean_us="10",
+                   read_clat_p99_us="20")
+    checks = latency_checks(rows, ["qd1-randrw-128k-thinktime"])
+    by = {c.metric: c for c in checks}
+    assert by["write_clat_mean_us"].verdict == NOT_MEASURED
+    assert by["write_clat_mean_us"].reason == "no value in mode latgov"
+    assert "sync_lat_mean_us" not in by

@@ -1,0 +1,285 @@
+"""What a run holds and gives back, with fake processes on a small tree:
+latgovd --restore after every latgovd and the check that follows it,
+handles kept until their process has exited, latgovd's evidence file moved
+aside and put back, and latgovd's settings read with its drop-ins."""
+
+import subprocess
+
+import pytest
+
+from latgov_bench import runner
+from latgov_bench.runner import (EvidenceAside, Interrupted, MachineConstrained, Session,
+                                 Tools, daemon_setting, evidence_file, latgovd_config_files,
+                                 left_constrained, status_interval)
+from latgov_bench.sysstate import SysRoot
+
+
+class FakeProcess:
+    """A Popen whose exit is scripted: `rc` once it has exited (None: it
+    runs until signalled), `wait_raises` raised by the next wait()."""
+
+    def __init__(self, rc=None, wait_raises=None, pid=4242):
+        self.pid = pid
+        self.returncode = rc
+        self.signals = []
+        self.wait_raises = wait_raises
+
+    def poll(self):
+        return self.returncode
+
+    def send_signal(self, sig):
+        self.signals.append(sig)
+
+    def kill(self):
+        self.signals.append("kill")
+        self.returncode = -9
+
+    def wait(self, timeout=None):
+        if self.wait_raises is not None:
+            e, self.wait_raises = self.wait_raises, None
+            raise e
+        if self.returncode is None:
+            self.returncode = 0
+        return self.returncode
+
+
+def qos_file(root, cpu):
+    return root / ("sys/devices/system/cpu/cpu%d/power/pm_qos_resume_latency_us" % cpu)
+
+
+@pytest.fixture
+def tree(tmp_path):
+    for cpu in (0, 1):
+        qos_file(tmp_path, cpu).parent.mkdir(parents=True)
+        qos_file(tmp_path, cpu).write_text("0\n")
+    (tmp_path / "run").mkdir()
+    return tmp_path
+
+
+@pytest.fixture
+def restores(monkeypatch):
+    """Records every command runner runs; `latgovd --restore` puts cpu1
+    back to "0" unless the test says otherwise."""
+    calls = []
+    state = {"fixes": True}
+
+    def run(cmd, **kw):
+        calls.append(cmd)
+        if state["fixes"] and state.get("root"):
+            qos_file(state["root"], 1).write_text("0\n")
+        return subprocess.CompletedProcess(cmd, 0, "", "")
+
+    monkeypatch.setattr(runner.subprocess, "run", run)
+    return calls, state
+
+
+def session(tree, config=None):
+    s = Session(SysRoot(tree), Tools("fio", "/x/latgovd", "/x/latgov", config, 0))
+    s.runtime_dir = tree / "run"
+    return s
+
+
+def started(s, process, tree):
+    """The state start_daemon leaves: latgovd running, its restore due."""
+    s.daemon = process
+    s.restore_due = True
+    s.qos_before = {0: "0", 1: "0"}
+    s.daemon_log = tree / "latgovd.log"
+    s.daemon_log.write_text("latgovd ready\n")
+
+
+@pytest.mark.parametrize("rc", [0, 1, -11, -9])
+def test_restore_runs_however_latgovd_ended(tree, restores, rc):
+    calls, state = restores
+    s = session(tree, config="/etc/x.toml")
+    started(s, FakeProcess(rc=rc), tree)
+    assert s.stop_daemon() == rc
+    assert calls == [["/x/latgovd", "--restore", "--runtime-dir", str(tree / "run"),
+                      "--config", "/etc/x.toml"]]
+    assert s.daemon is None and not s.restore_due
+    assert "--restore" in s.daemon_log.read_text()
+    assert s.stop_daemon() is None and len(calls) == 1  # once per latgovd
+
+
+def test_a_running_latgovd_is_stopped_then_restored(tree, restores):
+    calls, _ = restores
+    s = session(tree)
+    p = FakeProcess()
+    started(s, p, tree)
+    assert s.stop_daemon() == 0
+    assert p.signals == [runner.signal.SIGTERM]
+    assert calls[0][:2] == ["/x/latgovd", "--restore"] and "--config" not in calls[0]
+
+
+def test_a_cpu_left_constrained_stops_the_bench_naming_it(tree, restores):
+    calls, state = restores
+    state["fixes"] = False
+    qos_file(tree, 1).write_text("n/a\n")  # what a crashed latgovd left
+    s = session(tree)
+    started(s, FakeProcess(rc=-11), tree)
+    with pytest.raises(MachineConstrained) as e:
+        s.stop_daemon()
+    assert "cpu1 pm_qos_resume_latency_us is n/a (0 when the run started)" in str(e.value)
+    assert len(calls) == 1 and s.keep_runtime_dir
+    # cleanup keeps the journal for a restore by hand, and raises nothing more
+    s.cleanup()
+    assert (tree / "run").exists()
+
+
+def test_restore_puts_back_what_latgovd_left(tree, restores):
+    _, state = restores
+    state["root"] = tree
+    qos_file(tree, 1).write_text("n/a\n")
+    s = session(tree)
+    started(s, FakeProcess(rc=1), tree)
+    assert s.stop_daemon() == 1  # restored: no error
+    assert qos_file(tree, 1).read_text() == "0\n"
+
+
+def test_latgovd_is_known_until_its_wait_returns(tree, restores):
+    calls, _ = restores
+    s = session(tree)
+    p = FakeProcess(wait_raises=Interrupted("SIGINT"))
+    started(s, p, tree)
+    with pytest.raises(Interrupted):
+        s.stop_daemon()
+    assert s.daemon is p and s.restore_due and calls == []
+    s.release_all()  # as the harness does on its way out
+    assert s.daemon is None and len(calls) == 1
+
+
+def test_fio_is_known_until_its_wait_returns(tree, monkeypatch):
+    monkeypatch.setattr(runner.os, "killpg", lambda pid, sig: None)
+    s = session(tree)
+    p = FakeProcess(wait_raises=Interrupted("SIGTERM"))
+    s.fio = p
+    with pytest.raises(Interrupted):
+        s.stop_fio()
+    assert s.fio is p
+    s.stop_fio()
+    assert s.fio is None
+
+
+def test_release_all_releases_the_rest_when_a_cpu_is_left_constrained(tree, restores):
+    _, state = restores
+    state["fixes"] = False
+    qos_file(tree, 0).write_text("20\n")
+    s = session(tree)
+    started(s, FakeProcess(rc=0), tree)
+    closed = []
+    s.dma_fd = 99
+    s.release_dma = lambda: closed.append(True)
+    with pytest.raises(MachineConstrained, match="cpu0 pm_qos_resume_latency_us is 20"):
+        s.release_all()
+    assert closed == [True]
+
+
+def test_left_constrained():
+    assert left_constrained({0: "0", 1: "0"}, {0: "0", 1: "0"}) == []
+    assert left_constrained({0: "0", 1: "0"}, {0: "0", 1: "?"}) == [
+        "cpu1 pm_qos_resume_latency_us is unreadable (0 when the run started)"]
+
+
+# --------------------------------------------------------------------------
+# latgovd's evidence file
+
+def test_an_existing_evidence_file_is_moved_aside_and_put_back(tmp_path):
+    path = tmp_path / "latgov" / "evidence"
+    path.parent.mkdir()
+    path.write_text("learnt before\n")
+    ev = EvidenceAside.move_aside(str(path))
+    assert ev.existed and not path.exists()
+    assert len(ev.sha256) == 64
+    path.write_text("learnt by this run\n")  # what the run's latgovds saved
+    (tmp_path / "raw").mkdir()
+    end = ev.record_end(tmp_path / "raw")
+    assert end["existed"] and end["copy"] == "raw/evidence.end"
+    assert (tmp_path / "raw" / "evidence.end").read_text() == "learnt by this run\n"
+    assert ev.put_back() == ""
+    assert path.read_text() == "learnt before\n"
+    assert not (tmp_path / "latgov" / ("evidence" + runner.EVIDENCE_SAVED_SUFFIX)).exists()
+    j = ev.to_json()
+    assert j["at_start"]["existed"] and j["at_start"]["sha256"] == ev.sha256
+
+
+def test_without_evidence_at_the_start_none_is_left(tmp_path):
+    path = tmp_path / "latgov" / "evidence"  # its directory missing too
+    ev = EvidenceAside.move_aside(str(path))
+    assert not ev.existed and ev.to_json()["at_start"] == {"existed": False}
+    path.parent.mkdir()
+    path.write_text("learnt by this run\n")
+    ev.put_back()
+    assert not path.exists() and not path.parent.exists()
+
+
+def test_an_original_left_aside_by_an_earlier_run_is_not_overwritten(tmp_path):
+    path = tmp_path / "evidence"
+    path.write_text("x")
+    (tmp_path / ("evidence" + runner.EVIDENCE_SAVED_SUFFIX)).write_text("original")
+    with pytest.raises(runner.HarnessError, match="did not put latgovd's evidence file back"):
+        EvidenceAside.move_aside(str(path))
+    assert path.read_text() == "x"
+
+
+def test_cleanup_puts_the_evidence_back_whatever_happens(tree, restores):
+    _, state = restores
+    state["fixes"] = False
+    path = tree / "evidence"
+    path.write_text("original")
+    s = session(tree)
+    s.evidence = EvidenceAside.move_aside(str(path))
+    path.write_text("learnt")
+    qos_file(tree, 1).write_text("n/a\n")
+    started(s, FakeProcess(rc=-11), tree)
+    with pytest.raises(MachineConstrained):
+        s.cleanup()
+    assert path.read_text() == "original"
+
+
+# --------------------------------------------------------------------------
+# latgovd's settings, as it reads them
+
+def write(path, text):
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text)
+
+
+def test_drop_ins_override_the_main_file_in_name_order(tmp_path):
+    main = tmp_path / "latgov.toml"
+    write(main, '[daemon]\nevidence_file = "/a"\ncalibration_file = "/cal"\n')
+    write(tmp_path / "latgov.d" / "20-b.toml", '[daemon]\nevidence_file = "/b"\n')
+    write(tmp_path / "latgov.d" / "10-a.toml", '[daemon]\nevidence_file = "/ignored"\n'
+          'status_interval_ms = 250\n')
+    write(tmp_path / "latgov.d" / "30-c.toml.disabled", '[daemon]\nevidence_file = "/c"\n')
+    assert [p.rsplit("/", 1)[1] for p in latgovd_config_files(str(main))] == \
+        ["latgov.toml", "10-a.toml", "20-b.toml"]
+    assert evidence_file(str(main)) == "/b"
+    assert runner.calibration_file(str(main)) == "/cal"
+    assert status_interval(str(main)) == 0.25
+
+
+def test_drop_ins_count_when_the_default_main_file_is_missing(tmp_path, monkeypatch):
+    monkeypatch.setattr(runner, "DEFAULT_CONFIG", str(tmp_path / "latgov.toml"))
+    assert evidence_file(None) == runner.DEFAULT_EVIDENCE
+    assert status_interval(None) == 1.0
+    write(tmp_path / "latgov.d" / "local.toml", '[daemon]\nevidence_file = "/e"\n')
+    assert evidence_file(None) == "/e"
+    assert runner.calibration_file(None) == runner.DEFAULT_CALIBRATION
+
+
+def test_an_unparsable_drop_in_is_passed_over(tmp_path):
+    main = tmp_path / "latgov.toml"
+    write(main, '[daemon]\nevidence_file = "/a"\n')
+    write(tmp_path / "latgov.d" / "bad.toml", "[daemon\n")
+    assert daemon_setting(str(main), "evidence_file", "/d") == "/a"
+
+
+def test_a_latgovd_that_exits_before_ready_is_restored_too(tree, restores, monkeypatch):
+    calls, _ = restores
+    monkeypatch.setattr(runner.subprocess, "Popen", lambda *a, **kw: FakeProcess(rc=78))
+    s = session(tree)
+    with pytest.raises(runner.HarnessError, match="latgovd exited with 78 before"):
+        s.start_daemon("latgov", tree / "latgovd.log", [0, 1])
+    assert s.qos_before == {0: "0", 1: "0"}
+    assert [c[:2] for c in calls] == [["/x/latgovd", "--restore"]]
+    assert s.daemon is None and not s.restore_due
