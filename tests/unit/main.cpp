@@ -8,13 +8,14 @@
 
 namespace {
 
+bool run_started = false; // not a query (--list-test-cases, --count, --no-run...)
 int cases_run = 0;
 
 // Counts the test cases that start; reports nothing.
 struct CaseCounter : doctest::IReporter {
     explicit CaseCounter(const doctest::ContextOptions&) {}
     void report_query(const doctest::QueryData&) override {}
-    void test_run_start() override {}
+    void test_run_start() override { run_started = true; }
     void test_run_end(const doctest::TestRunStats&) override {}
     void test_case_start(const doctest::TestCaseData&) override { ++cases_run; }
     void test_case_reenter(const doctest::TestCaseData&) override {}
@@ -34,9 +35,7 @@ REGISTER_LISTENER("case_counter", 1, CaseCounter);
 int main(int argc, char** argv) {
     doctest::Context context(argc, argv);
     const int result = context.run();
-    if (context.shouldExit()) // --help, --list-test-cases and the like
-        return result;
-    if (result == 0 && cases_run == 0) {
+    if (result == 0 && run_started && cases_run == 0) {
         std::fputs("no test case matches the filters given: nothing was tested\n", stderr);
         return 1;
     }
