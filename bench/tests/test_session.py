@@ -236,6 +236,62 @@ def test_cleanup_puts_the_evidence_back_whatever_happens(tree, restores):
     assert path.read_text() == "original"
 
 
+def test_a_put_back_cut_short_is_finished_by_the_next(tmp_path, monkeypatch):
+    path = tmp_path / "evidence"
+    path.write_text("original")
+    ev = EvidenceAside.move_aside(str(path))
+    path.write_text("learnt")
+    rename = runner.os.rename
+
+    def cut(src, dst):  # a Ctrl-C after the unlink, before the rename
+        raise Interrupted("SIGINT")
+
+    monkeypatch.setattr(runner.os, "rename", cut)
+    with pytest.raises(Interrupted):
+        ev.put_back()
+    monkeypatch.setattr(runner.os, "rename", rename)
+    assert ev.put_back() == ""  # as cleanup() does on the way out
+    assert path.read_text() == "original"
+
+
+def test_cleanup_keeps_the_journal_while_a_restore_is_pending(tree, restores):
+    calls, _ = restores
+    s = session(tree)
+    # latgovd's wait and then the restore are both cut (a second Ctrl-C).
+    started(s, FakeProcess(wait_raises=Interrupted("SIGINT")), tree)
+    runner_run = runner.subprocess.run
+
+    def restore_cut(cmd, **kw):
+        raise Interrupted("SIGINT")
+
+    runner.subprocess.run = restore_cut
+    try:
+        with pytest.raises(Interrupted):
+            s.cleanup()
+    finally:
+        runner.subprocess.run = runner_run
+    assert s.restore_due and (tree / "run").exists()
+    s.cleanup()  # the restore runs now, and only then the journal goes
+    assert not s.restore_due and len(calls) == 1 and not (tree / "run").exists()
+
+
+def test_cleanup_ignores_a_second_ctrl_c(tree, restores):
+    seen = []
+    s = session(tree)
+    started(s, FakeProcess(rc=0), tree)
+    real_release = s.release_all
+
+    def release_and_look():
+        seen.append(runner.signal.getsignal(runner.signal.SIGINT))
+        real_release()
+
+    s.release_all = release_and_look
+    before = runner.signal.getsignal(runner.signal.SIGINT)
+    s.cleanup()
+    assert seen == [runner.signal.SIG_IGN]
+    assert runner.signal.getsignal(runner.signal.SIGINT) == before
+
+
 # --------------------------------------------------------------------------
 # latgovd's settings, as it reads them
 
