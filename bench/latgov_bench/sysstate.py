@@ -334,8 +334,15 @@ def foreign_processes(root: SysRoot, own: set[int]) -> str:
 
 
 def writes_pm_qos(comm: str, args: list[str]) -> bool:
-    """A latgov process that writes PM QoS files: latgovd unless it only
-    observes or checks, and `latgov calibrate`, which steps the limits."""
+    """A latgov process that writes this machine's PM QoS files: latgovd
+    unless it only observes or checks, and `latgov calibrate`, which steps
+    the limits; neither when it reads a captured tree (--sysroot other
+    than /)."""
+    for i, a in enumerate(args):
+        root = (args[i + 1] if a == "--sysroot" and i + 1 < len(args)
+                else a[len("--sysroot="):] if a.startswith("--sysroot=") else None)
+        if root is not None and os.path.realpath(root) != "/":
+            return False
     if comm == "latgovd":
         return not {"--dry-run", "--check-config", "--help", "-h"} & set(args)
     return comm == "latgov" and "calibrate" in args

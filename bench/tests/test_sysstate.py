@@ -121,9 +121,14 @@ def test_latgov_processes_that_write_pm_qos(tmp_path):
     proc(tmp_path, 13, "latgov", "calibrate", "--device", "vda")
     proc(tmp_path, 14, "sshd")
     proc(tmp_path, 15, "latgovd")
+    # On a captured tree they write the tree's files, not the machine's.
+    proc(tmp_path, 16, "latgovd", "--sysroot", "/tmp/tree")
+    proc(tmp_path, 17, "latgov", "--sysroot=/tmp/tree", "calibrate")
+    proc(tmp_path, 18, "latgov", "calibrate", "--sysroot", "/")
     found = pm_qos_writers(SysRoot(tmp_path), own={15})
     assert found == ["latgovd (pid 10: latgovd --config /etc/latgov/latgov.toml)",
-                     "latgov (pid 13: latgov calibrate --device vda)"]
+                     "latgov (pid 13: latgov calibrate --device vda)",
+                     "latgov (pid 18: latgov calibrate --sysroot /)"]
 
 
 def test_constraints_held_now(tmp_path):

@@ -33,7 +33,7 @@ import unittest
 # The bench's own readers of the same files: one parser of each.
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "bench"))
 from latgov_bench.runner import unit_nice  # noqa: E402  (the Nice= latgov.service sets)
-from latgov_bench.sysstate import mount_tracefs  # noqa: E402
+from latgov_bench.sysstate import SysRoot, mount_tracefs, pm_qos_writers  # noqa: E402
 from latgov_bench.sysstate import parse_cpu_list as cpu_list  # noqa: E402
 
 
@@ -1051,35 +1051,9 @@ class HostTestCase(unittest.TestCase):
             self.assertRegex(learnt, r"(?m)^gap class=\d+ verdict=", learnt)
 
 
-def writes_pm_qos(comm, argv):
-    """Whether a latgovd / latgov command line can write this machine's PM
-    QoS files: not one that reads a fixture tree (--sysroot other than /),
-    not latgovd --check-config, not a latgov command other than calibrate."""
-    if "--sysroot" in argv[:-1] and argv[argv.index("--sysroot") + 1] != "/":
-        return False
-    if comm == "latgovd":
-        return "--check-config" not in argv
-    return "calibrate" in argv
-
-
 def foreign_governors():
-    """Other latgovd / latgov processes on the machine ("pid comm args"):
-    they write the same per-CPU slots as the latgovd under test, so what a
-    test reads back is no longer latgov's own doing."""
-    found = []
-    for pid in os.listdir("/proc"):
-        if not pid.isdigit() or int(pid) == os.getpid():
-            continue
-        try:
-            with open(f"/proc/{pid}/comm") as f:
-                comm = f.read().strip()
-            if comm not in ("latgovd", "latgov"):
-                continue
-            with open(f"/proc/{pid}/cmdline", "rb") as f:
-                argv = [a.decode(errors="replace") for a in f.read().split(b"\0") if a]
-        except OSError:
-            continue
-        if not writes_pm_qos(comm, argv):
-            continue
-        found.append(f"{pid} {' '.join(argv)}")
-    return found
+    """Other latgovd / latgov processes on the machine that write its PM
+    QoS files (the bench's own test of a command line): they write the same
+    per-CPU slots as the latgovd under test, so what a test reads back is
+    no longer latgov's own doing."""
+    return pm_qos_writers(SysRoot(), {os.getpid()})
