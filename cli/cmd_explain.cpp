@@ -13,13 +13,15 @@ namespace latgov::cli {
 int explain(const Args& args) {
     std::filesystem::path runtime_dir{default_runtime_dir};
     std::filesystem::path config_file{default_config_file};
+    bool config_given = false; // then it must exist, as for latgovd
     std::string device;
     for (size_t i = 0; i < args.rest.size(); ++i) {
         if (args.rest[i] == "--runtime-dir" && i + 1 < args.rest.size())
             runtime_dir = args.rest[++i];
-        else if (args.rest[i] == "--config" && i + 1 < args.rest.size())
+        else if (args.rest[i] == "--config" && i + 1 < args.rest.size()) {
             config_file = args.rest[++i];
-        else if (!args.rest[i].starts_with("-") && device.empty())
+            config_given = true;
+        } else if (!args.rest[i].starts_with("-") && device.empty())
             device = args.rest[i];
         else
             return usage_error("explain: unknown option " + args.rest[i]);
@@ -30,7 +32,7 @@ int explain(const Args& args) {
     auto topology = discover_topology(root);
     if (!topology)
         return fail(topology.error().message);
-    auto config = load_config(config_file);
+    auto config = load_config(config_file, config_given);
     if (!config)
         return fail(config.error().message);
     // The costs latgovd uses; why a calibration does not apply is in the source.

@@ -45,8 +45,7 @@ const std::string usage = fmt::format(usage_template, fmt::arg("runtime_dir", de
                                       fmt::arg("config_file", default_config_file));
 
 // `latgov COMMAND --help`: the command's lines of the usage text (its first
-// line and the indented ones below it), then the global options. Empty for
-// a command the text does not list.
+// line and the indented ones below it), then the global options.
 std::string command_usage(std::string_view command) {
     const auto options = usage.find("\nOptions:\n");
     std::string lines;
@@ -61,8 +60,8 @@ std::string command_usage(std::string_view command) {
             lines += line;
         at = end;
     }
-    if (lines.empty())
-        return lines;
+    if (lines.empty()) // a command the text does not list: all of it
+        return usage;
     return fmt::format("Usage: latgov [--sysroot DIR] {} [OPTIONS]\n\n{}{}", command, lines,
                        usage.substr(options));
 }

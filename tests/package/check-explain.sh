@@ -2,7 +2,8 @@
 # check-explain.sh LATGOV FIXTURE.tar.gz DEVICE QUEUES: `latgov explain` on a
 # captured tree with the embedded default configuration: the device is
 # governed by default, every one of its QUEUES queues is listed with its IRQ,
-# and each completion CPU gets its idle-state table.
+# and each completion CPU gets its idle-state table. A --config that does
+# not exist is an error.
 set -euo pipefail
 latgov=$1 fixture=$2 device=$3 queues=$4
 tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
@@ -16,4 +17,11 @@ rows=$(grep -cE "^[0-9]+ +${device%n*}q[0-9]+ " <<< "$out" || true)
 [[ $rows -eq $queues ]] || fail "$rows queue rows, expected $queues"
 tables=$(grep -cE "^CPU [0-9]+( idle states:|: no idle states)" <<< "$out" || true)
 [[ $tables -ge 1 ]] || fail "no idle-state table"
-echo "PASS explain $device: $rows queues, $tables idle-state tables"
+# A --config that does not exist is an error naming it, as for latgovd, not
+# the embedded default.
+if missing=$("$latgov" --sysroot "$tmp" explain "$device" --config "$tmp/missing.toml" \
+             --runtime-dir "$tmp/none" 2>&1); then
+  fail "explain with a missing --config succeeded"
+fi
+grep -q "$tmp/missing.toml" <<< "$missing" || fail "the error does not name the file: $missing"
+echo "PASS explain $device: $rows queues, $tables idle-state tables; a missing --config named"
