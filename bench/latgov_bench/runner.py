@@ -128,7 +128,9 @@ class EvidenceAside:
     path: str
     existed: bool = False
     sha256: str = ""
-    dir_existed: bool = True
+    # The directories above the file that did not exist at the start,
+    # innermost first: latgovd creates them, the put-back removes them.
+    missing_dirs: list[str] = field(default_factory=list)
     at_end: dict = field(default_factory=dict)
     put_back_note: str = ""
     done: bool = False
@@ -139,7 +141,11 @@ class EvidenceAside:
 
     @staticmethod
     def move_aside(path: str) -> "EvidenceAside":
-        ev = EvidenceAside(path, dir_existed=os.path.isdir(os.path.dirname(path)))
+        missing, d = [], os.path.dirname(os.path.abspath(path))
+        while not os.path.lexists(d) and d != os.path.dirname(d):
+            missing.append(d)
+            d = os.path.dirname(d)
+        ev = EvidenceAside(path, missing_dirs=missing)
         if os.path.lexists(ev.saved):
             raise HarnessError(
                 "%s exists: an earlier bench/ab run did not put latgovd's evidence file back. "
@@ -179,11 +185,14 @@ class EvidenceAside:
                 os.unlink(self.path)
             if self.existed:
                 os.rename(self.saved, self.path)
-            elif not self.dir_existed:
-                try:
-                    os.rmdir(os.path.dirname(self.path))
-                except OSError:
-                    pass  # not empty: someone else's files
+            else:
+                for d in self.missing_dirs:
+                    if not os.path.lexists(d):
+                        continue  # never made
+                    try:
+                        os.rmdir(d)
+                    except OSError:
+                        break  # not empty: someone else's files
         except OSError as e:
             self.put_back_note = ("FAILED to put latgovd's evidence file back (%s): %s; the "
                                   "original is %s" % (self.path, e, self.saved

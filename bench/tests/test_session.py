@@ -212,6 +212,25 @@ def test_without_evidence_at_the_start_none_is_left(tmp_path):
     assert not path.exists() and not path.parent.exists()
 
 
+def test_directories_latgovd_made_for_the_file_go_with_it(tmp_path):
+    path = tmp_path / "a" / "b" / "evidence"  # neither a nor b exists
+    ev = EvidenceAside.move_aside(str(path))
+    path.parent.mkdir(parents=True)  # as latgovd's save does
+    path.write_text("learnt by this run\n")
+    assert ev.put_back() == ""
+    assert not (tmp_path / "a").exists() and tmp_path.exists()
+
+
+def test_a_directory_someone_else_filled_stays(tmp_path):
+    path = tmp_path / "a" / "b" / "evidence"
+    ev = EvidenceAside.move_aside(str(path))
+    path.parent.mkdir(parents=True)
+    path.write_text("learnt\n")
+    (tmp_path / "a" / "theirs").write_text("x")
+    assert ev.put_back() == ""
+    assert not (tmp_path / "a" / "b").exists() and (tmp_path / "a" / "theirs").exists()
+
+
 def test_an_original_left_aside_by_an_earlier_run_is_not_overwritten(tmp_path):
     path = tmp_path / "evidence"
     path.write_text("x")
