@@ -88,6 +88,14 @@ def started(s, process, tree):
     s.daemon_log.write_text("latgovd ready\n")
 
 
+def exited_leaving(tree, cpu, value, rc):
+    """A session whose latgovd exited with `rc` and left `cpu` at `value`."""
+    qos_file(tree, cpu).write_text(value + "\n")
+    s = session(tree)
+    started(s, FakeProcess(rc=rc), tree)
+    return s
+
+
 @pytest.mark.parametrize("rc", [0, 1, -11, -9])
 def test_restore_runs_however_latgovd_ended(tree, restores, rc):
     calls, state = restores
@@ -114,9 +122,7 @@ def test_a_running_latgovd_is_stopped_then_restored(tree, restores):
 def test_a_cpu_left_constrained_stops_the_bench_naming_it(tree, restores):
     calls, state = restores
     state["fixes"] = False
-    qos_file(tree, 1).write_text("n/a\n")  # what a crashed latgovd left
-    s = session(tree)
-    started(s, FakeProcess(rc=-11), tree)
+    s = exited_leaving(tree, 1, "n/a", rc=-11)  # what a crashed latgovd left
     with pytest.raises(MachineConstrained) as e:
         s.stop_daemon()
     assert "cpu1 pm_qos_resume_latency_us is n/a (0 when the run started)" in str(e.value)
@@ -129,9 +135,7 @@ def test_a_cpu_left_constrained_stops_the_bench_naming_it(tree, restores):
 def test_restore_puts_back_what_latgovd_left(tree, restores):
     _, state = restores
     state["root"] = tree
-    qos_file(tree, 1).write_text("n/a\n")
-    s = session(tree)
-    started(s, FakeProcess(rc=1), tree)
+    s = exited_leaving(tree, 1, "n/a", rc=1)
     assert s.stop_daemon() == 1  # restored: no error
     assert qos_file(tree, 1).read_text() == "0\n"
 
@@ -163,9 +167,7 @@ def test_fio_is_known_until_its_wait_returns(tree, monkeypatch):
 def test_release_all_releases_the_rest_when_a_cpu_is_left_constrained(tree, restores):
     _, state = restores
     state["fixes"] = False
-    qos_file(tree, 0).write_text("20\n")
-    s = session(tree)
-    started(s, FakeProcess(rc=0), tree)
+    s = exited_leaving(tree, 0, "20", rc=0)
     closed = []
     s.dma_fd = 99
     s.release_dma = lambda: closed.append(True)

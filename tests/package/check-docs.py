@@ -165,20 +165,20 @@ def main():
             offered = set()
         offered -= GLOBAL_OPTIONS
         shown = documented[cmd] - GLOBAL_OPTIONS
+        # Each against the help, both ways.
+        places = [(shown, "latgov(8) does not document {opt} for {cmd}",
+                   "latgov(8) documents {opt} for {cmd}"),
+                  (offered, "the bash completion does not offer {opt} after {cmd}",
+                   "the bash completion offers {opt} after {cmd}")]
         for opt in sorted(listed | shown | offered):
             checked += 1
-            if opt in listed and opt not in shown:
-                missing.append(f"latgov(8) does not document {opt} for {cmd} "
-                               f"(in latgov {cmd} --help)")
-            if opt in shown and opt not in listed:
-                missing.append(f"latgov(8) documents {opt} for {cmd}, which "
-                               f"`latgov {cmd} --help` does not list")
-            if opt in listed and opt not in offered:
-                missing.append(f"the bash completion does not offer {opt} after {cmd} "
-                               f"(in latgov {cmd} --help)")
-            if opt in offered and opt not in listed:
-                missing.append(f"the bash completion offers {opt} after {cmd}, which "
-                               f"`latgov {cmd} --help` does not list")
+            for there, lacks, has in places:
+                if opt in listed and opt not in there:
+                    missing.append(lacks.format(opt=opt, cmd=cmd)
+                                   + f" (in latgov {cmd} --help)")
+                if opt in there and opt not in listed:
+                    missing.append(has.format(opt=opt, cmd=cmd)
+                                   + f", which `latgov {cmd} --help` does not list")
 
     page = (man / "latgov.toml.5.scd").read_text()
     keys = config_keys(src)
