@@ -6,7 +6,7 @@ from __future__ import annotations
 import shlex
 import statistics
 
-from .aggregate import SUMMARY_METRICS, Aggregate, kept_out, num, per_cpu_metrics
+from .aggregate import SUMMARY_METRICS, Aggregate, num, per_cpu_metrics
 from .meta import RunMeta
 from .sampler import SAMPLE_PERIOD
 from .sysstate import NO_CONSTRAINT
@@ -136,7 +136,7 @@ def evidence_line(ev: dict) -> str:
     return text
 
 
-def header(rows: list[dict], meta: RunMeta, agg: Aggregate | None = None) -> list[str]:
+def header(rows: list[dict], meta: RunMeta, agg: Aggregate) -> list[str]:
     h, s, t = meta.host, meta.settings, meta.target_info
     L = ["# latgov A/B: %s" % t.get("name", "?"), ""]
     if meta.note:
@@ -193,9 +193,7 @@ def header(rows: list[dict], meta: RunMeta, agg: Aggregate | None = None) -> lis
         L.append("- **failed runs**: " + "; ".join(
             "r%s %s %s: %s" % (r["round"], r["workload"], r["mode"], r["status"])
             for r in bad))
-    out = agg.excluded if agg is not None else [
-        (r, why) for r in rows if r["status"] == "ok"
-        for why in [kept_out(r, h.cpus)] if why]
+    out = agg.excluded
     if out:
         L.append("- **%d of %d runs kept out of the medians**: someone else's constraint held "
                  "at their start or during them (seen by the %d ms sampler where the run's "

@@ -438,11 +438,17 @@ def disk_queues(root: SysRoot, disk: str) -> list[HardwareQueue]:
     return queues
 
 
+def waits_elsewhere(cpu: int, q: HardwareQueue) -> bool:
+    """Whether a task on `cpu` submits to `q` and its IRQ completes on
+    another CPU: the waiter's case."""
+    return cpu in q.submit_cpus and bool(q.completion_cpus) and cpu not in q.completion_cpus
+
+
 def choose_waiter_cpu(cpus: list[int], queues: list[HardwareQueue]) -> WaiterPlacement | None:
     """The lowest online CPU whose queue's IRQ completes on another CPU."""
     for cpu in cpus:
         for q in queues:
-            if cpu in q.submit_cpus and q.completion_cpus and cpu not in q.completion_cpus:
+            if waits_elsewhere(cpu, q):
                 return WaiterPlacement(cpu, q)
     return None
 
@@ -456,7 +462,6 @@ def refresh_waiter(root: SysRoot, disk: str | None, cpus: list[int],
     queues = disk_queues(root, disk) if disk else []
     if previous is not None:
         for q in queues:
-            if (previous.cpu in cpus and previous.cpu in q.submit_cpus and q.completion_cpus
-                    and previous.cpu not in q.completion_cpus):
+            if previous.cpu in cpus and waits_elsewhere(previous.cpu, q):
                 return WaiterPlacement(previous.cpu, q)
     return choose_waiter_cpu(cpus, queues)
