@@ -87,6 +87,10 @@ Result<Config> load_daemon_config(const Options& o) {
         return config;
     if (o.runtime_dir)
         config->daemon.runtime_dir = *o.runtime_dir;
+    if (o.metrics_file) {
+        config->daemon.metrics_file = *o.metrics_file;
+        config->daemon.metrics_file_configured = true;
+    }
     if (o.dry_run) {
         config->defaults.backend = Backend::dry_run;
         for (auto& rule : config->devices)

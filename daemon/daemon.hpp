@@ -39,6 +39,8 @@ struct Options {
     std::filesystem::path config{default_config_file};
     std::string sysroot = "/";
     std::optional<std::filesystem::path> runtime_dir;
+    // --metrics-file: an empty path writes none
+    std::optional<std::filesystem::path> metrics_file;
     bool config_given = false; // an explicit --config must exist
     bool check_config = false;
     bool restore = false;
@@ -49,7 +51,8 @@ struct Options {
 // main() blocks them before any start-up work.
 void block_daemon_signals();
 
-// The configuration with the command line's overrides (--runtime-dir, --dry-run).
+// The configuration with the command line's overrides (--runtime-dir,
+// --metrics-file, --dry-run).
 Result<Config> load_daemon_config(const Options& options);
 
 class Daemon {

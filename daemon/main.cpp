@@ -31,6 +31,8 @@ Options:
   --restore          put back the per-CPU values a previous run left, and exit
   --sysroot DIR      read and write sysfs/procfs/dev under DIR (tests)
   --runtime-dir DIR  override [daemon] runtime_dir
+  --metrics-file FILE
+                     override [daemon] metrics_file ("" writes none)
   --dry-run          compute and log, change nothing: no PM QoS write, no restore,
                      no calibration, no file in the runtime directory
   -h, --help         this text
@@ -55,7 +57,8 @@ std::optional<Options> parse_options(int argc, char** argv, bool& help) {
             o.restore = true;
         } else if (arg == "--dry-run") {
             o.dry_run = true;
-        } else if (arg == "--config" || arg == "--sysroot" || arg == "--runtime-dir") {
+        } else if (arg == "--config" || arg == "--sysroot" || arg == "--runtime-dir" ||
+                   arg == "--metrics-file") {
             const char* v = value();
             if (!v) {
                 fmt::print(stderr, "latgovd: {} needs a value\n{}", arg, usage);
@@ -64,10 +67,20 @@ std::optional<Options> parse_options(int argc, char** argv, bool& help) {
             if (arg == "--config") {
                 o.config = v;
                 o.config_given = true;
-            } else if (arg == "--sysroot")
+            } else if (arg == "--sysroot") {
                 o.sysroot = v;
-            else
+            } else if (arg == "--runtime-dir") {
                 o.runtime_dir = v;
+            } else {
+                // Relative to where latgovd was started: a SIGHUP reload
+                // must not move it.
+                std::error_code ec;
+                o.metrics_file = *v ? std::filesystem::absolute(v, ec) : std::filesystem::path();
+                if (ec) {
+                    fmt::print(stderr, "latgovd: --metrics-file {}: {}\n", v, ec.message());
+                    return std::nullopt;
+                }
+            }
         } else {
             fmt::print(stderr, "latgovd: unknown option {}\n{}", arg, usage);
             return std::nullopt;

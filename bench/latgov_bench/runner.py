@@ -275,7 +275,11 @@ class Session:
         self.daemon_log = log_path
         status = self.runtime_dir / "status.json"
         status.unlink(missing_ok=True)
-        cmd = [self.tools.latgovd, "--runtime-dir", str(self.runtime_dir)]
+        # Its metrics beside its log, not in the file node_exporter serves:
+        # that one would be removed at exit, and a host that never ran
+        # latgov.service would alert on its absence.
+        cmd = [self.tools.latgovd, "--runtime-dir", str(self.runtime_dir),
+               "--metrics-file", str(log_path.with_suffix(".prom"))]
         if self.tools.latgov_config:
             cmd += ["--config", self.tools.latgov_config]
         dry_run = mode == "latgov-dryrun"

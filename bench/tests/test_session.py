@@ -1,7 +1,8 @@
 """What a run holds and gives back, with fake processes on a small tree:
-latgovd --restore after every latgovd and the check that follows it,
-handles kept until their process has exited, latgovd's evidence file moved
-aside and put back, and latgovd's settings read with its drop-ins."""
+latgovd --restore after every latgovd and the check that follows it, its
+metrics file in the run, handles kept until their process has exited,
+latgovd's evidence file moved aside and put back, and latgovd's settings
+read with its drop-ins."""
 
 import subprocess
 
@@ -360,3 +361,18 @@ def test_a_latgovd_that_exits_before_ready_is_restored_too(tree, restores, monke
     assert s.qos_before == {0: "0", 1: "0"}
     assert [c[:2] for c in calls] == [["/x/latgovd", "--restore"]]
     assert s.daemon is None and not s.restore_due
+
+
+def test_latgovd_writes_its_metrics_beside_its_log(tree, restores, monkeypatch):
+    started_with = []
+
+    def popen(cmd, **kw):
+        started_with.append(cmd)
+        return FakeProcess(rc=78)
+
+    monkeypatch.setattr(runner.subprocess, "Popen", popen)
+    s = session(tree)
+    with pytest.raises(runner.HarnessError):
+        s.start_daemon("latgov", tree / "r1.latgovd.log", [0, 1])
+    cmd = started_with[0]
+    assert cmd[cmd.index("--metrics-file") + 1] == str(tree / "r1.latgovd.prom")

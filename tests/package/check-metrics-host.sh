@@ -6,6 +6,8 @@
 # on the real file; the real node_exporter (textfile collector only,
 # 127.0.0.1) serves latgov's metrics in a scrape; latgovd exits 0 on SIGTERM,
 # removes the file and leaves every CPU's pm_qos_resume_latency_us as it was.
+# Then --metrics-file: a file it names is written in place of the
+# configured one, and "" writes none.
 # Root, fio and the host test bed (vda) are required.
 # TOOLS_DIR holds promtool and node_exporter (scripts/prometheus-tools).
 set -euo pipefail
@@ -114,6 +116,28 @@ kill -TERM "$daemon_pid"; rc=0; wait "$daemon_pid" || rc=$?; daemon_pid=""
 if [[ $rc -eq 0 ]]; then pass "latgovd exited 0 after SIGTERM"
 else fail "latgovd exited $rc after SIGTERM"; tail -20 "$tmp/latgovd.log"; fi
 if [[ ! -e $prom ]]; then pass "latgovd removed the metrics file when it stopped"; else fail "metrics file left after stop"; fi
+
+# --metrics-file overrides the configured file; "" writes none
+other=$tmp/textfile/override.prom
+"$latgovd" --config "$tmp/latgov.toml" --runtime-dir "$tmp/run" --metrics-file "$other" \
+    > "$tmp/override.log" 2>&1 &
+daemon_pid=$!
+for ((i = 0; i < 100; i++)); do [[ -s $other ]] && break; sleep 0.1; done
+if [[ -s $other && ! -e $prom ]]; then pass "--metrics-file $other: written there, not at the configured file"
+else fail "--metrics-file $other: written $([[ -s $other ]] && echo yes || echo no), configured file $([[ -e $prom ]] && echo written || echo absent)"; cat "$tmp/override.log"; fi
+kill -TERM "$daemon_pid"; wait "$daemon_pid" || true; daemon_pid=""
+if [[ ! -e $other ]]; then pass "the --metrics-file file removed at stop"; else fail "$other left after stop"; fi
+"$latgovd" --config "$tmp/latgov.toml" --runtime-dir "$tmp/run" --metrics-file "" \
+    > "$tmp/none.log" 2>&1 &
+daemon_pid=$!
+# status.json is written with the metrics, so it shows a write happened
+for ((i = 0; i < 100; i++)); do [[ -s $tmp/run/status.json ]] && break; sleep 0.1; done
+sleep 0.3 # three more status intervals
+files=$(find "$tmp/textfile" -type f | wc -l)
+if [[ -s $tmp/run/status.json && $files -eq 0 ]]; then pass '--metrics-file "": status written, no metrics file'
+else fail "--metrics-file \"\": status.json $([[ -s $tmp/run/status.json ]] && echo written || echo absent), $files file(s) in the textfile directory"; fi
+kill -TERM "$daemon_pid"; wait "$daemon_pid" || true; daemon_pid=""
+
 qos_after=$(qos)
 if [[ $qos_after == "$qos_before" ]]; then pass "every CPU's pm_qos_resume_latency_us as before (${#qos_files[@]} CPUs)"
 else fail "pm_qos_resume_latency_us changed:"; diff <(echo "$qos_before") <(echo "$qos_after") || true; fi
