@@ -491,6 +491,14 @@ void Daemon::write_metrics(TimePoint now) {
     }
 }
 
+// --dry-run wrote none, and leaves a running daemon's file alone.
+void Daemon::remove_metrics_file() const {
+    if (config_.daemon.metrics_file.empty() || options_.dry_run)
+        return;
+    std::error_code ec;
+    std::filesystem::remove(config_.daemon.metrics_file, ec);
+}
+
 void Daemon::tick(TimePoint now) {
     cadence_.ran(now);
     // Fed first: a tick that cannot sample still shows the loop is alive.
@@ -755,6 +763,10 @@ void Daemon::reload(TimePoint now) {
             spdlog::warn("runtime_dir cannot change on reload, keeping {}",
                          config_.daemon.runtime_dir.string());
         config->daemon.runtime_dir = config_.daemon.runtime_dir;
+        // node_exporter would go on serving the file the old configuration
+        // named; the next status write makes the new one.
+        if (config->daemon.metrics_file != config_.daemon.metrics_file)
+            remove_metrics_file();
         config_ = std::move(*config);
         spdlog::set_level(spdlog::level::from_str(config_.daemon.log_level));
         spdlog::info("configuration reloaded");
@@ -772,12 +784,8 @@ void Daemon::shutdown() {
     if (runtime_)
         if (auto removed = runtime_->remove(status_file_name); !removed)
             spdlog::warn("{}", removed.error().message);
-    // node_exporter would go on serving a stopped daemon's last values
-    // (--dry-run wrote none, and leaves a running daemon's file alone).
-    if (!config_.daemon.metrics_file.empty() && !options_.dry_run) {
-        std::error_code ec;
-        std::filesystem::remove(config_.daemon.metrics_file, ec);
-    }
+    // node_exporter would go on serving a stopped daemon's last values.
+    remove_metrics_file();
     spdlog::info("stopped; every constraint released");
     if (state_ && evidence_unsaved_)
         save_learnt_evidence(state_->governor, config_.daemon);

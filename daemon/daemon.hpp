@@ -104,6 +104,7 @@ class Daemon {
     // `also`, other assignments of the same message ("READY=1\n").
     void notify_state(const char* also = "") const;
     void write_metrics(TimePoint now);
+    void remove_metrics_file() const;
     void reload(TimePoint now);
     void shutdown();
     // Arms the IO events while idle and sets wake_at_ to the next deadline.

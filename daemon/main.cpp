@@ -3,6 +3,7 @@
 #include "daemon.hpp"
 #include "latgov/qos.hpp"
 #include "latgov/runtime_dir.hpp"
+#include "latgov/status.hpp"
 #include "logging.hpp"
 
 #include <csignal>
@@ -137,6 +138,10 @@ int main(int argc, char** argv) {
             spdlog::error("{}", restored.error().message);
             return 1;
         }
+        // A latgovd that was killed left its last status: `latgov status`
+        // and `latgov doctor` would show its limits as held now.
+        if (auto removed = dir->remove(status_file_name); !removed)
+            spdlog::warn("{}", removed.error().message);
         return 0;
     }
     if (!config) {

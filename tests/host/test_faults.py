@@ -417,7 +417,8 @@ class FaultTest(HostTestCase):
         """`latgovd --restore --runtime-dir DIR` restores the journal in DIR
         even when the configuration names another runtime_dir (as after an
         edit of the file): the unit names its directory on both ExecStart
-        and ExecStopPost, so a changed key cannot orphan the journal."""
+        and ExecStopPost, so a changed key cannot orphan the journal. The
+        killed latgovd's status goes too: it no longer holds anything."""
         runtime = os.path.join(self.tmp, "run-named")
         d = self.start_daemon(config_path=self.config(), runtime_dir=runtime)
         fio = self.start_fio_held(2)
@@ -428,6 +429,8 @@ class FaultTest(HostTestCase):
         self.assertEqual(read_cpu(self.comp), "n/a", "the kill left nothing to restore")
         journal = os.path.join(runtime, "journal")
         self.assertTrue(os.path.exists(journal), "kill -9 while holding left no journal")
+        status = os.path.join(runtime, "status.json")
+        self.assertTrue(os.path.exists(status), "kill -9 while holding left no status")
         elsewhere = os.path.join(self.tmp, "run-elsewhere")
         edited = self.write_config(CONFIG.format(backend="percpu", limit=0).replace(
             "[daemon]\n", f'[daemon]\nruntime_dir = "{elsewhere}"\n'), "edited.toml")
@@ -436,6 +439,7 @@ class FaultTest(HostTestCase):
         self.assertEqual(out.returncode, 0, out.stderr)
         self.assert_back(self.baseline, "after --restore of the named directory")
         self.assertFalse(os.path.exists(journal), "journal left after a complete restore")
+        self.assertFalse(os.path.exists(status), "the killed latgovd's status left after restore")
         self.assertFalse(os.path.exists(elsewhere), "restore looked in the configured directory")
 
     def sampled_tree(self):

@@ -5,8 +5,8 @@
 # CPU with its reason, and after it the counters; `promtool check metrics`
 # on the real file; the real node_exporter (textfile collector only,
 # 127.0.0.1) serves latgov's metrics in a scrape; latgovd exits 0 on SIGTERM,
-# removes the file and leaves every CPU's pm_qos_resume_latency_us as it was.
-# Then --metrics-file: a file it names is written in place of the
+# removes the file and leaves every CPU's pm_qos_resume_latency_us as it was;
+# a reload that names another file removes the old one. Then --metrics-file: a file it names is written in place of the
 # configured one, and "" writes none.
 # Root, fio and the host test bed (vda) are required.
 # TOOLS_DIR holds promtool and node_exporter (scripts/prometheus-tools).
@@ -112,10 +112,19 @@ else
 fi
 kill "$exporter_pid"; wait "$exporter_pid" 2>/dev/null || true; exporter_pid=""
 
+# A reload that names another file: the old one goes (node_exporter would
+# serve it for ever), the new one is written.
+reloaded=$tmp/textfile/reloaded.prom
+sed -i "s|^metrics_file = .*|metrics_file = \"$reloaded\"|" "$tmp/latgov.toml"
+kill -HUP "$daemon_pid"
+for ((i = 0; i < 100; i++)); do [[ -s $reloaded && ! -e $prom ]] && break; sleep 0.1; done
+if [[ -s $reloaded && ! -e $prom ]]; then pass "a reload naming another metrics file: the old one removed, the new one written"
+else fail "after the reload: $reloaded $([[ -s $reloaded ]] && echo written || echo absent), $prom $([[ -e $prom ]] && echo left || echo removed)"; tail -5 "$tmp/latgovd.log"; fi
+
 kill -TERM "$daemon_pid"; rc=0; wait "$daemon_pid" || rc=$?; daemon_pid=""
 if [[ $rc -eq 0 ]]; then pass "latgovd exited 0 after SIGTERM"
 else fail "latgovd exited $rc after SIGTERM"; tail -20 "$tmp/latgovd.log"; fi
-if [[ ! -e $prom ]]; then pass "latgovd removed the metrics file when it stopped"; else fail "metrics file left after stop"; fi
+if [[ ! -e $reloaded ]]; then pass "latgovd removed the metrics file when it stopped"; else fail "metrics file left after stop"; fi
 
 # --metrics-file overrides the configured file; "" writes none
 other=$tmp/textfile/override.prom
@@ -123,8 +132,9 @@ other=$tmp/textfile/override.prom
     > "$tmp/override.log" 2>&1 &
 daemon_pid=$!
 for ((i = 0; i < 100; i++)); do [[ -s $other ]] && break; sleep 0.1; done
-if [[ -s $other && ! -e $prom ]]; then pass "--metrics-file $other: written there, not at the configured file"
-else fail "--metrics-file $other: written $([[ -s $other ]] && echo yes || echo no), configured file $([[ -e $prom ]] && echo written || echo absent)"; cat "$tmp/override.log"; fi
+configured=$reloaded # what the configuration names now
+if [[ -s $other && ! -e $configured ]]; then pass "--metrics-file $other: written there, not at the configured file"
+else fail "--metrics-file $other: written $([[ -s $other ]] && echo yes || echo no), configured file $([[ -e $configured ]] && echo written || echo absent)"; cat "$tmp/override.log"; fi
 kill -TERM "$daemon_pid"; wait "$daemon_pid" || true; daemon_pid=""
 if [[ ! -e $other ]]; then pass "the --metrics-file file removed at stop"; else fail "$other left after stop"; fi
 "$latgovd" --config "$tmp/latgov.toml" --runtime-dir "$tmp/run" --metrics-file "" \
