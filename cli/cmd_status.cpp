@@ -94,7 +94,8 @@ int watch_status(const SysRoot& root, const std::filesystem::path& runtime_dir,
             body = status.error().message + "\n";
         } else {
             try {
-                body = format_status(*status) + format_other_holders(root, *status);
+                body = format_status(*status) + format_other_holders(root, *status) +
+                       format_writer_gone(root, *status);
             } catch (const std::exception& e) {
                 body = fmt::format("Failed to read {}: {}\n",
                                    (runtime_dir / status_file_name).string(), e.what());
@@ -180,7 +181,8 @@ int status(const Args& args) {
         return 0;
     }
     try {
-        fmt::print("{}{}", format_status(*status), format_other_holders(root, *status));
+        fmt::print("{}{}{}", format_status(*status), format_other_holders(root, *status),
+                   format_writer_gone(root, *status));
     } catch (const std::exception& e) {
         return fail(fmt::format("Failed to read {}: {}",
                                 (std::filesystem::path(runtime_dir) / status_file_name).string(),

@@ -8,7 +8,7 @@ first left over, without ever scrolling; Ctrl-C (typed into the terminal,
 so the line discipline sends SIGINT) ends it with status 0 and the cursor
 shown again. With stdout on a pipe it prints plain copies, one per
 interval, and no control sequences. A status file it cannot use is named,
-with what is wrong with it.
+with what is wrong with it; one whose latgovd is gone says so.
 
 Usage: test_status_watch.py LATGOV
 """
@@ -203,9 +203,13 @@ class StatusWatch(unittest.TestCase):
         self.tmp = tempfile.TemporaryDirectory()
         self.addCleanup(self.tmp.cleanup)
         self.runtime = os.path.join(self.tmp.name, "run")
-        self.root = os.path.join(self.tmp.name, "root")  # empty: no other holders
+        self.root = os.path.join(self.tmp.name, "root")  # no other holders
         os.makedirs(self.runtime)
-        os.makedirs(self.root)
+        # The latgovds of the statuses below run (status checks /proc).
+        for pid in (1111, 2222):
+            os.makedirs(os.path.join(self.root, f"proc/{pid}"))
+            with open(os.path.join(self.root, f"proc/{pid}/comm"), "w") as f:
+                f.write("latgovd\n")
 
     def argv(self, interval):
         return [LATGOV, "--sysroot", self.root, "status", "--watch", "--interval", str(interval),
@@ -330,6 +334,20 @@ class StatusWatch(unittest.TestCase):
         self.assertNotEqual(result.returncode, 0)
         self.assertIn(f"Failed to read {path}: Is a directory", result.stderr)
         self.assertNotIn("is latgovd running", result.stderr)
+
+    def test_a_status_whose_latgovd_is_gone_says_so(self):
+        """A latgovd killed without `latgovd --restore` leaves its status:
+        status says its writer is gone (here pid 3333, with no process),
+        and what to do, after the status itself."""
+        write_status(self.runtime, status(3333, [(0, 20)], 20, 81.5))
+        result = subprocess.run([LATGOV, "--sysroot", self.root, "status", "--runtime-dir",
+                                 self.runtime], capture_output=True, text=True, timeout=TIMEOUT)
+        self.assertEqual(result.returncode, 0, result.stderr)
+        self.assertTrue(result.stdout.startswith("latgovd pid 3333"), result.stdout)
+        self.assertTrue(result.stdout.endswith(
+            "The latgovd that wrote this status (pid 3333) is not running: the limits it shows "
+            "may still be held. `latgovd --restore` puts back what its journal records.\n"),
+            result.stdout)
 
     def test_watch_with_json_is_refused(self):
         result = subprocess.run([LATGOV, "status", "--watch", "--json", "--runtime-dir", self.runtime],

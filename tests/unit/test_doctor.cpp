@@ -55,6 +55,11 @@ TEST_CASE("each problem is flagged with advice") {
              f.isolated_cpus = {3};
              f.irqs_by_cpu[3] = {"nvme0q4"};
          }},
+        {"latgovd",
+         [](HostFacts& f) {
+             f.latgov_running = false;
+             f.latgov_gone_pid = 4242;
+         }},
     };
     for (const auto& c : cases) {
         CAPTURE(c.check);

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <doctest/doctest.h>
 #include <filesystem>
+#include <fmt/format.h>
 #include <fstream>
 #include <unistd.h>
 
@@ -68,5 +69,37 @@ TEST_CASE("latgov status names the limits others hold, not latgov's own") {
     status["global_limit_us"] = 20; // latgov's own request
     status["cpus"][0]["limit_us"] = 100;
     CHECK(format_other_holders(SysRoot(root), status) == "other holders: none\n");
+    fs::remove_all(root);
+}
+
+TEST_CASE("a status whose latgovd is gone says so, and latgov is not running") {
+    char pattern[] = "/tmp/latgov-writer.XXXXXX";
+    const fs::path root = ::mkdtemp(pattern);
+    auto put = [&](const std::string& path, const std::string& text) {
+        fs::create_directories((root / path.substr(1)).parent_path());
+        std::ofstream(root / path.substr(1)) << text;
+    };
+    put("/proc/100/comm", "latgovd\n");
+    put("/proc/200/comm", "bash\n"); // the pid reused since
+    const SysRoot sys(root);
+    auto status = nlohmann::json::parse(R"({"pid": 100, "cpus": [{"cpu": 1, "limit_us": 0}]})");
+    CHECK_FALSE(status_writer_gone(sys, status));
+    CHECK(format_writer_gone(sys, status).empty());
+    const auto running = read_host_facts(sys, Topology{}, status);
+    CHECK(running.latgov_running);
+    CHECK_FALSE(running.latgov_gone_pid);
+    for (int pid : {200, 300}) { // another process's; none at all
+        CAPTURE(pid);
+        status["pid"] = pid;
+        CHECK(status_writer_gone(sys, status) == pid);
+        CHECK(format_writer_gone(sys, status).find(fmt::format("(pid {}) is not running", pid)) !=
+              std::string::npos);
+        const auto gone = read_host_facts(sys, Topology{}, status);
+        CHECK_FALSE(gone.latgov_running);
+        CHECK(gone.latgov_gone_pid == pid);
+        CHECK(gone.latgov_held_cpus == std::set<int>{1});
+    }
+    status.erase("pid"); // a status that names no pid: nothing to tell
+    CHECK_FALSE(status_writer_gone(sys, status));
     fs::remove_all(root);
 }

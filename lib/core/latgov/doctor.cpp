@@ -122,9 +122,16 @@ std::vector<Finding> diagnose(const HostFacts& f) {
     else if (!f.isolated_cpus.empty())
         out.push_back({L::ok, "queue IRQs on isolated CPUs", "none", ""});
 
-    out.push_back({f.latgov_running ? L::ok : L::note, "latgovd",
-                   f.latgov_running ? "running (status file found)" : "not running",
-                   f.latgov_running ? "" : "Start it: `systemctl enable --now latgov`."});
+    if (f.latgov_gone_pid)
+        out.push_back({L::attention, "latgovd",
+                       fmt::format("not running; pid {} left its status", *f.latgov_gone_pid),
+                       "A latgovd that was killed may have left its limits held: "
+                       "`latgovd --restore` puts back what its journal records (the unit's "
+                       "ExecStopPost= runs it), then start it: `systemctl restart latgov`."});
+    else
+        out.push_back({f.latgov_running ? L::ok : L::note, "latgovd",
+                       f.latgov_running ? "running (status file found)" : "not running",
+                       f.latgov_running ? "" : "Start it: `systemctl enable --now latgov`."});
     return out;
 }
 

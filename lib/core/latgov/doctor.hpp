@@ -16,7 +16,8 @@ struct HostFacts {
     std::string cpuidle_driver, cpuidle_governor;
     bool cpu_dma_latency_known = false;
     LatencyLimit cpu_dma_latency;               // the aggregate of every holder
-    bool latgov_running = false;                // a status file was found
+    bool latgov_running = false;                // a status file, its writer running
+    std::optional<int> latgov_gone_pid;         // a status file, its writer gone
     LatencyLimit latgov_global_limit;           // what latgov itself holds there
     std::map<int, LatencyLimit> cpu_values;     // each CPU's pm_qos_resume_latency_us
     std::set<int> latgov_held_cpus;             // CPUs latgov holds (status)

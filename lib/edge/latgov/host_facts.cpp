@@ -4,6 +4,7 @@
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
+#include <limits>
 #include <vector>
 
 namespace latgov {
@@ -19,7 +20,8 @@ HostFacts read_host_facts(const SysRoot& root, const Topology& topology,
         if (cpu.resume_latency_known)
             f.cpu_values[cpu.id] = cpu.resume_latency;
     if (status.is_object()) {
-        f.latgov_running = true;
+        f.latgov_gone_pid = status_writer_gone(root, status);
+        f.latgov_running = !f.latgov_gone_pid;
         if (status.contains("global_limit_us") && status["global_limit_us"].is_number())
             f.latgov_global_limit = status["global_limit_us"].get<std::uint32_t>();
         for (const auto& c : status.value("cpus", nlohmann::json::array()))
@@ -45,6 +47,30 @@ HostFacts read_host_facts(const SysRoot& root, const Topology& topology,
                     f.irqs_by_cpu[cpu].push_back(q.irq_name.empty() ? fmt::format("{}", *q.irq)
                                                                     : q.irq_name);
     return f;
+}
+
+std::optional<int> status_writer_gone(const SysRoot& root, const nlohmann::json& status) {
+    if (!status.is_object())
+        return std::nullopt;
+    const auto& pid = status.value("pid", nlohmann::json());
+    if (!pid.is_number_integer() || pid.get<long long>() <= 0 ||
+        pid.get<long long>() > std::numeric_limits<int>::max())
+        return std::nullopt;
+    // The name too: the pid may have been reused since.
+    if (auto comm = root.read(fmt::format("/proc/{}/comm", pid.get<int>()));
+        comm && trim(*comm) == "latgovd")
+        return std::nullopt;
+    return pid.get<int>();
+}
+
+std::string format_writer_gone(const SysRoot& root, const nlohmann::json& status) {
+    const auto pid = status_writer_gone(root, status);
+    if (!pid)
+        return "";
+    return fmt::format("The latgovd that wrote this status (pid {}) is not running: the limits "
+                       "it shows may still be held. `latgovd --restore` puts back what its "
+                       "journal records.\n",
+                       *pid);
 }
 
 std::string format_other_holders(const SysRoot& root, const nlohmann::json& status) {
