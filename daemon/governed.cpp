@@ -74,7 +74,9 @@ std::optional<IoIssueEvents> open_recorder(const SysRoot& root, const Topology& 
 
 std::optional<IssueCounters> open_issue_counters(const SysRoot& root, const Topology& topology,
                                                  const Governor& governor) {
-    if (!governor.can_hold()) // no waiter will be held
+    // Every request pays for a counter (docs/platform.md): none where no
+    // waiter will be held.
+    if (!governor.holds_waiters())
         return std::nullopt;
     auto counters = IssueCounters::open(root, topology.online_cpus, governor.watched_devs());
     if (!counters) {

@@ -93,6 +93,17 @@ def all_cpus():
     return sorted(cpus)
 
 
+def online_cpus():
+    """/sys/devices/system/cpu/online as a list ("0-3,6" -> [0, 1, 2, 3, 6])."""
+    with open(f"{CPU_SYS}/online") as f:
+        text = f.read().strip()
+    cpus = []
+    for part in text.split(","):
+        first, _, last = part.partition("-")
+        cpus.extend(range(int(first), int(last or first) + 1))
+    return cpus
+
+
 def read_cpu(cpu):
     with open(cpu_knob(cpu)) as f:
         return f.read().strip()

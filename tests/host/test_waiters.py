@@ -28,7 +28,8 @@ import time
 import unittest
 
 from hostlib import (
-    DISK, FIO_FILE, HostTestCase, cpuidle_driver, cpuidle_governor, log, read_all, read_cpu, write_cpu,
+    DISK, FIO_FILE, HostTestCase, cpuidle_driver, cpuidle_governor, log, online_cpus, read_all,
+    read_cpu, write_cpu,
 )
 
 SYNC_FILE = "/var/tmp/latgov-host-test-sync.dat"
@@ -205,9 +206,18 @@ class WaitersTest(HostTestCase):
         self.assertEqual(read_all(), self.baseline)
 
     def test_02_waiter_cpus_off(self):
-        """waiter_cpus = false: the completion CPU only."""
+        """waiter_cpus = false: the completion CPU only, and no per-CPU
+        request counter (one perf event per online CPU, which every request
+        would pay for) is open."""
+        counters_on = self.start_daemon(FIXED_WAITERS.format(evidence=self.evidence, extra=""))
+        fds_on = counters_on.perf_event_fds()
+        self.assertEqual(counters_on.stop(), 0)
         d = self.start_daemon(FIXED_WAITERS.format(evidence=self.evidence,
                                                    extra="waiter_cpus = false"))
+        fds_off = d.perf_event_fds()
+        online = len(online_cpus())
+        log(f"  perf events open: {fds_on} with waiter CPUs, {fds_off} without ({online} CPUs)")
+        self.assertEqual(fds_on - fds_off, online, "request counters with waiter_cpus = false")
         job = self.start_job(sync_writes, self.other, 2)
         samples = []
         while job.running():

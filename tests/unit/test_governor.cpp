@@ -483,6 +483,20 @@ TEST_CASE("prearm: with no cpuidle driver auto holds nothing, so it times no per
     open_first_window(g);
 }
 
+TEST_CASE("waiters are held (and their requests counted) only where a device may hold them") {
+    Topology none = shared_queue_machine();
+    none.cpuidle_driver = "none";
+    for (auto& cpu : none.cpus)
+        cpu.idle_states.clear();
+    CHECK_FALSE(Governor(none, default_config(), declared_costs(none)).holds_waiters());
+    CHECK(Governor(machine(), default_config(), declared_costs(machine())).holds_waiters());
+    Config off = default_config();
+    off.defaults.waiter_cpus = false;
+    Governor g(machine(), off, declared_costs(machine()));
+    CHECK(g.can_hold());
+    CHECK_FALSE(g.holds_waiters());
+}
+
 TEST_CASE("prearm: a hidden multipath path's periodic requests get windows too") {
     Topology t = shared_queue_machine();
     t.devices[0].name = "nvme1c1n1";

@@ -392,6 +392,12 @@ bool Governor::can_hold() const {
                        [this](const GovernedDevice& d) { return may_hold(d); });
 }
 
+bool Governor::holds_waiters() const {
+    return std::any_of(devices_.begin(), devices_.end(), [this](const GovernedDevice& d) {
+        return d.policy.waiter_cpus && may_hold(d);
+    });
+}
+
 bool Governor::prearms(const GovernedDevice& device) const {
     return device.policy.prearm && may_hold(device);
 }

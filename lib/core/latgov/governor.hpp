@@ -175,6 +175,8 @@ class Governor {
     // Some governed device may hold. Without one latgovd only watches: no
     // request wakes it, it samples for the status alone.
     bool can_hold() const;
+    // Some governed device may hold and holds its waiters' CPUs too.
+    bool holds_waiters() const;
 
     // What was learnt so far; true once after it gained a verdict (time to
     // persist it).
