@@ -558,7 +558,7 @@ void Daemon::tick(TimePoint now) {
         evidence_unsaved_ = !options_.dry_run; // --dry-run writes no file
     }
     if (evidence_unsaved_ && !state_->governor.any_active()) {
-        save_learnt_evidence(state_->governor, config_.daemon);
+        evidence_to_save_ = {state_->governor.evidence(), config_.daemon.evidence_file};
         evidence_unsaved_ = false;
     }
     housekeeping(now);
@@ -787,8 +787,8 @@ void Daemon::shutdown() {
     // node_exporter would go on serving a stopped daemon's last values.
     remove_metrics_file();
     spdlog::info("stopped; every constraint released");
-    if (state_ && evidence_unsaved_)
-        save_learnt_evidence(state_->governor, config_.daemon);
+    if (state_ && (evidence_unsaved_ || evidence_to_save_))
+        save_learnt_evidence(state_->governor.evidence(), config_.daemon.evidence_file);
     else if (state_ && !options_.dry_run) // --dry-run writes no file
         save_unfinished_evidence(state_->governor, config_.daemon);
 }
@@ -972,6 +972,7 @@ std::optional<int> Daemon::on_signals() {
 int Daemon::run_loop(std::unique_lock<std::mutex>& lock) {
     if (!start())
         return 1;
+    save_evidence_unlocked(lock); // the first tick's, before a sleep with no timer
     for (;;) {
         epoll_event events[16];
         const int n = wait_for_events(events, lock);
@@ -1007,8 +1008,22 @@ int Daemon::run_loop(std::unique_lock<std::mutex>& lock) {
         if (now >= wake_at_) {
             tick(now);
             arm_timer(now);
+            save_evidence_unlocked(lock);
         }
     }
+}
+
+// The flush may wait long for a busy disk; the first request of the next
+// burst, likely meanwhile, must not wait with it. The kick threads take
+// onsets while the lock is down.
+void Daemon::save_evidence_unlocked(std::unique_lock<std::mutex>& lock) {
+    if (!evidence_to_save_)
+        return;
+    const PendingEvidence pending = std::move(*evidence_to_save_);
+    evidence_to_save_.reset();
+    lock.unlock();
+    save_learnt_evidence(pending.book, pending.file);
+    lock.lock();
 }
 
 } // namespace latgov

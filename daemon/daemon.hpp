@@ -148,6 +148,7 @@ class Daemon {
     // SIGHUP reloads; the exit status when a signal stops the daemon.
     std::optional<int> on_signals();
     int run_loop(std::unique_lock<std::mutex>& lock);
+    void save_evidence_unlocked(std::unique_lock<std::mutex>& lock);
     // What the first requests after idle would hold (journaled before sleeping).
     std::map<int, LatencyLimit> likely_holds() const;
 
@@ -213,7 +214,13 @@ class Daemon {
     TimePoint last_metrics_{};
     TimePoint last_record_check_{};
     bool evidence_unsaved_ = false; // a verdict changed; saved once no queue is active
-    bool metrics_failed_ = false;   // warn once until a write succeeds again
+    struct PendingEvidence {
+        EvidenceBook book;
+        std::filesystem::path file;
+    };
+    // What a tick found due, saved by the loop with the lock down.
+    std::optional<PendingEvidence> evidence_to_save_;
+    bool metrics_failed_ = false; // warn once until a write succeeds again
 };
 
 } // namespace latgov

@@ -60,8 +60,8 @@ bool note_evidence_changes(Governor& governor) {
     return true;
 }
 
-void save_learnt_evidence(const Governor& governor, const DaemonSettings& settings) {
-    if (auto saved = save_evidence(settings.evidence_file, governor.evidence()); !saved)
+void save_learnt_evidence(const EvidenceBook& book, const std::filesystem::path& file) {
+    if (auto saved = save_evidence(file, book); !saved)
         spdlog::warn("{}; what was learnt is kept for this run, and written again with the next "
                      "change",
                      saved.error().message);

@@ -12,6 +12,7 @@
 #include "latgov/topology.hpp"
 
 #include <cstdint>
+#include <filesystem>
 #include <vector>
 
 namespace latgov {
@@ -26,10 +27,10 @@ EvidenceBook evidence_for(const SysRoot& root, const DaemonSettings& settings,
 // changed (the status shows it, and the file is to be saved).
 bool note_evidence_changes(Governor& governor);
 
-// Writes evidence_file, flushed: the caller does it while no queue is
-// active, since the file may live on a governed disk and the flush would
-// stall the loop in the middle of IO.
-void save_learnt_evidence(const Governor& governor, const DaemonSettings& settings);
+// Writes `book` to `file` (evidence_file), flushed: the caller does it
+// while no queue is active, since the file may live on a governed disk and
+// the flush would stall the loop in the middle of IO.
+void save_learnt_evidence(const EvidenceBook& book, const std::filesystem::path& file);
 
 // At exit: the window pairs of experiments still uncertain, so that short
 // runs add up to a verdict over restarts.

@@ -1,6 +1,7 @@
 """Host fault tests: latgovd killed at random moments while it changes
 limits, a second writer of the same PM QoS files, --dry-run, attacks on the
-runtime directory, a device it cannot read, and the onset delay after idle.
+runtime directory, a device it cannot read, auto mode's learning on a
+simulated device, and the onset delay after idle.
 
 Runs on the virtio test bed (vda, one queue, as root), with nothing else
 using its disk or PM QoS files; a missing prerequisite FAILS, it never skips. Helpers: hostlib.py.
@@ -17,6 +18,7 @@ import random
 import shutil
 import signal
 import subprocess
+import threading
 import time
 
 from hostlib import (
@@ -65,6 +67,84 @@ def write_proc_stat(root, vda_interrupts):
         f.write("cpu  1 0 1 100 0 0 0 0 0 0\n"
                 "cpu0 1 0 1 50 0 0 0 0 0 0\ncpu1 0 0 0 50 0 0 0 0 0 0\n"
                 f"intr {sum(irqs)} " + " ".join(str(n) for n in irqs) + "\n")
+
+class SimulatedReader:
+    """A QD1 reader on the vda of a sampled tree, as the kernel would count
+    it: every 2 ms its block stat (reads, sectors, read ticks, one in
+    flight) and its queue IRQ's count in /proc/stat grow by the requests
+    that fit in the time since the last step. A request takes held_us
+    while the tree's completion CPU file reads "n/a" (held at 0), else
+    unheld_us, and the next comes GAP_US after it. Each file is rewritten
+    in place at a fixed length, in one write: latgovd keeps them open and
+    reads at offset 0."""
+
+    GAP_US = 150.0
+    STEP_S = 0.002
+
+    def __init__(self, root, qos_file, held_us, unheld_us):
+        self.held_us, self.unheld_us = held_us, unheld_us
+        self.stat = os.path.join(root, "sys", "block", "vda", "stat")
+        self.proc_stat = os.path.join(root, "proc", "stat")
+        self.qos_file = qos_file
+        self.ios = 0.0
+        self.ticks_ms = 0.0
+        self.steps = self.held_steps = 0
+        self.running = False
+        self.thread = None
+        self.started = None
+
+    def write(self, inflight):
+        ios, ticks = int(self.ios), int(self.ticks_ms)
+        stat = (f"{ios:012d} 0 {8 * ios:014d} {ticks:012d} 0 0 0 0 {inflight} {ticks:012d} "
+                f"{ticks:012d} 0 0 0 0 0 0\n")
+        irqs = ["0"] * 64
+        irqs[36] = f"{ios:012d}"
+        proc = ("cpu  1 0 1 100 0 0 0 0 0 0\n"
+                "cpu0 1 0 1 50 0 0 0 0 0 0\ncpu1 0 0 0 50 0 0 0 0 0 0\n"
+                f"intr {ios:012d} " + " ".join(irqs) + "\n")
+        for path, text in ((self.stat, stat), (self.proc_stat, proc)):
+            fd = os.open(path, os.O_WRONLY)
+            try:
+                os.pwrite(fd, text.encode(), 0)
+            finally:
+                os.close(fd)
+
+    def run(self):
+        last = time.monotonic()
+        while self.running:
+            with open(self.qos_file) as f:
+                held = f.read().strip() == "n/a"
+            latency = self.held_us if held else self.unheld_us
+            now = time.monotonic()
+            done = (now - last) * 1e6 / (latency + self.GAP_US)
+            last = now
+            self.ios += done
+            self.ticks_ms += done * latency / 1000
+            self.steps += 1
+            self.held_steps += held
+            self.write(inflight=1)
+            time.sleep(self.STEP_S)
+        self.write(inflight=0)
+
+    def start(self):
+        self.write(inflight=0)  # the fixed-length layout, before latgovd opens it
+        self.running = True
+        self.started = time.monotonic()
+        self.thread = threading.Thread(target=self.run, daemon=True)
+        self.thread.start()
+
+    def stop(self):
+        if self.thread:
+            self.running = False
+            self.thread.join()
+            self.thread = None
+
+    def elapsed(self):
+        return time.monotonic() - self.started
+
+    def held_fraction(self):
+        return self.held_steps / max(1, self.steps)
+
 
 # What someone else writes to a CPU: no value latgov ever writes here.
 THEIRS = "77"
@@ -663,6 +743,70 @@ class FaultTest(HostTestCase):
         self.assertTrue(d.alive(), d.log())
         self.assertEqual(d.stop(), 0, d.log())
         self.assertEqual(read_all(), self.baseline)
+
+    def learn_on_simulated_device(self, held_us, unheld_us, verdict, limit_from):
+        """latgovd in auto mode on the tree of test_13 (a haltpoll guest,
+        whose idle states declare no cost that can be trusted) with a
+        SimulatedReader on its vda: it alternates windows with and without
+        the hold until the status shows `limit_from`, then holds (limit 0)
+        or not as `verdict` says. Once the IO stops (the queue idle) it
+        writes what it learnt to its evidence file while it runs, not only
+        at exit, and leaves the tree's CPUs and this machine's as they
+        were."""
+        root, tree_values = self.sampled_tree()
+        before = tree_values()
+        qos1 = os.path.join(root, "sys", "devices", "system", "cpu", "cpu1", "power",
+                            "pm_qos_resume_latency_us")
+        evidence = os.path.join(self.tmp, "evidence")
+        device = SimulatedReader(root, qos1, held_us, unheld_us)
+        self.addCleanup(device.stop)
+        d = self.start_daemon(
+            "[daemon]\nlog_level = \"debug\"\nstatus_interval_ms = 50\n"
+            f'evidence_file = "{evidence}"\n\n'
+            "[defaults]\nmode = \"auto\"\nwaiter_cpus = false\nprearm = false\n",
+            events=None, args=("--sysroot", root))
+        device.start()
+
+        def decided(st):
+            dev = {x["name"]: x for x in st["devices"]}.get("vda", {})
+            return limit_from in (dev.get("limit_from") or "")
+
+        st = self.wait_status(d, decided, f"vda: {limit_from}", timeout=20)
+        dev = {x["name"]: x for x in st["devices"]}["vda"]
+        log(f"  requests {held_us} us held, {unheld_us} us not: decided after "
+            f"{device.elapsed():.1f} s of IO, cpu 1 held in {device.held_fraction():.0%} of it: "
+            f"{dev['limit_from']}")
+        self.assertEqual([e["verdict"] for e in st["evidence"]], [verdict], st)
+        self.assertTrue(0.2 < device.held_fraction() < 0.95,
+                        f"windows held {device.held_fraction():.0%} of the time while learning")
+        self.assertFalse(os.path.exists(evidence), "evidence written while IO ran")
+        held = "n/a" if verdict == "hold" else "0"
+        self.assertEqual(dev["limit_us"], 0 if verdict == "hold" else None, st)
+        self.assertIsNotNone(self.wait_value(lambda: tree_values()[1], held, 1.0),
+                             f"cpu 1 not {held} after the verdict")
+        device.stop()
+        saved = self.wait_value(lambda: os.path.exists(evidence), True, 5.0)
+        self.assertIsNotNone(saved, "nothing saved once the queue was idle")
+        self.assertTrue(d.alive(), d.log())
+        with open(evidence) as f:
+            learnt = f.read()
+        self.assertRegex(learnt, rf"(?m)^gap class=\d+ verdict={verdict} ", learnt)
+        self.assertIsNotNone(self.wait_value(tree_values, before, 2.0),
+                             f"cpu 1 still held after the IO: {tree_values()}")
+        self.assertEqual(d.stop(), 0)
+        self.assertEqual(tree_values(), before, "the tree's CPUs were left held")
+        self.assertEqual(read_all(), self.baseline, "the machine's own files were written")
+
+    def test_17_auto_learns_that_holding_pays(self):
+        """Auto mode's live-IO learning end to end, on any host: requests
+        that take 100 us while their completion CPU is held and 150 us
+        while it is not (150 us apart) are held from the verdict on."""
+        self.learn_on_simulated_device(100, 150, "hold", "holding buys latency")
+
+    def test_18_auto_learns_that_holding_buys_nothing(self):
+        """The same where the hold changes nothing (150 us either way):
+        after the windows nothing is held."""
+        self.learn_on_simulated_device(150, 150, "no-hold", "holding buys nothing measurable")
 
     def test_08_onset_after_idle(self):
         """Pairs of 4k reads 30 ms apart (each pair after the 3 ms linger
