@@ -157,3 +157,22 @@ TEST_CASE("explain: linger_ms auto falls back to 3 ms whatever number [defaults]
     REQUIRE(text);
     CHECK(contains(*text, "A queue stays active 50 ms after its last IO (linger_ms).\n"));
 }
+
+TEST_CASE("explain: completion CPUs taken from smp_affinity_list say so") {
+    Machine machine;
+    const Config config;
+    auto text = machine.explain(config, nullptr);
+    REQUIRE(text);
+    CHECK_FALSE(contains(*text, "smp_affinity_list"));
+
+    // A kernel without effective_affinity_list: discovery took the IRQ's
+    // affinity instead.
+    auto& q = machine.topology.devices[0].queues[0];
+    q.irq_affinity = {0, 1};
+    q.completion_cpus = {0, 1};
+    q.completion_source = CompletionSource::irq_affinity;
+    text = machine.explain(config, nullptr);
+    REQUIRE(text);
+    CHECK(contains(*text, "0      virtio1-req.0    0-1           ?\n"));
+    CHECK(contains(*text, "COMPLETES ON is the IRQ's smp_affinity_list (online CPUs)"));
+}

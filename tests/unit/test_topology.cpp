@@ -1,6 +1,7 @@
 // Discovery on small trees written by the test; whole-machine trees captured
 // with `latgov snapshot` are checked by the golden tests.
 #include "latgov/discovery.hpp"
+#include "latgov/topology_json.hpp"
 
 #include <doctest/doctest.h>
 #include <filesystem>
@@ -55,6 +56,24 @@ class FakeTree {
         write("sys/kernel/irq/" + std::to_string(n) + "/actions", name + "\n");
         write("proc/irq/" + std::to_string(n) + "/smp_affinity_list", affinity + "\n");
         write("proc/irq/" + std::to_string(n) + "/effective_affinity_list", effective + "\n");
+    }
+    // What a kernel without CONFIG_GENERIC_IRQ_EFFECTIVE_AFF_MASK shows.
+    void no_effective_affinity() {
+        for (const auto& entry : fs::directory_iterator(root_ / "proc/irq"))
+            fs::remove(entry.path() / "effective_affinity_list");
+    }
+    // A disk of a driver with no naming rule, whose queues are found among
+    // its PCI function's MSI vectors by affinity mask.
+    void unknown_driver_disk() {
+        write("sys/devices/pci0000:00/0000:00:07.0/msi_irqs/50", "msix\n");
+        write("sys/devices/pci0000:00/0000:00:07.0/msi_irqs/51", "msix\n");
+        write("sys/devices/pci0000:00/0000:00:07.0/host0/block/sda/dev", "8:0\n");
+        write("sys/devices/pci0000:00/0000:00:07.0/host0/block/sda/mq/0/cpu_list", "0\n");
+        write("sys/devices/pci0000:00/0000:00:07.0/host0/block/sda/mq/1/cpu_list", "1\n");
+        link("sys/devices/pci0000:00/0000:00:07.0/host0/block/sda/device", "../..");
+        link("sys/block/sda", "../devices/pci0000:00/0000:00:07.0/host0/block/sda");
+        irq(50, "xyz-q0", "0", "0");
+        irq(51, "xyz-q1", "1", "1");
     }
     const fs::path& root() const { return root_; }
 
@@ -124,17 +143,7 @@ TEST_CASE("a queue whose IRQ is shut down falls back to its online affinity CPUs
 
 TEST_CASE("a disk with no naming rule is matched to the device IRQ with its mask") {
     FakeTree tree;
-    // An unknown driver: the queue's IRQ is found among the PCI function's
-    // MSI vectors by affinity mask.
-    tree.write("sys/devices/pci0000:00/0000:00:07.0/msi_irqs/50", "msix\n");
-    tree.write("sys/devices/pci0000:00/0000:00:07.0/msi_irqs/51", "msix\n");
-    tree.write("sys/devices/pci0000:00/0000:00:07.0/host0/block/sda/dev", "8:0\n");
-    tree.write("sys/devices/pci0000:00/0000:00:07.0/host0/block/sda/mq/0/cpu_list", "0\n");
-    tree.write("sys/devices/pci0000:00/0000:00:07.0/host0/block/sda/mq/1/cpu_list", "1\n");
-    tree.link("sys/devices/pci0000:00/0000:00:07.0/host0/block/sda/device", "../..");
-    tree.link("sys/block/sda", "../devices/pci0000:00/0000:00:07.0/host0/block/sda");
-    tree.irq(50, "xyz-q0", "0", "0");
-    tree.irq(51, "xyz-q1", "1", "1");
+    tree.unknown_driver_disk();
     auto topo = discover_topology(SysRoot(tree.root()));
     REQUIRE(topo);
     const BlockDevice* sda = topo->device("sda");
@@ -144,6 +153,64 @@ TEST_CASE("a disk with no naming rule is matched to the device IRQ with its mask
     CHECK(sda->queues[1].irq == 51);
     CHECK(sda->queues[1].irq_name == "xyz-q1");
     CHECK(sda->queues[1].completion_cpus == CpuSet{1});
+}
+
+TEST_CASE("without effective_affinity_list a queue completes on its IRQ's online affinity CPUs") {
+    FakeTree tree;
+    tree.irq(36, "virtio1-req.0", "1-3", "1"); // CPUs 2 and 3 are offline
+    tree.no_effective_affinity();
+    auto topo = discover_topology(SysRoot(tree.root()));
+    REQUIRE(topo);
+    CHECK(topo->warnings.empty());
+    REQUIRE(topo->devices.size() == 1);
+    const auto& q = topo->devices[0].queues.at(0);
+    CHECK(q.irq == 36);
+    CHECK(q.irq_affinity == CpuSet{1, 2, 3});
+    CHECK(q.completion_cpus == CpuSet{1});
+    CHECK(q.completion_source == CompletionSource::irq_affinity);
+    CHECK(format_topology_table(*topo).find(" 1 (affinity) ") != std::string::npos);
+    CHECK(to_json(*topo)["devices"][0]["queues"][0]["completion_source"] == "irq_affinity");
+}
+
+TEST_CASE("without effective_affinity_list a disk is still matched to its IRQs by mask") {
+    FakeTree tree;
+    tree.unknown_driver_disk();
+    tree.no_effective_affinity();
+    auto topo = discover_topology(SysRoot(tree.root()));
+    REQUIRE(topo);
+    const BlockDevice* sda = topo->device("sda");
+    REQUIRE(sda);
+    REQUIRE(sda->queues.size() == 2);
+    CHECK(sda->queues[1].irq == 51);
+    CHECK(sda->queues[1].completion_cpus == CpuSet{1});
+    CHECK(sda->queues[1].completion_source == CompletionSource::irq_affinity);
+}
+
+TEST_CASE("with neither effective_affinity_list nor smp_affinity_list the disk is skipped naming "
+          "the file") {
+    FakeTree tree;
+    tree.no_effective_affinity();
+    fs::remove(tree.root() / "proc/irq/36/smp_affinity_list");
+    auto topo = discover_topology(SysRoot(tree.root()));
+    REQUIRE(topo);
+    CHECK(topo->devices.empty());
+    REQUIRE(topo->warnings.size() == 1);
+    CHECK(topo->warnings[0].find("proc/irq/36/smp_affinity_list: No such file or directory") !=
+          std::string::npos);
+    CHECK(topo->warnings[0].find("skipping device vda") != std::string::npos);
+}
+
+TEST_CASE("an effective_affinity_list that is there but unreadable skips the disk naming it") {
+    FakeTree tree;
+    // Only a missing file means the kernel keeps no effective affinity.
+    fs::remove(tree.root() / "proc/irq/36/effective_affinity_list");
+    fs::create_directory(tree.root() / "proc/irq/36/effective_affinity_list");
+    auto topo = discover_topology(SysRoot(tree.root()));
+    REQUIRE(topo);
+    CHECK(topo->devices.empty());
+    REQUIRE(topo->warnings.size() == 1);
+    CHECK(topo->warnings[0].find("proc/irq/36/effective_affinity_list") != std::string::npos);
+    CHECK(topo->warnings[0].find("skipping device vda") != std::string::npos);
 }
 
 TEST_CASE("a capture keeps symlinks and the files read") {

@@ -179,6 +179,13 @@ std::string explain_queues(const LiveStatus* status, const BlockDevice& device_i
             if (std::find(cpus.begin(), cpus.end(), c) == cpus.end())
                 cpus.push_back(c);
     }
+    // The CPUs above are then those that may take the interrupt, not the one
+    // that does.
+    if (std::ranges::any_of(device_info.queues, [](const HardwareQueue& h) {
+            return h.completion_source == CompletionSource::irq_affinity;
+        }))
+        out += "COMPLETES ON is the IRQ's smp_affinity_list (online CPUs): this kernel has no "
+               "effective_affinity_list to say which of them takes the interrupt.\n";
     // The waiter CPUs latgovd holds for the device besides its completion CPUs.
     if (status)
         for (const auto& c : status->cpus)

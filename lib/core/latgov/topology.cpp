@@ -20,6 +20,8 @@ std::string_view to_string(CompletionSource source) {
     switch (source) {
     case CompletionSource::irq_effective_affinity:
         return "irq";
+    case CompletionSource::irq_affinity:
+        return "irq_affinity";
     case CompletionSource::submit_cpus:
         return "submit_cpus";
     case CompletionSource::none:

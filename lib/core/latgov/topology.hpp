@@ -35,6 +35,7 @@ std::string_view to_string(QueueType type);
 // Where a queue's completion CPUs came from.
 enum class CompletionSource {
     irq_effective_affinity, // the IRQ's effective_affinity_list
+    irq_affinity,           // its smp_affinity_list, online CPUs: no effective_affinity_list
     submit_cpus,            // no IRQ of its own (null_blk, loop): submitters complete
     none,                   // poll queue: completed by the submitter polling, no IRQ
 };

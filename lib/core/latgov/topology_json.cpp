@@ -112,6 +112,9 @@ std::string format_topology_table(const Topology& t) {
             case CompletionSource::irq_effective_affinity:
                 completion = format_cpu_list(q.completion_cpus);
                 break;
+            case CompletionSource::irq_affinity:
+                completion = format_cpu_list(q.completion_cpus) + " (affinity)";
+                break;
             case CompletionSource::submit_cpus:
                 completion = format_cpu_list(q.completion_cpus) + " (submitters)";
                 break;

@@ -4,7 +4,10 @@
 #include "latgov/parse.hpp"
 
 #include <algorithm>
+#include <cerrno>
+#include <fcntl.h>
 #include <map>
+#include <optional>
 
 namespace latgov {
 
@@ -125,8 +128,9 @@ IrqNames read_irq_names(const SysRoot& root, std::vector<std::string>& warnings)
 }
 
 struct IrqCpus {
-    CpuSet effective;
     CpuSet affinity;
+    // nullopt: the kernel has no effective_affinity_list (see read_irq_cpus).
+    std::optional<CpuSet> effective;
 };
 
 Result<IrqCpus> read_irq_cpus(const SysRoot& root, int irq) {
@@ -134,10 +138,20 @@ Result<IrqCpus> read_irq_cpus(const SysRoot& root, int irq) {
     auto affinity = read_parsed(root, dir + "/smp_affinity_list", parse_cpu_list);
     if (!affinity)
         return affinity.error();
-    auto effective = read_parsed(root, dir + "/effective_affinity_list", parse_cpu_list);
-    if (!effective)
+    const std::string effective_path = dir + "/effective_affinity_list";
+    auto effective = read_parsed(root, effective_path, parse_cpu_list);
+    if (effective)
+        return IrqCpus{std::move(*affinity), std::move(*effective)};
+    // The kernel creates effective_affinity_list only with
+    // CONFIG_GENERIC_IRQ_EFFECTIVE_AFF_MASK, which not every architecture or
+    // interrupt controller selects. Only its absence means that, and the
+    // read's error keeps no errno, so open(2) is asked: a file that is there
+    // but cannot be read or parsed is still an error. (An IRQ freed since
+    // smp_affinity_list was read looks the same; the uevent of the device
+    // that freed it brings a rescan.)
+    if (root.open(effective_path, O_PATH | O_CLOEXEC) || errno != ENOENT)
         return effective.error();
-    return IrqCpus{std::move(*effective), std::move(*affinity)};
+    return IrqCpus{std::move(*affinity), std::nullopt};
 }
 
 QueueType parse_queue_type(std::string_view text) {
@@ -202,11 +216,22 @@ Result<HardwareQueue> read_queue(const DiskContext& ctx, const BlockDevice& disk
         queue.irq = irq->irq;
         queue.irq_name = irq->name;
         queue.irq_affinity = std::move(cpus->affinity);
-        queue.completion_cpus = std::move(cpus->effective);
-        queue.completion_source = CompletionSource::irq_effective_affinity;
+        if (cpus->effective) {
+            queue.completion_cpus = std::move(*cpus->effective);
+            queue.completion_source = CompletionSource::irq_effective_affinity;
+        } else {
+            // Without an effective mask the kernel does not say which CPU of
+            // the affinity takes the interrupt (the controller picks one, or
+            // spreads them), so every online one of them is taken to complete.
+            queue.completion_source = CompletionSource::irq_affinity;
+        }
         if (queue.completion_cpus.empty()) {
             // An IRQ that is shut down (all its CPUs offline) has no effective
-            // CPU; it would come back on one of its affinity CPUs.
+            // CPU; it would come back on one of its affinity CPUs. Left empty
+            // when none of them is online: the kernel shuts a managed IRQ down
+            // then (its queue's submitters are offline too, so no IO comes),
+            // and gives any other IRQ the online CPUs as its affinity, which
+            // smp_affinity_list then shows.
             std::set_intersection(queue.irq_affinity.begin(), queue.irq_affinity.end(),
                                   ctx.online.begin(), ctx.online.end(),
                                   std::back_inserter(queue.completion_cpus));
