@@ -334,9 +334,8 @@ TEST_CASE("the record of a CPU that was hot-removed is dropped, by a restore or 
 
     // A record a start-up restore could not put back (CPU 5 was there, its
     // file unreadable) is adopted by the holder, which retries it at each
-    // check; the CPU is removed meanwhile. (A plain file's fd outlives its
-    // removal, so a CPU held here cannot be removed under the holder; on
-    // sysfs its reads fail, and the same check drops it.)
+    // check; the CPU is removed meanwhile. (A CPU removed while held is
+    // dropped by the same check once released: its reads fail.)
     fs::create_directories(tree.slot(5).parent_path());
     REQUIRE(write_journal(tree.journal(), {{5, us(300), us(0)}}));
     Log held_log;
@@ -349,6 +348,163 @@ TEST_CASE("the record of a CPU that was hot-removed is dropped, by a restore or 
     holder.release_all();
     CHECK(tree.get(0) == "0");
     CHECK_FALSE(fs::exists(tree.journal()));
+
+    // A CPU removed while held: its release cannot read it, and the record
+    // goes at once.
+    PerCpuHolder holding(tree.sysroot(), tree.journal(), held_log.sink());
+    holding.apply({{1, us(20)}}, t0);
+    REQUIRE(tree.get(1) == "20");
+    fs::remove_all(tree.slot(1).parent_path().parent_path());
+    holding.apply({}, t0);
+    CHECK(held_log.mentions("cpu 1 no longer exists"));
+    CHECK(holding.held().empty());
+    holding.release_all();
+    CHECK_FALSE(fs::exists(tree.journal()));
+}
+
+namespace {
+
+// What hot-removing a CPU's device and adding it back does to its file: the
+// old one goes (on sysfs its reads then fail with ENODEV), and the new
+// device's file shows its own value, no constraint.
+void replug(const QosTree& tree, int cpu, const std::string& text = "0\n") {
+    fs::remove_all(tree.slot(cpu).parent_path().parent_path());
+    tree.set(cpu, text);
+}
+
+} // namespace
+
+TEST_CASE("ResumeLatencyFile tells a file replaced by a new device from a new value") {
+    QosTree tree(2);
+    ResumeLatencyFile file(tree.sysroot(), 1);
+    auto value = [&] {
+        auto read = file.read();
+        REQUIRE(read);
+        return *read;
+    };
+    CHECK(value() == LatencyLimit{});
+    CHECK_FALSE(file.take_replaced()); // the first open has nothing to compare with
+
+    tree.set(1, "20\n"); // written in place: the same file
+    CHECK(value() == us(20));
+    CHECK_FALSE(file.take_replaced());
+
+    replug(tree, 1);
+    CHECK(value() == LatencyLimit{});
+    CHECK(file.take_replaced());
+    CHECK_FALSE(file.take_replaced()); // reported once
+
+    // Removed, read while gone, then added back: the file opened then is new.
+    fs::remove_all(tree.slot(1).parent_path().parent_path());
+    CHECK_FALSE(file.read());
+    tree.set(1, "0\n");
+    CHECK(value() == LatencyLimit{});
+    CHECK(file.take_replaced());
+}
+
+TEST_CASE("a CPU removed and added back is constrained again, its new value the original") {
+    // The kernel dropped latgov's request with the old device; the new one
+    // reads 0 (no constraint), which nobody else wrote.
+    QosTree tree(2, "500\n");
+    Log log;
+    PerCpuHolder holder(tree.sysroot(), tree.journal(), log.sink());
+    holder.apply({{1, us(20)}}, t0);
+    REQUIRE(tree.get(1) == "20");
+    REQUIRE(journal_of(tree).size() == 1);
+    REQUIRE(journal_of(tree)[0].original == us(500));
+
+    SUBCASE("noticed by the next hold") {
+        replug(tree, 1);
+    }
+    SUBCASE("noticed by a hold while it is gone, and the next once it is back") {
+        fs::remove_all(tree.slot(1).parent_path().parent_path());
+        holder.apply({{1, us(20)}}, t0);
+        CHECK(log.mentions("not constraining cpu 1"));
+        tree.set(1, "0\n");
+    }
+    SUBCASE("noticed by a release, which puts nothing back") {
+        replug(tree, 1);
+        holder.apply({}, t0);
+        CHECK(tree.get(1) == "0\n"); // not the old device's 500
+        CHECK(holder.held().empty());
+        CHECK(journal_of(tree).empty());
+    }
+    SUBCASE("noticed by a record check, which puts nothing back either") {
+        holder.apply({}, t0);
+        REQUIRE(tree.get(1) == "500");
+        replug(tree, 1);
+        holder.check_records();
+        CHECK(tree.get(1) == "0\n");
+        CHECK(journal_of(tree).empty());
+    }
+    CHECK(holder.yielded().empty());
+
+    holder.apply({{1, us(20)}}, t0);
+    CHECK(tree.get(1) == "20");
+    CHECK(holder.held().count(1) == 1);
+    CHECK(holder.yielded().empty());
+    CHECK(log.mentions("cpu 1 was removed and added back"));
+    CHECK_FALSE(log.mentions("by someone else"));
+    // The journal names the new device's original: a restore after a kill
+    // puts back 0, not the old device's 500.
+    auto entries = journal_of(tree);
+    REQUIRE(entries.size() == 1);
+    CHECK(entries[0].cpu == 1);
+    CHECK(entries[0].original == LatencyLimit{});
+    CHECK(entries[0].written == us(20));
+
+    holder.release_all();
+    CHECK(tree.get(1) == "0");
+    CHECK_FALSE(fs::exists(tree.journal()));
+}
+
+TEST_CASE("a CPU added back with its old original keeps its record for the next hold") {
+    QosTree tree(2);
+    Log log;
+    PerCpuHolder holder(tree.sysroot(), tree.journal(), log.sink());
+    holder.apply({{1, us(20)}}, t0);
+    REQUIRE(tree.get(1) == "20");
+    replug(tree, 1);
+    int records = 0;
+    holder.on_step = [&](std::string_view step) { records += step == "record"; };
+    holder.apply({{1, us(20)}}, t0);
+    CHECK(tree.get(1) == "20");
+    CHECK(holder.yielded().empty());
+    CHECK(records == 0); // the record already names the file's original and 20
+    REQUIRE(journal_of(tree).size() == 1);
+    CHECK(journal_of(tree)[0].original == LatencyLimit{});
+
+    // Killed now: the restore puts the original back on the new device.
+    REQUIRE(restore_journal(tree.sysroot(), tree.journal(), log.sink()));
+    CHECK(tree.get(1) == "0");
+}
+
+TEST_CASE("0 written on the same device by someone else is still theirs") {
+    // Not a new device: the same file, changed by another writer.
+    QosTree tree(2, "500\n");
+    Log log;
+    PerCpuHolder holder(tree.sysroot(), tree.journal(), log.sink());
+    holder.apply({{1, us(20)}}, t0);
+    REQUIRE(tree.get(1) == "20");
+    tree.set(1, "0\n");
+
+    SUBCASE("seen by a hold") {
+        holder.apply({{1, us(20)}}, t0);
+    }
+    SUBCASE("seen by a release") {
+        holder.apply({}, t0);
+    }
+    CHECK(log.mentions("cpu 1: pm_qos_resume_latency_us"));
+    CHECK(log.mentions("by someone else"));
+    CHECK_FALSE(log.mentions("removed and added back"));
+    REQUIRE(holder.yielded().count(1) == 1);
+    CHECK(holder.yielded().at(1) == LatencyLimit{});
+    CHECK(holder.held().empty());
+
+    holder.apply({{1, us(20)}}, t0); // theirs until they change it again
+    holder.prepare({{1, us(20)}});
+    CHECK(tree.get(1) == "0\n");
+    CHECK(journal_of(tree).empty());
 }
 
 TEST_CASE("restore_journal of a malformed journal is an error and keeps the journal") {

@@ -8,6 +8,7 @@
 #include <limits>
 #include <linux/magic.h>
 #include <optional>
+#include <sys/stat.h>
 #include <sys/statfs.h>
 #include <unistd.h>
 
@@ -29,22 +30,48 @@ Result<void> ResumeLatencyFile::open_once() {
     fd_ = std::move(*fd);
     struct statfs fs {};
     truncate_ = ::fstatfs(fd_.get(), &fs) == 0 && fs.f_type != SYSFS_MAGIC;
+    // A file other than the one opened before belongs to a new device. The
+    // descriptor kept open pins the old file, so the new one cannot have
+    // taken its inode number; one closed after ENODEV may have, hence gone_.
+    // A file not known to be new is taken for the old one: taken for new,
+    // latgov's own value there would pass for the new device's original.
+    struct stat st {};
+    const bool known = ::fstat(fd_.get(), &st) == 0;
+    if (opened_before_ && (gone_ || (known && (st.st_dev != dev_ || st.st_ino != ino_))))
+        replaced_ = true;
+    if (known) {
+        opened_before_ = true;
+        dev_ = st.st_dev;
+        ino_ = st.st_ino;
+    }
+    gone_ = false;
     return {};
 }
 
 Result<LatencyLimit> ResumeLatencyFile::read() {
     char buf[32];
     ssize_t n = -1;
+    int err = 0;
     // A CPU that was hot-removed and added back has a new file: reopen once.
     for (int attempt = 0; attempt < 2 && n < 0; ++attempt) {
         if (auto opened = open_once(); !opened)
             return opened.error();
         n = ::pread(fd_.get(), buf, sizeof buf, 0);
-        if (n < 0)
+        err = errno;
+        // A plain file (a test tree) that was removed still reads from its
+        // old inode, where sysfs fails with ENODEV: its link count says so.
+        struct stat st {};
+        if (n >= 0 && truncate_ && ::fstat(fd_.get(), &st) == 0 && st.st_nlink == 0) {
+            n = -1;
+            err = ENODEV;
+        }
+        if (n < 0) {
+            gone_ = gone_ || err == ENODEV;
             fd_.reset();
+        }
     }
     if (n < 0)
-        return make_error("Failed to read " + path_ + ": " + errno_message(errno));
+        return make_error("Failed to read " + path_ + ": " + errno_message(err));
     if (n == 0)
         return make_error("Failed to read " + path_ + ": empty file");
     auto value = parse_resume_latency(std::string_view(buf, static_cast<size_t>(n)));
@@ -63,6 +90,7 @@ Result<void> ResumeLatencyFile::write(LatencyLimit limit) {
     if (::pwrite(fd_.get(), text.data(), text.size(), 0) != static_cast<ssize_t>(text.size()) ||
         (truncate_ && ::ftruncate(fd_.get(), static_cast<off_t>(text.size())) != 0)) {
         const int err = errno;
+        gone_ = gone_ || err == ENODEV;
         fd_.reset();
         return make_error("Failed to write " + text + " to " + path_ + ": " + errno_message(err));
     }
@@ -164,6 +192,41 @@ ResumeLatencyFile& PerCpuHolder::file(int cpu) {
     if (it == files_.end())
         it = files_.emplace(cpu, ResumeLatencyFile(root_, cpu)).first;
     return it->second;
+}
+
+Result<LatencyLimit> PerCpuHolder::read(int cpu, bool* replugged) {
+    auto& slot = file(cpu);
+    auto current = slot.read();
+    const bool renewed = current && slot.take_replaced();
+    if (renewed)
+        forget_device(cpu, *current);
+    if (replugged)
+        *replugged = renewed;
+    return current;
+}
+
+// The kernel dropped every request on the CPU's old device with it, latgov's
+// and anyone else's, and the new device starts with no constraint: its value
+// is not someone else's change but the original of the next hold.
+void PerCpuHolder::forget_device(int cpu, LatencyLimit current) {
+    log_("cpu " + std::to_string(cpu) + " was removed and added back; " +
+         "what was set on it went with the old device, and its value now, " +
+         format_resume_latency(current) + ", is its original");
+    held_.erase(cpu);
+    yielded_.erase(cpu);
+    auto record = records_.find(cpu);
+    if (record == records_.end())
+        return;
+    // The record names the old device's original, which nobody set on the
+    // new one: a restore must not put it there. It is kept only if the new
+    // value is that original anyway; then the file holds its original, as
+    // after a release, and the record is the journal of the next hold. It
+    // counts as put back either way, so that if it cannot be cleared now
+    // retry_restores() leaves the new value alone and check_records()
+    // clears it later.
+    record->second.restored = true;
+    if (current != record->second.entry.original)
+        forget(cpu);
 }
 
 // Takes over what an earlier run left (entries a restore could not put back,
@@ -298,14 +361,14 @@ void PerCpuHolder::check_records() {
         if (record.restored && !held_.count(cpu))
             cpus.push_back(cpu);
     for (int cpu : cpus)
-        if (auto current = file(cpu).read(); current)
+        if (auto current = read(cpu); current)
             drop_if_theirs(cpu, *current);
 }
 
 bool PerCpuHolder::hold(int cpu, LatencyLimit want, TimePoint now) {
     const std::string name = "cpu " + std::to_string(cpu);
     auto& slot = file(cpu);
-    auto current = slot.read();
+    auto current = read(cpu);
     if (!current) {
         log_(current.error().message + ", not constraining " + name);
         return false;
@@ -381,7 +444,10 @@ void PerCpuHolder::release(int cpu) {
     const Held held = it->second;
     held_.erase(it);
     auto& slot = file(cpu);
-    auto current = slot.read();
+    bool replugged = false;
+    auto current = read(cpu, &replugged);
+    if (replugged)
+        return; // nothing to put back: the limit went with the old device
     if (current && *current == held.written) {
         if (auto written = slot.write(held.original); !written) {
             log_(written.error().message + "; kept in the journal, retried later");
@@ -409,10 +475,14 @@ void PerCpuHolder::retry_restores() {
         if (record.restored || held_.count(cpu))
             continue;
         auto& slot = file(cpu);
-        auto current = slot.read();
+        bool replugged = false;
+        auto current = read(cpu, &replugged);
+        if (replugged)
+            continue; // settled by forget_device(), which may have dropped the record
         if (!current && cpu_removed(root_, cpu)) {
             log_("cpu " + std::to_string(cpu) + " no longer exists; its constraint went with it");
             forget(cpu);
+            yielded_.erase(cpu); // and so did anyone else's
             files_.erase(cpu);
             continue;
         }
@@ -452,7 +522,7 @@ void PerCpuHolder::prepare(const std::map<int, LatencyLimit>& likely) {
     for (const auto& [cpu, limit] : likely) {
         if (!limit || held_.count(cpu))
             continue;
-        auto current = file(cpu).read();
+        auto current = read(cpu);
         if (!current || at_least_as_strict(*current, limit))
             continue;
         if (auto y = yielded_.find(cpu); y != yielded_.end() && y->second == *current)

@@ -17,6 +17,8 @@
 #include <map>
 #include <string>
 #include <string_view>
+#include <sys/types.h>
+#include <utility>
 #include <vector>
 
 namespace latgov {
@@ -30,6 +32,10 @@ class ResumeLatencyFile {
     Result<LatencyLimit> read();
     Result<void> write(LatencyLimit limit);
     const std::string& path() const { return path_; }
+    // True once after a read that found a new file in place of the one
+    // read before: the CPU's device was removed and added back, and the
+    // value read is the new device's.
+    bool take_replaced() { return std::exchange(replaced_, false); }
 
   private:
     Result<void> open_once();
@@ -38,6 +44,12 @@ class ResumeLatencyFile {
     std::string path_;
     Fd fd_;
     bool truncate_ = false; // a plain file (a test tree), not sysfs
+    // The file opened last, to tell a new one from it.
+    bool opened_before_ = false;
+    dev_t dev_ = 0;
+    ino_t ino_ = 0;
+    bool gone_ = false; // the open file went away (ENODEV): the next one is new
+    bool replaced_ = false;
 };
 
 // The journal's name in a runtime directory (latgovd's, or calibrate's).
@@ -121,6 +133,10 @@ class PerCpuHolder {
         size_t slot = 0;
         bool restored = false; // the file is known to hold the original
     };
+    // Reads a CPU's value; if its device was removed and added back since
+    // the last read (`replugged`), first forgets what held on the old one.
+    Result<LatencyLimit> read(int cpu, bool* replugged = nullptr);
+    void forget_device(int cpu, LatencyLimit current);
     bool hold(int cpu, LatencyLimit want, TimePoint now);
     void adopt_journal();
     bool drop_if_theirs(int cpu, LatencyLimit current);
