@@ -548,6 +548,13 @@ class FaultTest(HostTestCase):
             return out
         return root, values
 
+    def assert_stopped_clean(self, d, tree_values, before):
+        """latgovd on a sampled tree stops with 0, the tree's CPUs back to
+        `before` and this machine's untouched."""
+        self.assertEqual(d.stop(), 0)
+        self.assertEqual(tree_values(), before, "the tree's CPUs were left held")
+        self.assertEqual(read_all(), self.baseline, "the machine's own files were written")
+
     def test_13_unreadable_device_statistics_back_off(self):
         """A device whose statistics this build cannot parse (an unexpected
         kernel, say) in a tree given with --sysroot, where discovery still
@@ -593,9 +600,7 @@ class FaultTest(HostTestCase):
         d.wait_log(r"sampling again", timeout=2.0)  # tried every idle_interval_ms (50)
         self.wait_status(d, lambda s: s.get("sampling_error", "") is None, "sampling_error null")
         notify.wait_last("STATUS", lambda v: v == "Governing")
-        self.assertEqual(d.stop(), 0)
-        self.assertEqual(tree_values(), before, "the tree's CPUs were left held")
-        self.assertEqual(read_all(), self.baseline, "the machine's own files were written")
+        self.assert_stopped_clean(d, tree_values, before)
 
     def test_14_holds_dropped_while_blind_are_taken_again(self):
         """A queue with a request in flight is held (cpu 1 of the tree),
@@ -632,9 +637,7 @@ class FaultTest(HostTestCase):
         d.wait_log(r"sampling again", timeout=2.0)
         self.assertIsNotNone(self.wait_value(tree_values, holding, 2.0),
                              f"the request still in flight is not held again: {tree_values()}")
-        self.assertEqual(d.stop(), 0)
-        self.assertEqual(tree_values(), before, "the tree's CPUs were left held")
-        self.assertEqual(read_all(), self.baseline, "the machine's own files were written")
+        self.assert_stopped_clean(d, tree_values, before)
 
     def test_15_io_events_stand_still_while_blind(self):
         """The tree of test_13 given this machine's block_rq_issue
@@ -725,9 +728,7 @@ class FaultTest(HostTestCase):
         # closed but left in its epoll would wake it in a spin.
         self.assertLess(used, 0.1 * elapsed, f"latgovd used {used:.2f} s of CPU in "
                         f"{elapsed:.1f} s")
-        self.assertEqual(d.stop(), 0)
-        self.assertEqual(tree_values(), before, "the tree's CPUs were left held")
-        self.assertEqual(read_all(), self.baseline, "the machine's own files were written")
+        self.assert_stopped_clean(d, tree_values, before)
 
     def test_16_evidence_file_that_cannot_be_checked(self):
         """An evidence_file whose path cannot even be checked (ELOOP here; a
@@ -793,9 +794,7 @@ class FaultTest(HostTestCase):
         self.assertRegex(learnt, rf"(?m)^gap class=\d+ verdict={verdict} ", learnt)
         self.assertIsNotNone(self.wait_value(tree_values, before, 2.0),
                              f"cpu 1 still held after the IO: {tree_values()}")
-        self.assertEqual(d.stop(), 0)
-        self.assertEqual(tree_values(), before, "the tree's CPUs were left held")
-        self.assertEqual(read_all(), self.baseline, "the machine's own files were written")
+        self.assert_stopped_clean(d, tree_values, before)
 
     def test_17_auto_learns_that_holding_pays(self):
         """Auto mode's live-IO learning end to end, on any host: requests

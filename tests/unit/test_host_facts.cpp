@@ -12,18 +12,34 @@
 using namespace latgov;
 namespace fs = std::filesystem;
 
-TEST_CASE("facts from a tree: /run's mount, isolated CPUs, APST, tracefs") {
-    char pattern[] = "/tmp/latgov-doctor.XXXXXX";
-    const fs::path root = ::mkdtemp(pattern);
-    auto put = [&](const std::string& path, const std::string& text) {
+namespace {
+
+// A tree in a temporary directory, removed at the end of the test.
+struct TempTree {
+    fs::path root;
+    explicit TempTree(const char* name) {
+        std::string pattern = std::string("/tmp/") + name + ".XXXXXX";
+        root = ::mkdtemp(pattern.data());
+    }
+    ~TempTree() { fs::remove_all(root); }
+    TempTree(const TempTree&) = delete;
+    TempTree& operator=(const TempTree&) = delete;
+    void put(const std::string& path, const std::string& text) const {
         fs::create_directories((root / path.substr(1)).parent_path());
-        std::ofstream(root / path.substr(1)) << text;
-    };
-    put("/proc/mounts", "/dev/vda1 / ext4 rw 0 0\ntmpfs /run tmpfs rw 0 0\n"
-                        "tmpfs /run/lock tmpfs rw 0 0\n");
-    put("/sys/devices/system/cpu/isolated", "2-3\n");
-    put("/sys/module/nvme_core/parameters/default_ps_max_latency_us", "100000\n");
-    put("/sys/kernel/tracing/events/block/block_rq_issue/id", "1234\n");
+        std::ofstream(root / path.substr(1), std::ios::binary) << text;
+    }
+};
+
+} // namespace
+
+TEST_CASE("facts from a tree: /run's mount, isolated CPUs, APST, tracefs") {
+    const TempTree tree("latgov-doctor");
+    const fs::path& root = tree.root;
+    tree.put("/proc/mounts", "/dev/vda1 / ext4 rw 0 0\ntmpfs /run tmpfs rw 0 0\n"
+                             "tmpfs /run/lock tmpfs rw 0 0\n");
+    tree.put("/sys/devices/system/cpu/isolated", "2-3\n");
+    tree.put("/sys/module/nvme_core/parameters/default_ps_max_latency_us", "100000\n");
+    tree.put("/sys/kernel/tracing/events/block/block_rq_issue/id", "1234\n");
     Topology topology;
     BlockDevice disk;
     disk.name = "nvme0n1";
@@ -47,21 +63,16 @@ TEST_CASE("facts from a tree: /run's mount, isolated CPUs, APST, tracefs") {
     });
     REQUIRE(isolated != findings.end());
     CHECK(isolated->level == Finding::Level::attention);
-    fs::remove_all(root);
 }
 
 TEST_CASE("latgov status names the limits others hold, not latgov's own") {
-    char pattern[] = "/tmp/latgov-holders.XXXXXX";
-    const fs::path root = ::mkdtemp(pattern);
-    auto put = [&](const std::string& path, const std::string& text) {
-        fs::create_directories((root / path.substr(1)).parent_path());
-        std::ofstream(root / path.substr(1), std::ios::binary) << text;
-    };
+    const TempTree tree("latgov-holders");
+    const fs::path& root = tree.root;
     const std::int32_t twenty = 20;
-    put("/dev/cpu_dma_latency", std::string(reinterpret_cast<const char*>(&twenty), 4));
-    put("/sys/devices/system/cpu/cpu0/power/pm_qos_resume_latency_us", "100\n");
-    put("/sys/devices/system/cpu/cpu1/power/pm_qos_resume_latency_us", "n/a\n");
-    put("/sys/devices/system/cpu/cpu2/power/pm_qos_resume_latency_us", "0\n");
+    tree.put("/dev/cpu_dma_latency", std::string(reinterpret_cast<const char*>(&twenty), 4));
+    tree.put("/sys/devices/system/cpu/cpu0/power/pm_qos_resume_latency_us", "100\n");
+    tree.put("/sys/devices/system/cpu/cpu1/power/pm_qos_resume_latency_us", "n/a\n");
+    tree.put("/sys/devices/system/cpu/cpu2/power/pm_qos_resume_latency_us", "0\n");
     auto status = nlohmann::json::parse(R"({"global_limit_us": null, "cpus": [
         {"cpu": 0, "limit_us": null}, {"cpu": 1, "limit_us": 0}, {"cpu": 2, "limit_us": null}]})");
     CHECK(format_other_holders(SysRoot(root), status) ==
@@ -69,18 +80,13 @@ TEST_CASE("latgov status names the limits others hold, not latgov's own") {
     status["global_limit_us"] = 20; // latgov's own request
     status["cpus"][0]["limit_us"] = 100;
     CHECK(format_other_holders(SysRoot(root), status) == "other holders: none\n");
-    fs::remove_all(root);
 }
 
 TEST_CASE("a status whose latgovd is gone says so, and latgov is not running") {
-    char pattern[] = "/tmp/latgov-writer.XXXXXX";
-    const fs::path root = ::mkdtemp(pattern);
-    auto put = [&](const std::string& path, const std::string& text) {
-        fs::create_directories((root / path.substr(1)).parent_path());
-        std::ofstream(root / path.substr(1)) << text;
-    };
-    put("/proc/100/comm", "latgovd\n");
-    put("/proc/200/comm", "bash\n"); // the pid reused since
+    const TempTree tree("latgov-writer");
+    const fs::path& root = tree.root;
+    tree.put("/proc/100/comm", "latgovd\n");
+    tree.put("/proc/200/comm", "bash\n"); // the pid reused since
     const SysRoot sys(root);
     auto status = nlohmann::json::parse(R"({"pid": 100, "cpus": [{"cpu": 1, "limit_us": 0}]})");
     CHECK_FALSE(status_writer_gone(sys, status));
@@ -101,5 +107,4 @@ TEST_CASE("a status whose latgovd is gone says so, and latgov is not running") {
     }
     status.erase("pid"); // a status that names no pid: nothing to tell
     CHECK_FALSE(status_writer_gone(sys, status));
-    fs::remove_all(root);
 }
