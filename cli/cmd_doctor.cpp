@@ -22,7 +22,8 @@ int doctor(const Args& args) {
     auto topology = discover_topology(root);
     if (!topology)
         return fail(topology.error().message);
-    const auto findings = diagnose(read_host_facts(root, *topology, read_status(runtime_dir)));
+    const auto findings =
+        diagnose(read_host_facts(root, *topology, read_status(runtime_dir), runtime_dir));
     fmt::print("{}", format_findings(findings));
     const bool attention = needs_attention(findings);
     fmt::print("{}\n", attention ? "Something needs attention (lines marked FIX)."

@@ -4,6 +4,7 @@
 #include "latgov/config_file.hpp"
 #include "latgov/discovery.hpp"
 #include "latgov/explain.hpp"
+#include "latgov/host_facts.hpp"
 #include "latgov/idle_costs.hpp"
 
 #include <fmt/format.h>
@@ -41,7 +42,7 @@ int explain(const Args& args) {
     auto text = explain_device({*topology, *config, costs.per_cpu, costs.source, status}, device);
     if (!text)
         return fail(text.error().message);
-    fmt::print("{}", *text);
+    fmt::print("{}{}", *text, format_writer_gone(runtime_dir, status));
     return 0;
 }
 

@@ -95,7 +95,7 @@ int watch_status(const SysRoot& root, const std::filesystem::path& runtime_dir,
         } else {
             try {
                 body = format_status(*status) + format_other_holders(root, *status) +
-                       format_writer_gone(root, *status);
+                       format_writer_gone(runtime_dir, *status);
             } catch (const std::exception& e) {
                 body = fmt::format("Failed to read {}: {}\n",
                                    (runtime_dir / status_file_name).string(), e.what());
@@ -182,7 +182,7 @@ int status(const Args& args) {
     }
     try {
         fmt::print("{}{}{}", format_status(*status), format_other_holders(root, *status),
-                   format_writer_gone(root, *status));
+                   format_writer_gone(runtime_dir, *status));
     } catch (const std::exception& e) {
         return fail(fmt::format("Failed to read {}: {}",
                                 (std::filesystem::path(runtime_dir) / status_file_name).string(),

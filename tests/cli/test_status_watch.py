@@ -203,13 +203,14 @@ class StatusWatch(unittest.TestCase):
         self.tmp = tempfile.TemporaryDirectory()
         self.addCleanup(self.tmp.cleanup)
         self.runtime = os.path.join(self.tmp.name, "run")
-        self.root = os.path.join(self.tmp.name, "root")  # no other holders
+        self.root = os.path.join(self.tmp.name, "root")  # empty: no other holders
         os.makedirs(self.runtime)
-        # The latgovds of the statuses below run (status checks /proc).
-        for pid in (1111, 2222):
-            os.makedirs(os.path.join(self.root, f"proc/{pid}"))
-            with open(os.path.join(self.root, f"proc/{pid}/comm"), "w") as f:
-                f.write("latgovd\n")
+        os.makedirs(self.root)
+        # The latgovd of the statuses below runs: it holds the runtime
+        # directory's lock (this process, here).
+        self.lock = os.open(self.runtime, os.O_RDONLY | os.O_DIRECTORY)
+        self.addCleanup(os.close, self.lock)
+        fcntl.flock(self.lock, fcntl.LOCK_EX)
 
     def argv(self, interval):
         return [LATGOV, "--sysroot", self.root, "status", "--watch", "--interval", str(interval),
@@ -337,9 +338,10 @@ class StatusWatch(unittest.TestCase):
 
     def test_a_status_whose_latgovd_is_gone_says_so(self):
         """A latgovd killed without `latgovd --restore` leaves its status:
-        status says its writer is gone (here pid 3333, with no process),
-        and what to do, after the status itself."""
+        status says its writer is gone (nothing holds the runtime
+        directory's lock), and what to do, after the status itself."""
         write_status(self.runtime, status(3333, [(0, 20)], 20, 81.5))
+        fcntl.flock(self.lock, fcntl.LOCK_UN)
         result = subprocess.run([LATGOV, "--sysroot", self.root, "status", "--runtime-dir",
                                  self.runtime], capture_output=True, text=True, timeout=TIMEOUT)
         self.assertEqual(result.returncode, 0, result.stderr)

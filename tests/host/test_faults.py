@@ -127,7 +127,6 @@ class SimulatedReader:
         self.write(inflight=0)
 
     def start(self):
-        self.write(inflight=0)  # the fixed-length layout, before latgovd opens it
         self.running = True
         self.started = time.monotonic()
         self.thread = threading.Thread(target=self.run, daemon=True)
@@ -498,7 +497,8 @@ class FaultTest(HostTestCase):
         even when the configuration names another runtime_dir (as after an
         edit of the file): the unit names its directory on both ExecStart
         and ExecStopPost, so a changed key cannot orphan the journal. The
-        killed latgovd's status goes too: it no longer holds anything."""
+        killed latgovd's status goes too: until then `latgov status` says
+        its latgovd is gone, and then that there is none."""
         runtime = os.path.join(self.tmp, "run-named")
         d = self.start_daemon(config_path=self.config(), runtime_dir=runtime)
         fio = self.start_fio_held(2)
@@ -511,6 +511,9 @@ class FaultTest(HostTestCase):
         self.assertTrue(os.path.exists(journal), "kill -9 while holding left no journal")
         status = os.path.join(runtime, "status.json")
         self.assertTrue(os.path.exists(status), "kill -9 while holding left no status")
+        shown = self.run_cmd(self.latgov, "status", "--runtime-dir", runtime)
+        self.assertIn(f"The latgovd that wrote this status (pid {d.proc.pid}) is not running",
+                      shown.stdout, shown.stderr)
         elsewhere = os.path.join(self.tmp, "run-elsewhere")
         edited = self.write_config(CONFIG.format(backend="percpu", limit=0).replace(
             "[daemon]\n", f'[daemon]\nruntime_dir = "{elsewhere}"\n'), "edited.toml")
@@ -520,6 +523,8 @@ class FaultTest(HostTestCase):
         self.assert_back(self.baseline, "after --restore of the named directory")
         self.assertFalse(os.path.exists(journal), "journal left after a complete restore")
         self.assertFalse(os.path.exists(status), "the killed latgovd's status left after restore")
+        shown = self.run_cmd(self.latgov, "status", "--runtime-dir", runtime)
+        self.assertIn("no status at", shown.stderr, shown.stdout)
         self.assertFalse(os.path.exists(elsewhere), "restore looked in the configured directory")
 
     def sampled_tree(self):
@@ -592,6 +597,7 @@ class FaultTest(HostTestCase):
         shown = self.run_cmd(self.latgov, "--sysroot", root, "status", "--runtime-dir",
                              d.runtime_dir)
         self.assertIn(f"NOT GOVERNING, nothing held: {why}", shown.stdout, shown.stderr)
+        self.assertNotIn("is not running", shown.stdout)  # it runs, the tree has no /proc
         self.assertEqual(notify.last("READY"), "1", notify.messages)
         self.assertEqual(notify.last("STATUS"), f"Not governing, nothing held: {why}",
                          notify.messages)
@@ -761,6 +767,7 @@ class FaultTest(HostTestCase):
         evidence = os.path.join(self.tmp, "evidence")
         device = SimulatedReader(root, qos1, held_us, unheld_us)
         self.addCleanup(device.stop)
+        device.write(inflight=0)  # the fixed-length layout, before latgovd opens the files
         d = self.start_daemon(
             "[daemon]\nlog_level = \"debug\"\nstatus_interval_ms = 50\n"
             f'evidence_file = "{evidence}"\n\n'

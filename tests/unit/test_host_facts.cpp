@@ -1,11 +1,11 @@
 // What `latgov doctor` and `latgov status` read of a host, on trees built in
 // a temporary directory.
 #include "latgov/host_facts.hpp"
+#include "latgov/runtime_dir.hpp"
 
 #include <algorithm>
 #include <doctest/doctest.h>
 #include <filesystem>
-#include <fmt/format.h>
 #include <fstream>
 #include <unistd.h>
 
@@ -49,7 +49,7 @@ TEST_CASE("facts from a tree: /run's mount, isolated CPUs, APST, tracefs") {
     q.completion_cpus = {2};
     disk.queues.push_back(q);
     topology.devices.push_back(disk);
-    const auto facts = read_host_facts(SysRoot(root), topology, nullptr);
+    const auto facts = read_host_facts(SysRoot(root), topology, nullptr, root / "run");
     CHECK(facts.run_fstype == "tmpfs");
     CHECK(facts.isolated_cpus == std::set<int>{2, 3});
     CHECK(facts.nvme_ps_max_latency_us == 100000);
@@ -82,29 +82,34 @@ TEST_CASE("latgov status names the limits others hold, not latgov's own") {
     CHECK(format_other_holders(SysRoot(root), status) == "other holders: none\n");
 }
 
-TEST_CASE("a status whose latgovd is gone says so, and latgov is not running") {
+TEST_CASE("a status whose latgovd is gone says so, and its holds are no longer latgov's") {
+    // The runtime directory's lock tells: every latgovd holds it while it
+    // runs. Taken here by this process, as latgovd takes it.
     const TempTree tree("latgov-writer");
-    const fs::path& root = tree.root;
-    tree.put("/proc/100/comm", "latgovd\n");
-    tree.put("/proc/200/comm", "bash\n"); // the pid reused since
-    const SysRoot sys(root);
-    auto status = nlohmann::json::parse(R"({"pid": 100, "cpus": [{"cpu": 1, "limit_us": 0}]})");
-    CHECK_FALSE(status_writer_gone(sys, status));
-    CHECK(format_writer_gone(sys, status).empty());
-    const auto running = read_host_facts(sys, Topology{}, status);
-    CHECK(running.latgov_running);
-    CHECK_FALSE(running.latgov_gone_pid);
-    for (int pid : {200, 300}) { // another process's; none at all
-        CAPTURE(pid);
-        status["pid"] = pid;
-        CHECK(status_writer_gone(sys, status) == pid);
-        CHECK(format_writer_gone(sys, status).find(fmt::format("(pid {}) is not running", pid)) !=
-              std::string::npos);
-        const auto gone = read_host_facts(sys, Topology{}, status);
-        CHECK_FALSE(gone.latgov_running);
-        CHECK(gone.latgov_gone_pid == pid);
-        CHECK(gone.latgov_held_cpus == std::set<int>{1});
+    const fs::path run = tree.root / "run";
+    fs::create_directory(run);
+    const SysRoot sys(tree.root);
+    const auto status =
+        nlohmann::json::parse(R"({"pid": 4242, "cpus": [{"cpu": 1, "limit_us": 0}]})");
+    {
+        auto dir = RuntimeDir::open_locked(run, false);
+        REQUIRE(dir);
+        CHECK(runtime_dir_locked(run) == true);
+        CHECK_FALSE(status_writer_gone(run, status));
+        CHECK(format_writer_gone(run, status).empty());
+        const auto running = read_host_facts(sys, Topology{}, status, run);
+        CHECK(running.latgov_running);
+        CHECK(running.latgov_held_cpus == std::set<int>{1});
     }
-    status.erase("pid"); // a status that names no pid: nothing to tell
-    CHECK_FALSE(status_writer_gone(sys, status));
+    CHECK(runtime_dir_locked(run) == false); // the lock went with the directory's fd
+    CHECK(status_writer_gone(run, status) == 4242);
+    CHECK(format_writer_gone(run, status).find("(pid 4242) is not running") != std::string::npos);
+    const auto gone = read_host_facts(sys, Topology{}, status, run);
+    CHECK_FALSE(gone.latgov_running);
+    CHECK(gone.latgov_gone_pid == 4242);
+    CHECK(gone.latgov_held_cpus.empty());
+    // Nothing to tell: a status that names no pid, a directory not there.
+    CHECK_FALSE(status_writer_gone(run, nlohmann::json::parse(R"({"cpus": []})")));
+    CHECK_FALSE(runtime_dir_locked(tree.root / "none"));
+    CHECK_FALSE(status_writer_gone(tree.root / "none", status));
 }

@@ -1,6 +1,7 @@
 #include "latgov/host_facts.hpp"
 
 #include "latgov/parse.hpp"
+#include "latgov/runtime_dir.hpp"
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
@@ -10,7 +11,7 @@
 namespace latgov {
 
 HostFacts read_host_facts(const SysRoot& root, const Topology& topology,
-                          const nlohmann::json& status) {
+                          const nlohmann::json& status, const std::filesystem::path& runtime_dir) {
     HostFacts f;
     f.cpuidle_driver = topology.cpuidle_driver;
     f.cpuidle_governor = topology.cpuidle_governor;
@@ -19,9 +20,10 @@ HostFacts read_host_facts(const SysRoot& root, const Topology& topology,
     for (const auto& cpu : topology.cpus)
         if (cpu.resume_latency_known)
             f.cpu_values[cpu.id] = cpu.resume_latency;
-    if (status.is_object()) {
-        f.latgov_gone_pid = status_writer_gone(root, status);
-        f.latgov_running = !f.latgov_gone_pid;
+    if (status.is_object())
+        f.latgov_gone_pid = status_writer_gone(runtime_dir, status);
+    if (status.is_object() && !f.latgov_gone_pid) {
+        f.latgov_running = true;
         if (status.contains("global_limit_us") && status["global_limit_us"].is_number())
             f.latgov_global_limit = status["global_limit_us"].get<std::uint32_t>();
         for (const auto& c : status.value("cpus", nlohmann::json::array()))
@@ -49,22 +51,24 @@ HostFacts read_host_facts(const SysRoot& root, const Topology& topology,
     return f;
 }
 
-std::optional<int> status_writer_gone(const SysRoot& root, const nlohmann::json& status) {
+std::optional<int> status_writer_gone(const std::filesystem::path& runtime_dir,
+                                      const nlohmann::json& status) {
     if (!status.is_object())
         return std::nullopt;
     const auto& pid = status.value("pid", nlohmann::json());
     if (!pid.is_number_integer() || pid.get<long long>() <= 0 ||
         pid.get<long long>() > std::numeric_limits<int>::max())
         return std::nullopt;
-    // The name too: the pid may have been reused since.
-    if (auto comm = root.read(fmt::format("/proc/{}/comm", pid.get<int>()));
-        comm && trim(*comm) == "latgovd")
+    // The lock, not the pid: a pid may be reused, hidden (hidepid) or of
+    // another namespace, and the binary may run under another name.
+    if (runtime_dir_locked(runtime_dir).value_or(true))
         return std::nullopt;
     return pid.get<int>();
 }
 
-std::string format_writer_gone(const SysRoot& root, const nlohmann::json& status) {
-    const auto pid = status_writer_gone(root, status);
+std::string format_writer_gone(const std::filesystem::path& runtime_dir,
+                               const nlohmann::json& status) {
+    const auto pid = status_writer_gone(runtime_dir, status);
     if (!pid)
         return "";
     return fmt::format("The latgovd that wrote this status (pid {}) is not running: the limits "

@@ -7,25 +7,32 @@
 #include "latgov/sysroot.hpp"
 #include "latgov/topology.hpp"
 
+#include <filesystem>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
 
 namespace latgov {
 
-// `status` is latgovd's status.json when there is one, else null.
+// `status` is latgovd's status.json from `runtime_dir` when there is one,
+// else null. A status whose latgovd is gone (status_writer_gone) holds
+// nothing of latgov's: its CPUs count as held by someone else.
 HostFacts read_host_facts(const SysRoot& root, const Topology& topology,
-                          const nlohmann::json& status);
+                          const nlohmann::json& status, const std::filesystem::path& runtime_dir);
 
-// The pid of the latgovd that wrote `status` when that process is gone (a
-// latgovd killed without `latgovd --restore` leaves its last status, and
-// may have left its limits held); nullopt while it runs, or when the status
-// names no pid.
-std::optional<int> status_writer_gone(const SysRoot& root, const nlohmann::json& status);
+// The pid of the latgovd that wrote `status` when that latgovd is gone: no
+// process holds `runtime_dir`'s lock, which every latgovd holds while it
+// runs (a latgovd killed without `latgovd --restore` leaves its last status,
+// and may have left its limits held). nullopt while it runs, when that
+// cannot be told, or when the status names no pid. The live system's, also
+// under --sysroot: the status is read from the live runtime directory.
+std::optional<int> status_writer_gone(const std::filesystem::path& runtime_dir,
+                                      const nlohmann::json& status);
 
 // For `latgov status`: a line saying so when the status's writer is gone,
 // else "".
-std::string format_writer_gone(const SysRoot& root, const nlohmann::json& status);
+std::string format_writer_gone(const std::filesystem::path& runtime_dir,
+                               const nlohmann::json& status);
 
 // For `latgov status`: the limits others hold (/dev/cpu_dma_latency beyond
 // latgov's own request, per-CPU values latgov does not hold), one line.

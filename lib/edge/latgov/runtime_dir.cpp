@@ -14,6 +14,7 @@
 #include <sys/stat.h>
 #include <sys/sysmacros.h>
 #include <unistd.h>
+#include <vector>
 
 namespace latgov {
 
@@ -145,15 +146,19 @@ Result<RuntimeDir> RuntimeDir::open(const std::filesystem::path& path, bool crea
 
 namespace {
 
-// The pid holding a flock on the file behind `fd`, from /proc/locks
-// ("1: FLOCK  ADVISORY  WRITE 1234 fd:01:5678 0 EOF"); for the message only.
-std::optional<long> flock_holder(int fd) {
+// The pids holding a flock on the file behind `fd`, from /proc/locks
+// ("1: FLOCK  ADVISORY  WRITE 1234 fd:01:5678 0 EOF"); nullopt when that
+// cannot be read.
+std::optional<std::vector<long>> flock_holders(int fd) {
     struct stat st {};
     if (::fstat(fd, &st) != 0)
         return std::nullopt;
     const std::string id =
         fmt::format("{:02x}:{:02x}:{}", major(st.st_dev), minor(st.st_dev), st.st_ino);
     std::ifstream locks("/proc/locks");
+    if (!locks)
+        return std::nullopt;
+    std::vector<long> holders;
     std::string line;
     while (std::getline(locks, line)) {
         std::istringstream fields(line);
@@ -161,12 +166,30 @@ std::optional<long> flock_holder(int fd) {
         fields >> number >> kind >> mode >> access >> pid >> file;
         if (kind == "FLOCK" && file == id)
             if (auto value = parse_u64(pid))
-                return static_cast<long>(*value);
+                holders.push_back(static_cast<long>(*value));
     }
-    return std::nullopt;
+    return holders;
+}
+
+// For the message only.
+std::optional<long> flock_holder(int fd) {
+    auto holders = flock_holders(fd);
+    if (!holders || holders->empty())
+        return std::nullopt;
+    return holders->front();
 }
 
 } // namespace
+
+std::optional<bool> runtime_dir_locked(const std::filesystem::path& path) {
+    const Fd dir(::open(path.c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC));
+    if (!dir)
+        return std::nullopt;
+    auto holders = flock_holders(dir.get());
+    if (!holders)
+        return std::nullopt;
+    return !holders->empty();
+}
 
 Result<void> RuntimeDir::lock() {
     if (::flock(fd_.get(), LOCK_EX | LOCK_NB) == 0)

@@ -52,6 +52,13 @@ class RuntimeDir {
     Fd fd_;
 };
 
+// Whether a process holds the lock (RuntimeDir::lock) of the runtime
+// directory at `path`, as every latgovd does for its whole life; from
+// /proc/locks, without taking the lock, which would make a latgovd that
+// starts meanwhile refuse to. nullopt when that cannot be told (no such
+// directory, /proc/locks unreadable).
+std::optional<bool> runtime_dir_locked(const std::filesystem::path& path);
+
 // What a replaced file must survive. The runtime files (journal, status,
 // metrics) guard against the daemon's death, not the machine's (PM QoS
 // values do not survive a reboot either), and a flush would be IO on the
