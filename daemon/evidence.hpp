@@ -28,8 +28,9 @@ EvidenceBook evidence_for(const SysRoot& root, const DaemonSettings& settings,
 bool note_evidence_changes(Governor& governor);
 
 // Writes `book` to `file` (evidence_file), flushed: the caller does it
-// while no queue is active, since the file may live on a governed disk and
-// the flush would stall the loop in the middle of IO.
+// while no queue is active, since the file may live on a governed disk (a
+// write there in the middle of IO would be measured with it), and with
+// the loop's lock released, so that an onset does not wait for the flush.
 void save_learnt_evidence(const EvidenceBook& book, const std::filesystem::path& file);
 
 // At exit: the window pairs of experiments still uncertain, so that short
