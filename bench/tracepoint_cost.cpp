@@ -6,7 +6,9 @@
 // nothing. A block request cannot be issued a million times cheaply, so the
 // event sits on syscalls/sys_enter_getppid, filtered as latgovd filters
 // (a number and a pid test), and this thread calls getppid() on CPU 0; the
-// time per call less the time with no event is the cost per hit.
+// time per call less the time with no event is the cost per hit. A hit the
+// filter leaves out (a request of a disk the event does not watch) is
+// measured too.
 //
 //   latgov_tracepoint_cost [--calls N] [--rounds N]
 //
@@ -31,7 +33,7 @@
 
 namespace {
 
-enum class Kind { counting, paused_sample, disabled_sample, bare_sample };
+enum class Kind { counting, counting_left_out, paused_sample, disabled_sample, bare_sample };
 
 struct Event {
     int fd = -1;
@@ -73,7 +75,11 @@ Event open_event(long id, Kind kind) {
         std::perror("perf_event_open");
         std::exit(1);
     }
-    if (::ioctl(e.fd, PERF_EVENT_IOC_SET_FILTER, "__syscall_nr != 1 && common_pid != 1") != 0) {
+    // counting_left_out: a filter no call matches, as a request of a disk
+    // the filter leaves out.
+    const char* filter = kind == Kind::counting_left_out ? "__syscall_nr == 1 && common_pid != 1"
+                                                         : "__syscall_nr != 1 && common_pid != 1";
+    if (::ioctl(e.fd, PERF_EVENT_IOC_SET_FILTER, filter) != 0) {
         std::perror("PERF_EVENT_IOC_SET_FILTER");
         std::exit(1);
     }
@@ -156,6 +162,7 @@ int main(int argc, char** argv) {
     const std::vector<Config> configs = {
         {"no event", {}},
         {"counting", {Kind::counting}},
+        {"counting, hit left out by its filter", {Kind::counting_left_out}},
         {"paused sample ring", {Kind::paused_sample}},
         {"bare sample ring", {Kind::bare_sample}},
         {"counting + disabled sample (latgovd)", {Kind::counting, Kind::disabled_sample}},

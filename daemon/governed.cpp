@@ -74,11 +74,11 @@ std::optional<IoIssueEvents> open_recorder(const SysRoot& root, const Topology& 
 
 std::optional<IssueCounters> open_issue_counters(const SysRoot& root, const Topology& topology,
                                                  const Governor& governor) {
-    // Every request pays for a counter (docs/platform.md): none where no
-    // waiter will be held.
+    // Every request on a CPU with a counter pays for it, counted or not
+    // (docs/platform.md): none where no waiter will be held.
     if (!governor.holds_waiters())
         return std::nullopt;
-    auto counters = IssueCounters::open(root, topology.online_cpus, governor.watched_devs());
+    auto counters = IssueCounters::open(root, topology.online_cpus, governor.waiter_devs());
     if (!counters) {
         spdlog::warn("Failed to open per-CPU request counters: {}; waiter CPUs from iowait only",
                      counters.error().message);

@@ -497,6 +497,33 @@ TEST_CASE("waiters are held (and their requests counted) only where a device may
     CHECK_FALSE(g.holds_waiters());
 }
 
+TEST_CASE("only the requests of devices that hold their waiters are counted") {
+    Topology t = machine();
+    BlockDevice second = t.devices[0];
+    second.name = "nvme1n1";
+    second.dev = "259:1";
+    second.controller = "nvme1";
+    t.devices.push_back(second);
+    Config config = default_config();
+    DeviceRule rule;
+    rule.match.name = "nvme0n1";
+    rule.waiter_cpus = false;
+    config.devices.push_back(rule);
+    Governor g(t, config, declared_costs(t));
+    REQUIRE(g.devices().size() == 2);
+    CHECK(g.holds_waiters());
+    // Both wake the daemon; only nvme1n1's requests name waiter CPUs.
+    CHECK(g.watched_devs() == WatchedDevs{{259u << 20, (259u << 20) | 1}, false, {7u << 20}});
+    CHECK(g.waiter_devs() == WatchedDevs{{(259u << 20) | 1}, false, {259u << 20, 7u << 20}});
+    // A hidden path that holds waiters: the range leaves out nvme0n1 too.
+    t.devices[2].name = "nvme1c1n1";
+    t.devices[2].dev = "";
+    t.devices[2].hidden = true;
+    t.devices[2].multipath_head = "nvme1n1";
+    Governor hidden(t, config, declared_costs(t));
+    CHECK(hidden.waiter_devs() == WatchedDevs{{}, true, {259u << 20, 7u << 20}});
+}
+
 TEST_CASE("prearm: a hidden multipath path's periodic requests get windows too") {
     Topology t = shared_queue_machine();
     t.devices[0].name = "nvme1c1n1";

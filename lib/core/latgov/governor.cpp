@@ -469,19 +469,33 @@ std::vector<QueueTags> Governor::queue_tags() const {
     return tags;
 }
 
-WatchedDevs Governor::watched_devs() const {
+template <typename Pred>
+WatchedDevs Governor::devs_where(Pred wanted) const {
     WatchedDevs watched;
     for (const auto& d : devices_) {
+        if (!wanted(d))
+            continue;
         if (d.kernel_dev == 0)
             watched.hidden_paths = true;
         else if (std::find(watched.devs.begin(), watched.devs.end(), d.kernel_dev) ==
                  watched.devs.end())
             watched.devs.push_back(d.kernel_dev);
     }
+    // Governed or not, a disk left out here is one whose requests must not
+    // count (also inside the hidden paths' range).
     for (auto dev : request_devs_)
         if (std::find(watched.devs.begin(), watched.devs.end(), dev) == watched.devs.end())
             watched.others.push_back(dev);
     return watched;
+}
+
+WatchedDevs Governor::watched_devs() const {
+    return devs_where([](const GovernedDevice&) { return true; });
+}
+
+WatchedDevs Governor::waiter_devs() const {
+    return devs_where(
+        [this](const GovernedDevice& d) { return d.policy.waiter_cpus && may_hold(d); });
 }
 
 bool Governor::evidence_decides(const GovernedDevice& device) const {

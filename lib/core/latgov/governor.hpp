@@ -122,6 +122,13 @@ class Governor {
     // disks have a dev_t that sysfs does not show, so their requests can only
     // be told apart as "not a disk we know" (`hidden_paths`).
     WatchedDevs watched_devs() const;
+    // The devices whose requests name waiter CPUs: those that hold their
+    // waiters. A CPU that issues only to other disks is not taken for a
+    // waiter. It does not make their requests free: a counter costs every
+    // request on its CPU about the same, counted or left out by its filter
+    // (docs/platform.md). Hidden path disks are told apart from other disks
+    // only as a range: where one holds waiters, those that do not count too.
+    WatchedDevs waiter_devs() const;
     Holds holds() const;
     bool any_active() const;
     // The submit CPUs of the active queues whose waiters are held (sorted):
@@ -195,6 +202,9 @@ class Governor {
     std::chrono::milliseconds linger_of(const GovernedDevice& device) const;
 
   private:
+    // The governed devices `wanted` keeps, as request filters see them.
+    template <typename Pred>
+    WatchedDevs devs_where(Pred wanted) const;
     // Holds ahead of the device's periodic requests: its policy says so and
     // there is something to hold.
     bool prearms(const GovernedDevice& device) const;
