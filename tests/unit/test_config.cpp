@@ -381,6 +381,13 @@ TEST_CASE("the example config/latgov.toml parses to the defaults") {
     CHECK(example.daemon.runtime_dir == defaults.daemon.runtime_dir);
     CHECK(example.daemon.calibration_file == defaults.daemon.calibration_file);
     CHECK(example.daemon.log_level == defaults.daemon.log_level);
+    CHECK(example.daemon.evidence_file == defaults.daemon.evidence_file);
+    CHECK(example.daemon.queue_inflight == defaults.daemon.queue_inflight);
+    CHECK(example.daemon.calibrate_on_start == defaults.daemon.calibrate_on_start);
+    // Set, even to the default path, it would be written where node_exporter
+    // is not installed.
+    CHECK(example.daemon.metrics_file == defaults.daemon.metrics_file);
+    CHECK(example.daemon.metrics_file_configured == defaults.daemon.metrics_file_configured);
     CHECK(example.defaults.mode == defaults.defaults.mode);
     CHECK(example.defaults.backend == defaults.defaults.backend);
     CHECK(example.defaults.limit_us == defaults.defaults.limit_us);
@@ -389,6 +396,9 @@ TEST_CASE("the example config/latgov.toml parses to the defaults") {
     CHECK(example.defaults.max_limit_us == defaults.defaults.max_limit_us);
     CHECK(example.defaults.linger == defaults.defaults.linger);
     CHECK(example.defaults.min_samples == defaults.defaults.min_samples);
+    CHECK(example.defaults.linger_auto == defaults.defaults.linger_auto);
+    CHECK(example.defaults.waiter_cpus == defaults.defaults.waiter_cpus);
+    CHECK(example.defaults.prearm == defaults.defaults.prearm);
     CHECK(example.devices.empty());
 
     SUBCASE("and so do its commented-out [[device]] examples") {
