@@ -17,8 +17,8 @@ HostFacts healthy() {
     f.latgov_running = true;
     f.cpu_values = {{0, std::nullopt}, {1, std::uint32_t{0}}};
     f.latgov_held_cpus = {1};
-    f.tracefs_events = true;
-    f.debugfs_block = true;
+    f.tracefs_events = Found::yes;
+    f.debugfs_block = Found::yes;
     f.run_fstype = "tmpfs";
     return f;
 }
@@ -39,6 +39,19 @@ TEST_CASE("a healthy host needs no attention, latgov's own holds are not someone
     CHECK(format_findings(findings).find("FIX") == std::string::npos);
 }
 
+TEST_CASE("tracefs and debugfs closed to this user ask for root, not for a mount") {
+    auto facts = healthy();
+    facts.tracefs_events = Found::unreadable;
+    facts.debugfs_block = Found::unreadable;
+    const auto findings = diagnose(facts);
+    CHECK_FALSE(needs_attention(findings));
+    REQUIRE(find(findings, "tracefs"));
+    CHECK(find(findings, "tracefs")->level == Finding::Level::note);
+    CHECK(find(findings, "tracefs")->advice.find("root") != std::string::npos);
+    REQUIRE(find(findings, "debugfs"));
+    CHECK(find(findings, "debugfs")->result == "not readable");
+}
+
 TEST_CASE("each problem is flagged with advice") {
     struct Case {
         const char* check;
@@ -48,7 +61,7 @@ TEST_CASE("each problem is flagged with advice") {
         {"cpuidle driver", [](HostFacts& f) { f.cpuidle_driver = "none"; }},
         {"/dev/cpu_dma_latency", [](HostFacts& f) { f.cpu_dma_latency = 0; }},
         {"per-CPU pm_qos_resume_latency_us", [](HostFacts& f) { f.cpu_values[0] = 20; }},
-        {"tracefs", [](HostFacts& f) { f.tracefs_events = false; }},
+        {"tracefs", [](HostFacts& f) { f.tracefs_events = Found::no; }},
         {"/run", [](HostFacts& f) { f.run_fstype = "ext4"; }},
         {"queue IRQs on isolated CPUs",
          [](HostFacts& f) {

@@ -7,6 +7,7 @@
 #include <doctest/doctest.h>
 #include <filesystem>
 #include <fstream>
+#include <sys/wait.h>
 #include <unistd.h>
 
 using namespace latgov;
@@ -53,8 +54,8 @@ TEST_CASE("facts from a tree: /run's mount, isolated CPUs, APST, tracefs") {
     CHECK(facts.run_fstype == "tmpfs");
     CHECK(facts.isolated_cpus == std::set<int>{2, 3});
     CHECK(facts.nvme_ps_max_latency_us == 100000);
-    CHECK(facts.tracefs_events);
-    CHECK_FALSE(facts.debugfs_block);
+    CHECK(facts.tracefs_events == Found::yes);
+    CHECK(facts.debugfs_block == Found::no);
     CHECK_FALSE(facts.latgov_running);
     CHECK(facts.irqs_by_cpu.at(2) == std::vector<std::string>{"nvme0q3"});
     const auto findings = diagnose(facts);
@@ -112,4 +113,56 @@ TEST_CASE("a status whose latgovd is gone says so, and its holds are no longer l
     CHECK_FALSE(status_writer_gone(run, nlohmann::json::parse(R"({"cpus": []})")));
     CHECK_FALSE(runtime_dir_locked(tree.root / "none"));
     CHECK_FALSE(status_writer_gone(tree.root / "none", status));
+}
+
+namespace {
+
+// What a user without root sees of this host's tracefs: root's view, when
+// this process is root, is left in a child that drops to nobody.
+Found tracefs_unprivileged() {
+    if (::geteuid() != 0)
+        return read_host_facts(SysRoot(), Topology{}, nullptr, "/nonexistent").tracefs_events;
+    int fds[2];
+    REQUIRE(::pipe(fds) == 0);
+    const pid_t child = ::fork();
+    REQUIRE(child >= 0);
+    if (child == 0) {
+        char result = 'x';
+        if (::setresgid(65534, 65534, 65534) == 0 && ::setresuid(65534, 65534, 65534) == 0)
+            result =
+                static_cast<char>('0' + static_cast<int>(read_host_facts(SysRoot(), Topology{},
+                                                                         nullptr, "/nonexistent")
+                                                             .tracefs_events));
+        (void)!::write(fds[1], &result, 1);
+        ::_exit(0);
+    }
+    ::close(fds[1]);
+    char result = 'x';
+    CHECK(::read(fds[0], &result, 1) == 1);
+    ::close(fds[0]);
+    int wstatus = 0;
+    ::waitpid(child, &wstatus, 0);
+    REQUIRE_MESSAGE(result != 'x', "the child could not drop to uid 65534");
+    return static_cast<Found>(result - '0');
+}
+
+} // namespace
+
+TEST_CASE("tracefs closed to this user is unreadable, not missing") {
+    // Mounted where latgovd looks (0700 on Debian): found by root, and never
+    // called missing for a user who may not look in.
+    const auto mounts = SysRoot().read("/proc/mounts");
+    REQUIRE(mounts);
+    const bool mounted = mount_fstype(*mounts, "/sys/kernel/tracing/events") == "tracefs" ||
+                         mount_fstype(*mounts, "/sys/kernel/debug/tracing/events") == "tracefs";
+    CAPTURE(mounted);
+    const Found unprivileged = tracefs_unprivileged();
+    if (mounted) {
+        CHECK(unprivileged != Found::no);
+        if (::geteuid() == 0)
+            CHECK(read_host_facts(SysRoot(), Topology{}, nullptr, "/nonexistent").tracefs_events ==
+                  Found::yes);
+    } else {
+        CHECK(unprivileged == Found::no);
+    }
 }

@@ -70,18 +70,34 @@ std::vector<Finding> diagnose(const HostFacts& f) {
     else
         out.push_back({L::ok, "per-CPU pm_qos_resume_latency_us", "no other writer", ""});
 
-    if (f.tracefs_events)
+    switch (f.tracefs_events) {
+    case Found::yes:
         out.push_back({L::ok, "tracefs", "block_rq_issue events available", ""});
-    else
+        break;
+    case Found::unreadable:
+        out.push_back({L::note, "tracefs", "not readable",
+                       "Run as root to see whether block_rq_issue events are available."});
+        break;
+    case Found::no:
         out.push_back({L::attention, "tracefs", "block_rq_issue not found",
                        "An idle latgovd cannot sleep until the first request and samples "
                        "instead. Mount tracefs: `mount -t tracefs none /sys/kernel/tracing`."});
-    if (f.debugfs_block)
+        break;
+    }
+    switch (f.debugfs_block) {
+    case Found::yes:
         out.push_back({L::ok, "debugfs", "mounted", ""});
-    else
+        break;
+    case Found::unreadable:
+        out.push_back({L::note, "debugfs", "not readable",
+                       "Run as root to see it; only queue_inflight = true needs it."});
+        break;
+    case Found::no:
         out.push_back({L::note, "debugfs", "not mounted",
                        "Only queue_inflight = true needs it: `mount -t debugfs none "
                        "/sys/kernel/debug`."});
+        break;
+    }
 
     if (f.run_fstype == "tmpfs" || f.run_fstype == "ramfs")
         out.push_back({L::ok, "/run", f.run_fstype, ""});

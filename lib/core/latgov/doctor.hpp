@@ -12,6 +12,10 @@
 
 namespace latgov {
 
+// Whether a file was found; `unreadable` when a directory on the way is
+// closed to this user (tracefs and debugfs are 0700 where mounted).
+enum class Found { no, yes, unreadable };
+
 struct HostFacts {
     std::string cpuidle_driver, cpuidle_governor;
     bool cpu_dma_latency_known = false;
@@ -21,8 +25,8 @@ struct HostFacts {
     LatencyLimit latgov_global_limit;           // what latgov itself holds there
     std::map<int, LatencyLimit> cpu_values;     // each CPU's pm_qos_resume_latency_us
     std::set<int> latgov_held_cpus;             // CPUs latgov holds (status)
-    bool tracefs_events = false;                // block_rq_issue id readable
-    bool debugfs_block = false;                 // /sys/kernel/debug/block
+    Found tracefs_events = Found::no;           // block_rq_issue id
+    Found debugfs_block = Found::no;            // /sys/kernel/debug/block
     std::string run_fstype;                     // file system of /run
     std::optional<long> nvme_ps_max_latency_us; // nvme_core default_ps_max_latency_us
     bool has_nvme = false;

@@ -3,12 +3,33 @@
 #include "latgov/parse.hpp"
 #include "latgov/runtime_dir.hpp"
 
+#include <cerrno>
 #include <fmt/format.h>
 #include <fmt/ranges.h>
+#include <initializer_list>
 #include <limits>
+#include <sys/stat.h>
 #include <vector>
 
 namespace latgov {
+
+namespace {
+
+// Found if one of `paths` is; unreadable if none is and one of them could
+// not be looked up for want of permission (only a live root can tell).
+Found found_any(const SysRoot& root, std::initializer_list<std::string_view> paths) {
+    bool denied = false;
+    for (auto path : paths) {
+        if (root.exists(path))
+            return Found::yes;
+        struct stat st {};
+        denied = denied ||
+                 (root.is_live() && ::stat(std::string(path).c_str(), &st) != 0 && errno == EACCES);
+    }
+    return denied ? Found::unreadable : Found::no;
+}
+
+} // namespace
 
 HostFacts read_host_facts(const SysRoot& root, const Topology& topology,
                           const nlohmann::json& status, const std::filesystem::path& runtime_dir) {
@@ -30,9 +51,10 @@ HostFacts read_host_facts(const SysRoot& root, const Topology& topology,
             if (c.contains("limit_us") && !c["limit_us"].is_null())
                 f.latgov_held_cpus.insert(c["cpu"].get<int>());
     }
-    f.tracefs_events = root.exists("/sys/kernel/tracing/events/block/block_rq_issue/id") ||
-                       root.exists("/sys/kernel/debug/tracing/events/block/block_rq_issue/id");
-    f.debugfs_block = root.exists("/sys/kernel/debug/block");
+    f.tracefs_events =
+        found_any(root, {"/sys/kernel/tracing/events/block/block_rq_issue/id",
+                         "/sys/kernel/debug/tracing/events/block/block_rq_issue/id"});
+    f.debugfs_block = found_any(root, {"/sys/kernel/debug/block"});
     if (auto mounts = root.read("/proc/mounts"))
         f.run_fstype = mount_fstype(*mounts, "/run");
     if (auto ps = root.read("/sys/module/nvme_core/parameters/default_ps_max_latency_us"))
