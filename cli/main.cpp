@@ -62,7 +62,12 @@ std::string command_usage(std::string_view command) {
     }
     if (lines.empty()) // a command the text does not list: all of it
         return usage;
-    return fmt::format("Usage: latgov [--sysroot DIR] {} [OPTIONS]\n\n{}{}", command, lines,
+    // The command with the arguments it must have, as its first line names
+    // them before any optional one ("explain DEVICE").
+    std::string_view first(lines);
+    first = first.substr(2, first.find("  ", 2) - 2);
+    first = first.substr(0, first.find(" ["));
+    return fmt::format("Usage: latgov [--sysroot DIR] {} [OPTIONS]\n\n{}{}", first, lines,
                        usage.substr(options));
 }
 
@@ -100,7 +105,9 @@ int main(int argc, char** argv) {
             fmt::print("{}", usage);
             return 0;
         }
-        if (arg == "--sysroot" && i + 1 < argc) {
+        if (arg == "--sysroot") {
+            if (i + 1 == argc)
+                return usage_error("--sysroot needs a directory");
             args.sysroot = argv[++i];
         } else if (arg.starts_with("--sysroot=")) {
             args.sysroot = std::string(arg.substr(10));

@@ -43,8 +43,11 @@ class CommandHelp(unittest.TestCase):
                     out = run(name, flag)
                     self.assertEqual(out.returncode, 0, out.stderr)
                     self.assertEqual(out.stderr, "")
+                    # With the arguments the command must have (explain's DEVICE).
+                    required = re.match(r"  (\S+(?: [^\s\[]+)*)", lines[0]).group(1)
                     self.assertTrue(
-                        out.stdout.startswith(f"Usage: latgov [--sysroot DIR] {name} [OPTIONS]\n"),
+                        out.stdout.startswith(
+                            f"Usage: latgov [--sysroot DIR] {required} [OPTIONS]\n"),
                         out.stdout)
                     for line in lines:
                         self.assertIn(line + "\n", out.stdout)
@@ -60,12 +63,17 @@ class CommandHelp(unittest.TestCase):
                 ("status", ["status", "--runtime-dir", "/nonexistent", "--json", "--help"]),
                 ("calibrate", ["--sysroot", "/nonexistent", "calibrate", "--device", "nvme0n1",
                                "-h"]),
-                ("explain", ["explain", "--help"])):
+                ("explain DEVICE", ["explain", "--help"])):
             with self.subTest(args=args):
                 out = run(*args)
                 self.assertEqual(out.returncode, 0, out.stderr)
                 self.assertEqual(out.stderr, "")
                 self.assertIn(f"Usage: latgov [--sysroot DIR] {name} [OPTIONS]\n", out.stdout)
+
+    def test_sysroot_without_a_directory_says_so(self):
+        out = run("--sysroot")
+        self.assertEqual(out.returncode, 2)
+        self.assertIn("--sysroot needs a directory", out.stderr)
 
     def test_unknown_command_with_help_is_a_usage_error(self):
         out = run("nosuchcommand", "--help")
