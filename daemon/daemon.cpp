@@ -482,17 +482,12 @@ void Daemon::write_metrics(TimePoint now) {
     const auto logged = logged_counts();
     const auto snapshot =
         metrics_.snapshot(status_input(now), state_->events_kind, logged.warnings, logged.errors);
-    if (auto written = replace_file(path, format_metrics(snapshot)); !written) {
-        if (!metrics_failed_)
-            spdlog::warn("{}", written.error().message);
-        metrics_failed_ = true;
-    } else {
-        metrics_failed_ = false;
-    }
+    metrics_to_write_ = PendingMetrics{path, format_metrics(snapshot)};
 }
 
 // --dry-run wrote none, and leaves a running daemon's file alone.
-void Daemon::remove_metrics_file() const {
+void Daemon::remove_metrics_file() {
+    metrics_to_write_.reset(); // nor is it written again
     if (config_.daemon.metrics_file.empty() || options_.dry_run)
         return;
     std::error_code ec;
@@ -844,11 +839,13 @@ bool Daemon::open_runtime_dir() {
                      config_.daemon.runtime_dir.string());
         return true;
     }
-    auto dir = RuntimeDir::open_locked(config_.daemon.runtime_dir, true);
+    auto dir = RuntimeDir::open(config_.daemon.runtime_dir, true);
     if (!dir) {
         spdlog::error("{}", dir.error().message);
         return false;
     }
+    if (!wait_for_lock(*dir))
+        return false;
     runtime_ = std::move(*dir);
     struct statfs fs {};
     if (::fstatfs(runtime_->fd(), &fs) == 0 && fs.f_type != TMPFS_MAGIC && fs.f_type != RAMFS_MAGIC)
@@ -859,6 +856,47 @@ bool Daemon::open_runtime_dir() {
     if (auto restored = restore_journal(root_, journal_path(), log_warning); !restored)
         spdlog::error("{}", restored.error().message);
     return true;
+}
+
+bool Daemon::wait_for_lock(RuntimeDir& dir) {
+    // Polled: flock() cannot wait for a lock and a signal at once. Nothing
+    // is written before the lock is held, so a stop meanwhile leaves nothing.
+    constexpr timespec poll_every{0, 100'000'000};
+    const auto deadline = std::chrono::steady_clock::now() + options_.wait_for_lock;
+    const sigset_t stop = daemon_signals(); // blocked since main()
+    for (bool said = false;;) {
+        auto locked = dir.try_lock();
+        if (!locked) {
+            spdlog::error("{}", locked.error().message);
+            return false;
+        }
+        if (*locked) {
+            if (said)
+                spdlog::info("{} is ours now", dir.path().string());
+            return true;
+        }
+        if (std::chrono::steady_clock::now() >= deadline) {
+            spdlog::error("{}{}", dir.busy_message(),
+                          said ? fmt::format(" (waited {} s)", options_.wait_for_lock.count())
+                               : std::string());
+            return false;
+        }
+        if (!said) {
+            const auto why = fmt::format("{}; waiting up to {} s for it", dir.busy_message(),
+                                         options_.wait_for_lock.count());
+            spdlog::warn("{}", why);
+            sd_notifyf(0, "STATUS=%s", why.c_str());
+            said = true;
+        }
+        if (const int sig = ::sigtimedwait(&stop, nullptr, &poll_every); sig > 0) {
+            // A reload before start has nothing to reload: it waits on.
+            if (sig == SIGHUP)
+                continue;
+            spdlog::info("received {} while waiting for the lock, stopping", strsignal(sig));
+            stopped_before_start_ = true;
+            return false;
+        }
+    }
 }
 
 bool Daemon::open_event_loop() {
@@ -927,12 +965,17 @@ bool Daemon::start() {
 int Daemon::wait_for_events(std::span<epoll_event> events, std::unique_lock<std::mutex>& lock) {
     // The tick's deadline is epoll's timeout: a tick costs no timer
     // syscalls (steady_clock is CLOCK_MONOTONIC, read in the vDSO).
-    const timespec timeout = wait_timeout(wake_at_, std::chrono::steady_clock::now());
+    timespec timeout = wait_timeout(wake_at_, std::chrono::steady_clock::now());
     const int max = static_cast<int>(events.size());
     int n = -1;
     bool pwait2 = have_epoll_pwait2_; // the member is the lock's
-    loop_waits_until_ = wake_at_;
+    const TimePoint waits_until = loop_waits_until_ = wake_at_;
     lock.unlock(); // the kick threads take IO events meanwhile
+    if (evidence_to_save_ || metrics_to_write_) {
+        write_pending();
+        // The deadline as it was: a kick thread that moved it woke the loop.
+        timeout = wait_timeout(waits_until, std::chrono::steady_clock::now());
+    }
     if (pwait2) {
         n = ::epoll_pwait2(epoll_.get(), events.data(), max, &timeout, nullptr);
         // Before Linux 5.11, or refused by a seccomp filter that does not
@@ -971,8 +1014,7 @@ std::optional<int> Daemon::on_signals() {
 
 int Daemon::run_loop(std::unique_lock<std::mutex>& lock) {
     if (!start())
-        return 1;
-    save_evidence_unlocked(lock); // the first tick's, before a sleep with no timer
+        return stopped_before_start_ ? 0 : 1;
     for (;;) {
         epoll_event events[16];
         const int n = wait_for_events(events, lock);
@@ -1008,22 +1050,28 @@ int Daemon::run_loop(std::unique_lock<std::mutex>& lock) {
         if (now >= wake_at_) {
             tick(now);
             arm_timer(now);
-            save_evidence_unlocked(lock);
         }
     }
 }
 
-// The flush may wait long for a busy disk; the first request of the next
-// burst, likely meanwhile, must not wait with it. The kick threads take
-// onsets while the lock is down.
-void Daemon::save_evidence_unlocked(std::unique_lock<std::mutex>& lock) {
-    if (!evidence_to_save_)
-        return;
-    const PendingEvidence pending = std::move(*evidence_to_save_);
-    evidence_to_save_.reset();
-    lock.unlock();
-    save_learnt_evidence(pending.book, pending.file);
-    lock.lock();
+// Only the loop thread touches what is pending, the lock down or not.
+void Daemon::write_pending() {
+    if (evidence_to_save_) {
+        const PendingEvidence pending = std::move(*evidence_to_save_);
+        evidence_to_save_.reset();
+        save_learnt_evidence(pending.book, pending.file);
+    }
+    if (metrics_to_write_) {
+        const PendingMetrics pending = std::move(*metrics_to_write_);
+        metrics_to_write_.reset();
+        if (auto written = replace_file(pending.file, pending.text); !written) {
+            if (!metrics_failed_)
+                spdlog::warn("{}", written.error().message);
+            metrics_failed_ = true;
+        } else {
+            metrics_failed_ = false;
+        }
+    }
 }
 
 } // namespace latgov

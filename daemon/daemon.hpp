@@ -45,6 +45,9 @@ struct Options {
     bool check_config = false;
     bool restore = false;
     bool dry_run = false;
+    // --wait-for-lock: how long to wait for a runtime directory that another
+    // process has locked (`latgov calibrate`, say) before failing.
+    std::chrono::seconds wait_for_lock{0};
 };
 
 // SIGINT, SIGTERM and SIGHUP are read from a signalfd by the event loop;
@@ -103,8 +106,10 @@ class Daemon {
     // The service manager's one-line status: governing, or why not; after
     // `also`, other assignments of the same message ("READY=1\n").
     void notify_state(const char* also = "") const;
+    // Formats the metrics for the next wait to write (write_pending).
     void write_metrics(TimePoint now);
-    void remove_metrics_file() const;
+    // The file and any write of it still pending.
+    void remove_metrics_file();
     void reload(TimePoint now);
     void shutdown();
     // Arms the IO events while idle and sets wake_at_ to the next deadline.
@@ -137,18 +142,27 @@ class Daemon {
     // The governor's windows that ended since the last call, to the metrics.
     void count_windows();
     // The runtime directory opened, locked and restored from (nothing under
-    // --dry-run); false, logged, if it cannot be.
+    // --dry-run); false, logged, if it cannot be. While someone else holds
+    // its lock, waits up to --wait-for-lock for it; a stop signal meanwhile
+    // ends the wait, false with stopped_before_start_ set.
     bool open_runtime_dir();
+    // Waits for the lock of `dir` (open_runtime_dir).
+    bool wait_for_lock(RuntimeDir& dir);
     // The uevent socket, the signalfd, the loop's epoll and its wake-up.
     bool open_event_loop();
     // Everything up to "ready": false, logged, when latgovd cannot run.
     bool start();
-    // One epoll wait, the lock released meanwhile; epoll's result, errno kept.
+    // One epoll wait, the lock released meanwhile and the pending files
+    // written first (write_pending); epoll's result, errno kept.
     int wait_for_events(std::span<epoll_event> events, std::unique_lock<std::mutex>& lock);
     // SIGHUP reloads; the exit status when a signal stops the daemon.
     std::optional<int> on_signals();
     int run_loop(std::unique_lock<std::mutex>& lock);
-    void save_evidence_unlocked(std::unique_lock<std::mutex>& lock);
+    // The evidence and metrics files a tick made due, written by the loop
+    // thread with the lock down: a disk write (the evidence's fsync, the
+    // metrics' rename on a governed disk) may wait long, and the first
+    // request of the next burst, likely meanwhile, must not wait with it.
+    void write_pending();
     // What the first requests after idle would hold (journaled before sleeping).
     std::map<int, LatencyLimit> likely_holds() const;
 
@@ -220,7 +234,13 @@ class Daemon {
     };
     // What a tick found due, saved by the loop with the lock down.
     std::optional<PendingEvidence> evidence_to_save_;
-    bool metrics_failed_ = false; // warn once until a write succeeds again
+    struct PendingMetrics {
+        std::filesystem::path file;
+        std::string text;
+    };
+    std::optional<PendingMetrics> metrics_to_write_;
+    bool stopped_before_start_ = false; // a stop signal ended wait_for_lock
+    bool metrics_failed_ = false;       // warn once until a write succeeds again
 };
 
 } // namespace latgov

@@ -1,6 +1,7 @@
 // latgovd: the latency governor daemon. The command line is parsed here;
 // the loop is in daemon.cpp.
 #include "daemon.hpp"
+#include "latgov/parse.hpp"
 #include "latgov/qos.hpp"
 #include "latgov/runtime_dir.hpp"
 #include "latgov/status.hpp"
@@ -34,6 +35,8 @@ Options:
   --runtime-dir DIR  override [daemon] runtime_dir
   --metrics-file FILE
                      override [daemon] metrics_file ("" writes none)
+  --wait-for-lock S  wait up to S seconds (0..3600, default 0) for a runtime
+                     directory that `latgov calibrate` or another latgovd holds
   --dry-run          compute and log, change nothing: no PM QoS write, no restore,
                      no calibration, no file in the runtime directory
   -h, --help         this text
@@ -58,6 +61,18 @@ std::optional<Options> parse_options(int argc, char** argv, bool& help) {
             o.restore = true;
         } else if (arg == "--dry-run") {
             o.dry_run = true;
+        } else if (arg == "--wait-for-lock") {
+            const char* v = value();
+            std::optional<std::uint64_t> seconds;
+            if (v)
+                if (auto parsed = latgov::parse_u64(v))
+                    seconds = *parsed;
+            if (!seconds || *seconds > 3600) {
+                fmt::print(stderr, "latgovd: --wait-for-lock takes seconds (0..3600), got {}\n{}",
+                           v ? v : "nothing", usage);
+                return std::nullopt;
+            }
+            o.wait_for_lock = std::chrono::seconds(*seconds);
         } else if (arg == "--config" || arg == "--sysroot" || arg == "--runtime-dir" ||
                    arg == "--metrics-file") {
             const char* v = value();

@@ -10,6 +10,7 @@ Environment: LATGOVD, LATGOV (set by ctest). Optional: LATGOV_SOAK_KILLS,
 the kills per backend of the soak (default 25: 50 in all).
 """
 
+import fcntl
 import glob
 import json
 import os
@@ -813,6 +814,53 @@ class FaultTest(HostTestCase):
         """The same where the hold changes nothing (150 us either way):
         after the windows nothing is held."""
         self.learn_on_simulated_device(150, 150, "no-hold", "holding buys nothing measurable")
+
+    def test_19_waits_for_a_runtime_dir_someone_else_holds(self):
+        """The unit starting while `latgov calibrate` holds the runtime
+        directory (a restart during a calibration): with --wait-for-lock,
+        latgovd waits, writes nothing meanwhile and starts once the lock is
+        released; past the wait it fails naming the holder, and a stop
+        signal ends the wait with exit 0."""
+        config = self.config()
+        run = os.path.join(self.tmp, "run")
+        os.makedirs(run, mode=0o755)
+        held = os.open(run, os.O_RDONLY | os.O_DIRECTORY)
+        fcntl.flock(held, fcntl.LOCK_EX)  # as calibrate takes it
+        try:
+            start = time.monotonic()
+            late = self.run_cmd(self.latgovd, "--config", config, "--runtime-dir", run,
+                                "--wait-for-lock", "1")
+            took = time.monotonic() - start
+            self.assertEqual(late.returncode, 1, late.stderr)
+            self.assertIn(f"(pid {os.getpid()}) holds it", late.stderr)
+            self.assertIn("(waited 1 s)", late.stderr)
+            self.assertGreaterEqual(took, 1.0)
+            stopped = self.start_daemon(config_path=config, runtime_dir=run, wait=False,
+                                        args=("--wait-for-lock", "30"))
+            stopped.wait_log(r"waiting up to 30 s for it")
+            self.assertEqual(stopped.stop(timeout=2), 0, stopped.log())
+            self.assertIn("while waiting for the lock, stopping", stopped.log())
+            d = self.start_daemon(config_path=config, runtime_dir=run, wait=False,
+                                  args=("--wait-for-lock", "30"))
+            d.wait_log(r"waiting up to 30 s for it")
+            time.sleep(0.5)
+            self.assertTrue(d.alive(), d.log())
+            self.assertEqual(os.listdir(run), [], "written while waiting for the lock")
+            self.assertNotIn("latgovd ready", d.log())
+            self.assert_back(self.baseline, "while waiting for the lock")
+        finally:
+            os.close(held)
+        d.wait_ready()
+        self.assertIn("is ours now", d.log())
+        fio = bursty_fio(3, self.submit_cpu)
+        try:
+            self.assertIsNotNone(self.wait_value(lambda: read_cpu(self.comp), "n/a", 2.0),
+                                 "not held under IO after the wait")
+        finally:
+            fio.kill()
+            fio.wait()
+        self.assertEqual(d.stop(), 0)
+        self.assert_back(self.baseline, "after stop")
 
     def test_08_onset_after_idle(self):
         """Pairs of 4k reads 30 ms apart (each pair after the 3 ms linger

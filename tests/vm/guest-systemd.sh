@@ -347,4 +347,27 @@ else
 fi
 kill "$LG_FIO_PID" 2>/dev/null || true
 wait "$LG_FIO_PID" 2>/dev/null || true
+
+# --- start while latgov calibrate holds the runtime directory ----------------------
+# Calibrate holds the runtime directory's lock while it steps a CPU (30 s at
+# most by default). A start meanwhile waits for it (--wait-for-lock in the
+# unit); failing at once, Restart= would reach the start limit and give up.
+mkdir -p "$runtime"   # kept across stops (RuntimeDirectoryPreserve=yes)
+flock "$runtime" sleep 4 &
+locker=$!
+sleep 0.3
+t0=$(date +%s%N)
+systemctl start "$unit" & starter=$!
+sleep 1.5
+waiting=$(show StatusText)
+lg_check "while locked: $(show ActiveState)/$(show SubState), StatusText says why ('$waiting')" \
+  bash -c "[[ \$(systemctl show -p ActiveState --value $unit) == activating && '$waiting' == *'waiting up to 60 s for it'* ]]"
+rc=0; wait "$starter" || rc=$?
+waited_ms=$(( ($(date +%s%N) - t0) / 1000000 ))
+lg_check "start while locked succeeds once the lock is released (rc $rc after $waited_ms ms)" \
+  test "$rc" = 0 -a "$waited_ms" -ge 3000
+props="$(show ActiveState)/$(show SubState) StatusText='$(show StatusText)'"
+lg_check "after the wait: $props" test "$props" = "active/running StatusText='Governing'"
+wait "$locker" || true
+systemctl stop "$unit" || true
 [[ $LG_FAILED -eq 0 ]]

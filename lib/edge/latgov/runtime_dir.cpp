@@ -191,17 +191,29 @@ std::optional<bool> runtime_dir_locked(const std::filesystem::path& path) {
     return !holders->empty();
 }
 
-Result<void> RuntimeDir::lock() {
+Result<bool> RuntimeDir::try_lock() {
     if (::flock(fd_.get(), LOCK_EX | LOCK_NB) == 0)
-        return {};
-    if (errno == EWOULDBLOCK) {
-        const auto pid = flock_holder(fd_.get());
-        return make_error("Failed to lock " + path_.string() +
-                          ": another latgovd, `latgovd --restore` or `latgov calibrate`" +
-                          (pid ? " (pid " + std::to_string(*pid) + ")" : std::string()) +
-                          " holds it and writes the same PM QoS limits");
-    }
+        return true;
+    if (errno == EWOULDBLOCK)
+        return false;
     return make_error("Failed to lock " + path_.string() + ": " + errno_message(errno));
+}
+
+std::string RuntimeDir::busy_message() const {
+    const auto pid = flock_holder(fd_.get());
+    return "Failed to lock " + path_.string() +
+           ": another latgovd, `latgovd --restore` or `latgov calibrate`" +
+           (pid ? " (pid " + std::to_string(*pid) + ")" : std::string()) +
+           " holds it and writes the same PM QoS limits";
+}
+
+Result<void> RuntimeDir::lock() {
+    auto locked = try_lock();
+    if (!locked)
+        return locked.error();
+    if (!*locked)
+        return make_error(busy_message());
+    return {};
 }
 
 Result<RuntimeDir> RuntimeDir::open_locked(const std::filesystem::path& path, bool create) {

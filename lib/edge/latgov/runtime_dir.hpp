@@ -31,6 +31,10 @@ class RuntimeDir {
     // QoS at a time (latgovd, `latgovd --restore`, `latgov calibrate`). The
     // kernel drops it when the process dies, so a crash leaves no stale lock.
     Result<void> lock();
+    // lock() that tells a lock someone else holds (false) from a failure.
+    Result<bool> try_lock();
+    // Why lock() failed while someone else holds it, naming the holder.
+    std::string busy_message() const;
     // open(), then lock(), for callers that say nothing more of either.
     static Result<RuntimeDir> open_locked(const std::filesystem::path& path, bool create);
 
