@@ -27,6 +27,7 @@ import struct
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 import unittest
 
@@ -668,6 +669,113 @@ def journal_cpus(path):
 
 
 # --------------------------------------------------------------------------
+# A captured latency-aware host (tests/golden/vm-2cpu-cstates.tar.gz:
+# acpi_idle/menu, 2 CPUs, C1 1 us, C2 20 us (disabled on cpu 1), C3 200 us;
+# nvme0n1's queue 1 completes on cpu 1 through IRQ 26), for latgovd run
+# with --sysroot: auto mode's cost rule checked on any host, whatever its
+# own cpuidle driver (none and haltpoll hosts have no costs to use).
+
+GOLDEN_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "golden")
+CSTATES_TREE = os.path.join(GOLDEN_DIR, "vm-2cpu-cstates.tar.gz")
+CSTATES_DISK, CSTATES_IRQ, CSTATES_CPU = "nvme0n1", 26, 1
+# What read_machine_identity reads from the tree (written into it here):
+# a calibration names them to be used there.
+CSTATES_CPU_MODEL = "latgov golden vm-2cpu-cstates"
+CSTATES_KERNEL = "0.0.0-golden-cstates"
+
+
+def cstates_calibration(cost_us, states=("C1", "C2", "C3")):
+    """A calibration of the cstates tree (its machine, as latgovd reads it
+    there) giving every state the measured cost `cost_us`."""
+    declared = {"C1": 1, "C2": 20, "C3": 200}
+    text = (f'[machine]\ncpu_model = "{CSTATES_CPU_MODEL}"\nkernel = "{CSTATES_KERNEL}"\n'
+            'cpuidle_driver = "acpi_idle"\ncpuidle_governor = "menu"\n\n'
+            f'[probe]\ndevice = "{CSTATES_DISK}"\ncpu = {CSTATES_CPU}\nsubmit_cpu = 0\n'
+            'rounds = 1\nios_per_level = 100\ndate = "2024-01-01T00:00:00Z"\n')
+    for name in states:
+        text += (f'\n[[state]]\nname = "{name}"\ndeclared_exit_latency_us = {declared[name]}\n'
+                 f"measured_cost_us = {cost_us:.2f}\n")
+    return text + "\n# end of calibration\n"
+
+
+class SimulatedReader:
+    """A QD1 reader on a disk of a captured tree, as the kernel would count
+    it: every 2 ms the disk's block stat (reads, sectors, read ticks, one in
+    flight) and its queue IRQ's count in the tree's /proc/stat grow by the
+    requests that fit in the time since the last step. A request takes
+    held_us while the tree's completion CPU file reads "n/a" (held at 0),
+    else unheld_us, and the next comes GAP_US after it. Each file is
+    rewritten in place at a fixed length, in one write: latgovd keeps them
+    open and reads at offset 0. `seen`: every value the CPU file read."""
+
+    GAP_US = 150.0
+    STEP_S = 0.002
+
+    def __init__(self, root, disk, irq, qos_file, held_us, unheld_us):
+        self.held_us, self.unheld_us = held_us, unheld_us
+        self.stat = os.path.join(root, "sys", "block", disk, "stat")
+        self.proc_stat = os.path.join(root, "proc", "stat")
+        self.irq, self.qos_file = irq, qos_file
+        self.ios = self.ticks_ms = 0.0
+        self.steps = self.held_steps = 0
+        self.seen = set()
+        self.running, self.thread, self.started = False, None, None
+
+    def write(self, inflight):
+        ios, ticks = int(self.ios), int(self.ticks_ms)
+        stat = (f"{ios:012d} 0 {8 * ios:014d} {ticks:012d} 0 0 0 0 {inflight} {ticks:012d} "
+                f"{ticks:012d} 0 0 0 0 0 0\n")
+        irqs = ["0"] * 64
+        irqs[self.irq] = f"{ios:012d}"
+        proc = ("cpu  1 0 1 100 0 0 0 0 0 0\n"
+                "cpu0 1 0 1 50 0 0 0 0 0 0\ncpu1 0 0 0 50 0 0 0 0 0 0\n"
+                f"intr {ios:012d} " + " ".join(irqs) + "\n")
+        for path, text in ((self.stat, stat), (self.proc_stat, proc)):
+            fd = os.open(path, os.O_WRONLY | os.O_CREAT, 0o644)
+            try:
+                os.pwrite(fd, text.encode(), 0)
+            finally:
+                os.close(fd)
+
+    def run(self):
+        last = time.monotonic()
+        while self.running:
+            with open(self.qos_file) as f:
+                value = f.read().strip()
+            self.seen.add(value)
+            held = value == "n/a"
+            latency = self.held_us if held else self.unheld_us
+            now = time.monotonic()
+            done = (now - last) * 1e6 / (latency + self.GAP_US)
+            last = now
+            self.ios += done
+            self.ticks_ms += done * latency / 1000
+            self.steps += 1
+            self.held_steps += held
+            self.write(inflight=1)
+            time.sleep(self.STEP_S)
+        self.write(inflight=0)
+
+    def start(self):
+        self.running = True
+        self.started = time.monotonic()
+        self.thread = threading.Thread(target=self.run, daemon=True)
+        self.thread.start()
+
+    def stop(self):
+        if self.thread:
+            self.running = False
+            self.thread.join()
+            self.thread = None
+
+    def elapsed(self):
+        return time.monotonic() - self.started
+
+    def held_fraction(self):
+        return self.held_steps / max(1, self.steps)
+
+
+# --------------------------------------------------------------------------
 
 class HostTestCase(unittest.TestCase):
     """Base of the host tests; subclasses set `suite` (the CTest name)."""
@@ -1029,8 +1137,8 @@ class HostTestCase(unittest.TestCase):
         holds exactly what the status says (a queue active and limit 0 ->
         0, else nothing); the file reads only "0" or "n/a", and "n/a" at
         some point: the first window holds while it measures (the declared
-        1 us would never hold). After stop, the window pairs status counted
-        are in evidence_file. status_shows_hold: a status written while
+        1 us would never hold). Window pairs were counted (none is a
+        failure), and after stop they are in evidence_file. status_shows_hold: a status written while
         the CPU held must be among those read (status written often).
         No other CPU is touched meanwhile, but fio's with waiters on."""
         snapshots, cpu_values, stray = [], set(), {}
@@ -1075,14 +1183,89 @@ class HostTestCase(unittest.TestCase):
             self.assertIn(0, held, "status never showed the hold")
         released = self.wait_value(read_all, self.baseline, 2.0)
         self.assertIsNotNone(released, f"not released 2 s after fio: {read_all()}")
+        # A pair takes two windows of ~0.5 s (settle + min_window) after
+        # the onset: seconds of QD1 IO count several. None counted means the
+        # windows never finished, and there would be nothing to persist.
         pairs = sum(e["pairs"] for e in snapshots[-1][2])
         self.assertEqual(d.stop(), 0)
-        if pairs:
-            self.assertTrue(os.path.exists(evidence_file),
-                            f"{pairs} window pairs counted, nothing in {evidence_file}")
-            with open(evidence_file) as f:
-                learnt = f.read()
-            self.assertRegex(learnt, r"(?m)^gap class=\d+ verdict=", learnt)
+        self.assertGreater(pairs, 0, f"no window pair counted in {len(snapshots)} status "
+                                     f"snapshots while fio ran: the live IO windows never "
+                                     f"finished; last: {snapshots[-1][0]['limit_from']}, "
+                                     f"evidence {snapshots[-1][2]}")
+        self.assertTrue(os.path.exists(evidence_file),
+                        f"{pairs} window pairs counted, nothing in {evidence_file}")
+        with open(evidence_file) as f:
+            learnt = f.read()
+        self.assertRegex(learnt, r"(?m)^gap class=\d+ verdict=", learnt)
+
+    def auto_on_cstates_tree(self, config_text, calibration=None, latency_us=100.0,
+                             seconds=1.0):
+        """latgovd with --sysroot on the cstates tree (CSTATES_TREE) while a
+        SimulatedReader reads nvme0n1 (queue 1, cpu 1) at QD1, `latency_us` a
+        request. calibration: the text of the test's calibration file
+        (None: there is none). The status once the reader's IO was observed
+        and ran `seconds` more, still under IO (the device and cpu 1 of it),
+        and every value cpu 1's file read meanwhile. latgovd stops with 0,
+        the tree's CPUs back as they were and this machine's untouched."""
+        root = os.path.join(self.tmp, f"cstates-{len(self.daemons)}")
+        os.makedirs(root)
+        subprocess.run(["tar", "xzf", CSTATES_TREE, "-C", root], check=True)
+        os.makedirs(os.path.join(root, "proc", "sys", "kernel"), exist_ok=True)
+        with open(os.path.join(root, "proc", "cpuinfo"), "w") as f:
+            f.write(f"processor\t: 0\nmodel name\t: {CSTATES_CPU_MODEL}\n\n"
+                    f"processor\t: 1\nmodel name\t: {CSTATES_CPU_MODEL}\n")
+        with open(os.path.join(root, "proc", "sys", "kernel", "osrelease"), "w") as f:
+            f.write(CSTATES_KERNEL + "\n")
+        for dev in os.listdir(os.path.join(root, "sys", "block")):
+            with open(os.path.join(root, "sys", "block", dev, "stat"), "w") as f:
+                f.write("0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0\n")
+        qos = {cpu: os.path.join(root, "sys", "devices", "system", "cpu", f"cpu{cpu}", "power",
+                                 "pm_qos_resume_latency_us") for cpu in (0, 1)}
+
+        def tree_values():
+            out = {}
+            for cpu, path in qos.items():
+                with open(path) as f:
+                    out[cpu] = f.read().strip()
+            return out
+        before = tree_values()
+        self.assertEqual(before, {0: "20", 1: "0"}, f"not the tree expected: {CSTATES_TREE}")
+        if os.path.exists(self.calibration_file):
+            os.remove(self.calibration_file)
+        if calibration is not None:
+            with open(self.calibration_file, "w") as f:
+                f.write(calibration)
+        reader = SimulatedReader(root, CSTATES_DISK, CSTATES_IRQ, qos[CSTATES_CPU], latency_us,
+                                 latency_us)
+        self.addCleanup(reader.stop)
+        reader.write(inflight=0)  # the fixed-length layout, before latgovd opens the files
+        d = self.start_daemon(config_text, events=None, args=("--sysroot", root),
+                              runtime_dir=os.path.join(self.tmp, f"run-{len(self.daemons)}"))
+        reader.start()
+
+        def observed(st):
+            dev = {x["name"]: x for x in st["devices"]}.get(CSTATES_DISK, {})
+            return dev.get("observed_latency_us") is not None and 1 in dev["active_queues"]
+
+        self.wait_status(d, observed, f"{CSTATES_DISK} observed and active", timeout=3.0)
+        time.sleep(seconds)
+        st = self.status(d.runtime_dir)
+        reader.stop()
+        dev = {x["name"]: x for x in st["devices"]}[CSTATES_DISK]
+        cpu = {c["cpu"]: c for c in st["cpus"]}[CSTATES_CPU]
+        log(f"  cstates tree, {latency_us} us requests: idle_costs {st['idle_costs']!r}; "
+            f"{CSTATES_DISK} limit {dev['limit_us']} from {dev['limit_from']!r}, observed "
+            f"{dev['observed_latency_us']} us, active {dev['active_queues']}; cpu {CSTATES_CPU} "
+            f"status limit {cpu['limit_us']}, file read {sorted(reader.seen)}")
+        self.assertEqual(st["cpuidle_driver"], "acpi_idle", st)
+        self.assertEqual(st["cpuidle_governor"], "menu", st)
+        self.assertIn(1, dev["active_queues"], f"the status was not taken under IO: {dev}")
+        self.assertIsNotNone(self.wait_value(tree_values, before, 2.0),
+                             f"the tree's CPUs still held after the IO: {tree_values()}")
+        self.assertEqual(d.stop(), 0)
+        self.assertEqual(tree_values(), before, "the tree's CPUs were left held")
+        self.assertEqual(read_all(), self.baseline, "the machine's own files were written")
+        return st, dev, cpu, reader.seen
 
 
 def foreign_governors():

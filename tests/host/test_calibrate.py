@@ -14,8 +14,8 @@ import time
 import tomllib
 
 from hostlib import (
-    CPU_SYS, DISK, FIO_FILE, LIVE_EVIDENCE, HostTestCase, cpuidle_driver, idle_costs_text, log,
-    read_all, read_cpu, write_cpu,
+    CPU_SYS, CSTATES_DISK, DISK, FIO_FILE, HostTestCase, cpuidle_driver, cstates_calibration,
+    idle_costs_text, idle_states, log, read_all, read_cpu, write_cpu,
 )
 
 CALIBRATED_CONFIG = """\
@@ -29,6 +29,19 @@ mode = "fixed"
 limit_us = 0
 waiter_cpus = false  # the completion CPU is the subject
 """
+
+AUTO_CALIBRATED_CONFIG = """\
+[daemon]
+log_level = "debug"
+status_interval_ms = 50
+
+[defaults]
+mode = "auto"
+latency_fraction = 0.1
+waiter_cpus = false
+"""
+# limit_from where the idle-state costs decide (the tree's requests observed).
+TREE_COSTS_DECIDE = "idle-state costs against latency_fraction 0.1 x the observed request latency"
 
 
 def idle_state_names(cpu):
@@ -136,9 +149,26 @@ class CalibrateTest(HostTestCase):
                 log(f"  {name}: declared {states[name]['declared_exit_latency_us']} us, "
                     f"measured {cost:.1f} us")
                 self.assertAlmostEqual(cost, max(0.0, none - poll), delta=0.02, msg=states)
+        elif driver in ("", "none"):
+            # No cpuidle driver: the kernel lists no idle state, and the
+            # calibration none (its two levels, poll and none, are checked
+            # above).
+            self.assertEqual(idle_states(self.comp), [],
+                             f"cpu{self.comp} lists idle states with no cpuidle driver")
+            self.assertEqual(cal.get("state", []), [], cal)
+            self.assertEqual(names, ["poll", "none"], names)
         else:
-            log(f"  cpuidle driver {driver}: poll median {levels[0]['median_us']:.1f} us, "
-                f"none median {levels[-1]['median_us']:.1f} us (no assertion on them)")
+            # A latency-aware governor: every enabled state of the studied
+            # CPU (POLL too, as the probe lists them) is listed under its
+            # kernel name with its declared exit latency, and no other.
+            states = {s["name"]: s for s in cal.get("state", [])}
+            kernel = [s for s in idle_states(self.comp) if not s["disabled"]]
+            self.assertTrue([s for s in kernel if s["name"] != "POLL"],
+                            f"cpu{self.comp} has no non-POLL idle state under {driver}")
+            self.assertEqual(sorted(states), sorted(s["name"] for s in kernel), cal)
+            for s in kernel:
+                self.assertEqual(states[s["name"]]["declared_exit_latency_us"], s["latency"],
+                                 states)
 
     def test_02_sigint_puts_everything_back(self):
         write_cpu(self.other, "20")
@@ -220,37 +250,64 @@ class CalibrateTest(HostTestCase):
 
 
     def test_05_auto_uses_measured_costs(self):
-        """auto mode with a calibration of this machine uses the measured
-        costs, not the declared latencies: with every state's measured cost
-        rewritten to 1000 us (far above 0.1 x a virtio request) the chosen
-        limit is the one those costs call for; rewritten to 0 us, nothing is
-        held. Under the haltpoll governor no cost decides, measured or not:
-        both runs must be decided by live IO (each from no evidence)."""
-        path = os.path.join(self.tmp, "calibration.toml")
+        """auto mode with a calibration of the machine uses the measured
+        costs, not the declared latencies. Checked on the cstates tree
+        (acpi_idle/menu, latgovd with --sysroot: on any host) at 100 us a
+        request, where latency_fraction 0.1 allows 10 us: the declared
+        latencies keep C1 (1 us) and exclude C2 (20 us): limit 1; a
+        calibration giving every state 1000 us: poll only (0), cpu 1 held
+        "n/a"; one giving 0 us: every state fits, nothing held. Then on
+        this machine with its own calibration rewritten the same way (every
+        measured cost 1000 us, then 0 us): with no cpuidle driver the
+        calibration lists no state and nothing is held; under haltpoll no
+        cost decides, measured or not: both runs are decided by live IO
+        (each from no evidence); elsewhere the limit those costs call for
+        (run_auto checks each)."""
+        config = AUTO_CALIBRATED_CONFIG
+        st, dev, cpu, seen = self.auto_on_cstates_tree(config)
+        self.assertEqual(st["idle_costs"], f"declared (no calibration at {self.calibration_file})")
+        self.assertEqual(dev["limit_from"], TREE_COSTS_DECIDE, dev)
+        self.assertEqual(dev["limit_us"], 1, "declared: C1 fits 10 us, C2 does not")
+        self.assertEqual(cpu["limit_us"], 1, cpu)
+        self.assertIn("1", seen, "cpu 1 of the tree never held at 1")
+        for cost, limit in ((1000.0, 0), (0.0, None)):
+            st, dev, cpu, seen = self.auto_on_cstates_tree(config, cstates_calibration(cost))
+            self.assertTrue(st["idle_costs"].startswith(f"measured ({CSTATES_DISK}, "),
+                            st["idle_costs"])
+            self.assertEqual(dev["limit_from"], TREE_COSTS_DECIDE, dev)
+            self.assertEqual(dev["limit_us"], limit, f"every state measured at {cost} us: {dev}")
+            self.assertEqual(cpu["limit_us"], limit, cpu)
+            if limit is None:
+                self.assertEqual(seen, {"0"}, f"held with every state measured at {cost} us")
+            else:
+                self.assertLessEqual(seen, {"0", "n/a"}, seen)
+                self.assertIn("n/a", seen, f"cpu 1 of the tree never held at {limit}")
+
+        # This machine, with its own calibration.
+        path = os.path.join(self.tmp, "machine-calibration.toml")
         rc, text = self.calibrate(path, rounds=1, ios=100)
         self.assertEqual(rc, 0, text)
         with open(path) as f:
             cal = f.read()
         names = [s["name"] for s in self.load(path).get("state", [])]
-        for cost in (1000.0, 0.0):
+        driver = cpuidle_driver()
+        if driver in ("", "none"):
+            # No idle state to measure: the file lists none, and with no
+            # driver auto holds nothing whatever the costs (run_auto).
+            self.assertEqual(names, [], cal)
+            self.assertEqual(idle_state_names(self.comp), [], f"cpu{self.comp} has idle states")
+        else:
+            self.assertTrue(names, f"no [[state]] measured under {driver}: {cal}")
+        self.assertEqual(len(re.findall(r"(?m)^measured_cost_us = ", cal)), len(names), cal)
+        for cost in (1000.0, 0.0) if names else (1000.0,):
             edited = re.sub(r"(?m)^measured_cost_us = .*$", f"measured_cost_us = {cost}", cal)
-            self.assertEqual(len(re.findall(r"(?m)^measured_cost_us = ", cal)), len(names), cal)
             with open(self.calibration_file, "w") as f:
                 f.write(edited)
             if os.path.exists(self.evidence_file):
                 os.remove(self.evidence_file)  # each run learns from nothing
-            st, want = self.run_auto(
-                "[daemon]\nlog_level = \"debug\"\nstatus_interval_ms = 50\n\n"
-                "[defaults]\nmode = \"auto\"\nlatency_fraction = 0.1\nwaiter_cpus = false\n",
-                costs={name: cost for name in names})
+            st, want = self.run_auto(config, costs={name: cost for name in names})
             log(f"  measured costs {cost} us: idle_costs {st['idle_costs']!r}, limit {want}")
             self.assertTrue(st["idle_costs"].startswith("measured"), st["idle_costs"])
-            if want == LIVE_EVIDENCE:
-                # haltpoll: no cost decides, measured or declared; the live
-                # IO did (run_auto checked it). The calibration is still read.
-                continue
-            if cost > 0 and cpuidle_driver() != "none":
-                self.assertEqual(want, 0, "1000 us states must not fit a virtio request")
         self.assertEqual(read_all(), self.baseline)
 
     def test_06_calibrate_on_start(self):

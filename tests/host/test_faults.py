@@ -19,12 +19,11 @@ import random
 import shutil
 import signal
 import subprocess
-import threading
 import time
 
 from hostlib import (
     DISK, EXIT_CONFIG, FIO_FILE, FIO_SIZE, NO_GLOBAL_LIMIT, HostTestCase, log, read_all, read_cpu, read_global,
-    NotifySocket, PerfCounters, ensure_tracefs, write_cpu,
+    NotifySocket, PerfCounters, SimulatedReader, ensure_tracefs, write_cpu,
 )
 from test_onset import DirectReader
 
@@ -68,83 +67,6 @@ def write_proc_stat(root, vda_interrupts):
         f.write("cpu  1 0 1 100 0 0 0 0 0 0\n"
                 "cpu0 1 0 1 50 0 0 0 0 0 0\ncpu1 0 0 0 50 0 0 0 0 0 0\n"
                 f"intr {sum(irqs)} " + " ".join(str(n) for n in irqs) + "\n")
-
-class SimulatedReader:
-    """A QD1 reader on the vda of a sampled tree, as the kernel would count
-    it: every 2 ms its block stat (reads, sectors, read ticks, one in
-    flight) and its queue IRQ's count in /proc/stat grow by the requests
-    that fit in the time since the last step. A request takes held_us
-    while the tree's completion CPU file reads "n/a" (held at 0), else
-    unheld_us, and the next comes GAP_US after it. Each file is rewritten
-    in place at a fixed length, in one write: latgovd keeps them open and
-    reads at offset 0."""
-
-    GAP_US = 150.0
-    STEP_S = 0.002
-
-    def __init__(self, root, qos_file, held_us, unheld_us):
-        self.held_us, self.unheld_us = held_us, unheld_us
-        self.stat = os.path.join(root, "sys", "block", "vda", "stat")
-        self.proc_stat = os.path.join(root, "proc", "stat")
-        self.qos_file = qos_file
-        self.ios = 0.0
-        self.ticks_ms = 0.0
-        self.steps = self.held_steps = 0
-        self.running = False
-        self.thread = None
-        self.started = None
-
-    def write(self, inflight):
-        ios, ticks = int(self.ios), int(self.ticks_ms)
-        stat = (f"{ios:012d} 0 {8 * ios:014d} {ticks:012d} 0 0 0 0 {inflight} {ticks:012d} "
-                f"{ticks:012d} 0 0 0 0 0 0\n")
-        irqs = ["0"] * 64
-        irqs[36] = f"{ios:012d}"
-        proc = ("cpu  1 0 1 100 0 0 0 0 0 0\n"
-                "cpu0 1 0 1 50 0 0 0 0 0 0\ncpu1 0 0 0 50 0 0 0 0 0 0\n"
-                f"intr {ios:012d} " + " ".join(irqs) + "\n")
-        for path, text in ((self.stat, stat), (self.proc_stat, proc)):
-            fd = os.open(path, os.O_WRONLY)
-            try:
-                os.pwrite(fd, text.encode(), 0)
-            finally:
-                os.close(fd)
-
-    def run(self):
-        last = time.monotonic()
-        while self.running:
-            with open(self.qos_file) as f:
-                held = f.read().strip() == "n/a"
-            latency = self.held_us if held else self.unheld_us
-            now = time.monotonic()
-            done = (now - last) * 1e6 / (latency + self.GAP_US)
-            last = now
-            self.ios += done
-            self.ticks_ms += done * latency / 1000
-            self.steps += 1
-            self.held_steps += held
-            self.write(inflight=1)
-            time.sleep(self.STEP_S)
-        self.write(inflight=0)
-
-    def start(self):
-        self.running = True
-        self.started = time.monotonic()
-        self.thread = threading.Thread(target=self.run, daemon=True)
-        self.thread.start()
-
-    def stop(self):
-        if self.thread:
-            self.running = False
-            self.thread.join()
-            self.thread = None
-
-    def elapsed(self):
-        return time.monotonic() - self.started
-
-    def held_fraction(self):
-        return self.held_steps / max(1, self.steps)
-
 
 # What someone else writes to a CPU: no value latgov ever writes here.
 THEIRS = "77"
@@ -766,7 +688,7 @@ class FaultTest(HostTestCase):
         qos1 = os.path.join(root, "sys", "devices", "system", "cpu", "cpu1", "power",
                             "pm_qos_resume_latency_us")
         evidence = os.path.join(self.tmp, "evidence")
-        device = SimulatedReader(root, qos1, held_us, unheld_us)
+        device = SimulatedReader(root, "vda", 36, qos1, held_us, unheld_us)
         self.addCleanup(device.stop)
         device.write(inflight=0)  # the fixed-length layout, before latgovd opens the files
         d = self.start_daemon(

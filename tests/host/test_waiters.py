@@ -312,13 +312,63 @@ class WaitersTest(HostTestCase):
             f"(clat mean medians of {rounds}: {means})")
         return 1 - held / none
 
+    def check_verdict_consistent(self, d, st):
+        """What the status `st` of daemon `d`, taken after a run of
+        direct_reads, says of vda is self-consistent, and is what the daemon
+        does: limit_from names live IO; "holding buys latency" -> a "hold"
+        verdict among the evidence, limit 0, and the same reads again (the
+        same gap class, decided before their first window ends: 0.5 s) are
+        held on both CPUs (completion and waiter) from their start;
+        "holding buys nothing measurable" -> limit nothing, and the same
+        reads hold no CPU at all; else still uncertain: experimenting."""
+        dev = next(x for x in st["devices"] if x["name"] == DISK)
+        verdicts = {e["verdict"] for e in st["evidence"]}
+        self.assertTrue(dev["limit_from"].startswith("live IO"), dev)
+        if "holding buys latency" in dev["limit_from"]:
+            verdict, limit = "hold", 0
+        elif "holding buys nothing measurable" in dev["limit_from"]:
+            verdict, limit = "no-hold", None
+        else:
+            self.assertRegex(dev["limit_from"], r": uncertain, alternating windows", dev)
+            self.assertTrue(dev["experimenting"], dev)
+            return
+        self.assertFalse(dev["experimenting"], dev)
+        self.assertIn(verdict, verdicts, st["evidence"])
+        self.assertEqual(dev["limit_us"], limit, dev)
+        fio = self.start_fio(1)
+        fio.wait_io_start()
+        started, samples = time.monotonic(), []
+        while fio.running() and time.monotonic() - started < 0.5:
+            samples.append((read_cpu(self.comp), read_cpu(self.other)))
+            time.sleep(0.005)
+        again = self.read_status(d)
+        fio.wait()
+        dev_again = next(x for x in again["devices"] if x["name"] == DISK)
+        cpus = {c["cpu"]: c["limit_us"] for c in again["cpus"]}
+        log(f"  verdict {verdict}: the same reads again, cpus {self.comp}/{self.other} read "
+            f"(both held) in {samples.count(('n/a', 'n/a'))}/{len(samples)} samples; status "
+            f"{dev_again['limit_from']!r}, cpu limits {cpus}")
+        self.assertGreaterEqual(len(samples), 20, "too few samples of the reads again")
+        self.assertEqual(dev_again["limit_us"], limit, dev_again)
+        self.assertFalse(dev_again["experimenting"], dev_again)
+        if verdict == "hold":
+            unheld = [v for v in samples if v != ("n/a", "n/a")]
+            self.assertLessEqual(len(unheld), len(samples) // 20,
+                                 f"a hold verdict, yet not held: {unheld[:20]}")
+            self.assertEqual((cpus[self.comp], cpus[self.other]), (0, 0), again["cpus"])
+        else:
+            self.assertEqual(set(samples), {("0", "0")}, "a no-hold verdict, yet held")
+            self.assertEqual((cpus[self.comp], cpus[self.other]), (None, None), again["cpus"])
+
     def test_03_auto_without_calibration(self):
         """Default auto mode, no calibration file, no evidence. No cpuidle
-        driver: nothing held, status says why. A latency-aware governor: the
-        declared costs decide, no live IO. haltpoll: where holding by hand
-        clearly pays right now (>= 15%), auto learns it from live IO, ends up
-        holding 0, persists it, and the next start reuses it without
-        measuring again; where it buys < 3%, auto does not decide to hold."""
+        driver: nothing held, status says why, nothing learnt, every CPU as
+        it was. A latency-aware governor: the declared costs decide, no live
+        IO. haltpoll: where holding by hand clearly pays right now (>= 15%),
+        auto learns it from live IO, ends up holding 0, persists it, and the
+        next start reuses it without measuring again; where it buys < 3%,
+        auto does not decide to hold; in between, whatever it decided, its
+        status agrees with what it holds (check_verdict_consistent)."""
         driver = cpuidle_driver()
         config = AUTO_NO_CALIBRATION.format(
             calibration=os.path.join(self.tmp, "no-calibration.toml"), evidence=self.evidence)
@@ -338,7 +388,11 @@ class WaitersTest(HostTestCase):
             self.assertEqual([t for t in timeline if t[1] != "0" or t[2] != "0"], [],
                              "auto held something with no cpuidle driver")
             self.assertTrue(dev["limit_from"].startswith("no cpuidle driver"), dev)
+            self.assertIsNone(dev["limit_us"], dev)
+            # Nothing can be held, so nothing is learnt from live IO.
+            self.assertEqual(st["evidence"], [], "live IO windows with no cpuidle driver")
             self.assertEqual(d.stop(), 0)
+            self.assertEqual(read_all(), self.baseline, "a CPU's PM QoS file changed")
             return
         if cpuidle_governor() != "haltpoll":
             # A latency-aware governor (menu, teo): the declared exit
@@ -348,6 +402,7 @@ class WaitersTest(HostTestCase):
                 "idle-state costs against latency_fraction"), dev)
             self.assertEqual(st["evidence"], [], "live IO windows where the costs decide")
             self.assertEqual(d.stop(), 0)
+            self.assertEqual(read_all(), self.baseline)
             return
         verdicts = {e["verdict"] for e in st["evidence"]}
         log(f"  holding by hand gains {100 * gain:.1f}% now; auto's verdicts {verdicts}")
@@ -357,9 +412,10 @@ class WaitersTest(HostTestCase):
             return
         if gain < 0.15:
             # In between, either verdict is defensible; what auto says must be
-            # explained in status all the same.
-            self.assertTrue(dev["limit_from"].startswith("live IO"), dev)
+            # explained in status all the same, and done.
+            self.check_verdict_consistent(d, st)
             self.assertEqual(d.stop(), 0)
+            self.assertEqual(read_all(), self.baseline)
             return
         # Learnt and persisted: holding pays at this gap.
         # Written once no queue is active (fio ended, the linger ran out).
