@@ -855,7 +855,21 @@ bool Daemon::open_runtime_dir() {
     // A run that was killed may have left values behind: put them back first.
     if (auto restored = restore_journal(root_, journal_path(), log_warning); !restored)
         spdlog::error("{}", restored.error().message);
+    remove_dead_temporaries();
     return true;
+}
+
+// A latgov process killed between creating a file's temporary and renaming
+// it left the temporary behind; nothing else removes it.
+void Daemon::remove_dead_temporaries() const {
+    std::size_t removed = remove_dead_temporaries_at(runtime_->fd(), status_file_name) +
+                          remove_dead_temporaries_at(runtime_->fd(), journal_file_name);
+    for (const auto& file : {config_.daemon.evidence_file, config_.daemon.calibration_file,
+                             config_.daemon.metrics_file})
+        if (!file.empty())
+            removed += latgov::remove_dead_temporaries(file);
+    if (removed > 0)
+        spdlog::info("removed {} temporary file(s) that a killed latgov process left", removed);
 }
 
 bool Daemon::wait_for_lock(RuntimeDir& dir) {

@@ -148,6 +148,8 @@ class Daemon {
     bool open_runtime_dir();
     // Waits for the lock of `dir` (open_runtime_dir).
     bool wait_for_lock(RuntimeDir& dir);
+    // Those of latgov's files (remove_dead_temporaries_at), once locked.
+    void remove_dead_temporaries() const;
     // The uevent socket, the signalfd, the loop's epoll and its wake-up.
     bool open_event_loop();
     // Everything up to "ready": false, logged, when latgovd cannot run.

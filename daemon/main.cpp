@@ -154,9 +154,12 @@ int main(int argc, char** argv) {
             return 1;
         }
         // A latgovd that was killed left its last status: `latgov status`
-        // and `latgov doctor` would show its limits as held now.
+        // and `latgov doctor` would show its limits as held now. And maybe
+        // the temporary of a status or journal it was writing.
         if (auto removed = dir->remove(status_file_name); !removed)
             spdlog::warn("{}", removed.error().message);
+        remove_dead_temporaries_at(dir->fd(), status_file_name);
+        remove_dead_temporaries_at(dir->fd(), journal_file_name);
         return 0;
     }
     if (!config) {

@@ -437,6 +437,12 @@ class FaultTest(HostTestCase):
         shown = self.run_cmd(self.latgov, "status", "--runtime-dir", runtime)
         self.assertIn(f"The latgovd that wrote this status (pid {d.proc.pid}) is not running",
                       shown.stdout, shown.stderr)
+        # What a kill between a temporary's creation and its rename leaves.
+        left = [os.path.join(runtime, f".{name}.{d.proc.pid}.{n}.tmp")
+                for n, name in enumerate(("status.json", "journal"))]
+        for path in left:
+            with open(path, "w") as f:
+                f.write("cut")
         elsewhere = os.path.join(self.tmp, "run-elsewhere")
         edited = self.write_config(CONFIG.format(backend="percpu", limit=0).replace(
             "[daemon]\n", f'[daemon]\nruntime_dir = "{elsewhere}"\n'), "edited.toml")
@@ -446,6 +452,17 @@ class FaultTest(HostTestCase):
         self.assert_back(self.baseline, "after --restore of the named directory")
         self.assertFalse(os.path.exists(journal), "journal left after a complete restore")
         self.assertFalse(os.path.exists(status), "the killed latgovd's status left after restore")
+        self.assertEqual([p for p in left if os.path.exists(p)], [],
+                         "the killed latgovd's temporaries left after restore")
+        # And a start removes them too (a latgovd started by hand after a kill).
+        for path in left:
+            with open(path, "w") as f:
+                f.write("cut")
+        again = self.start_daemon(config_path=self.config(), runtime_dir=runtime)
+        self.assertEqual([p for p in left if os.path.exists(p)], [],
+                         "the killed latgovd's temporaries left after a start")
+        self.assertIn("removed 2 temporary file(s) that a killed latgov process left", again.log())
+        self.assertEqual(again.stop(), 0)
         shown = self.run_cmd(self.latgov, "status", "--runtime-dir", runtime)
         self.assertIn("no status at", shown.stderr, shown.stdout)
         self.assertFalse(os.path.exists(elsewhere), "restore looked in the configured directory")

@@ -11,8 +11,11 @@
 #include <filesystem>
 #include <fstream>
 #include <sstream>
+#include <string>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
+#include <vector>
 
 using namespace latgov;
 namespace fs = std::filesystem;
@@ -177,4 +180,36 @@ TEST_CASE("a status naming a file that is not UTF-8 is written, not thrown") {
     REQUIRE(written);
     const auto text = slurp(tmp.path() / "run/status.json");
     CHECK(text.find("50-\xef\xbf\xbd\xef\xbf\xbd.toml") != std::string::npos);
+}
+
+TEST_CASE("temporaries of a killed writer are removed, a live writer's and others' kept") {
+    test::TempDir tmp("latgov-rundir");
+    // A pid that ran and is gone: a child, waited for.
+    const pid_t child = ::fork();
+    REQUIRE(child >= 0);
+    if (child == 0)
+        ::_exit(0);
+    REQUIRE(::waitpid(child, nullptr, 0) == child);
+    const std::string dead = std::to_string(child), alive = std::to_string(::getpid());
+    const std::vector<std::string> kept = {
+        ".status.json." + alive + ".3.tmp", // being written by a running process
+        ".journal." + dead + ".0.tmp",      // another file's
+        ".status.json.x.0.tmp",             // not a name write_file_atomic_at gives
+        ".status.json." + dead + ".tmp",    // nor this
+        "status.json"};
+    const std::vector<std::string> removed = {".status.json." + dead + ".0.tmp",
+                                              ".status.json." + dead + ".12.tmp"};
+    for (const auto& name : kept)
+        std::ofstream(tmp.path() / name) << "x";
+    for (const auto& name : removed)
+        std::ofstream(tmp.path() / name) << "x";
+    CHECK(remove_dead_temporaries(tmp.path() / "status.json") == removed.size());
+    for (const auto& name : kept)
+        CHECK_MESSAGE(fs::exists(tmp.path() / name), name);
+    for (const auto& name : removed)
+        CHECK_MESSAGE(!fs::exists(tmp.path() / name), name);
+    // The same through a directory fd; nothing left to remove.
+    auto dir = RuntimeDir::open(tmp.path(), false);
+    REQUIRE(dir);
+    CHECK(remove_dead_temporaries_at(dir->fd(), status_file_name) == 0);
 }

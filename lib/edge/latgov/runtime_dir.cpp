@@ -5,6 +5,8 @@
 
 #include <atomic>
 #include <cerrno>
+#include <csignal>
+#include <dirent.h>
 #include <fcntl.h>
 #include <fmt/format.h>
 #include <fstream>
@@ -113,6 +115,37 @@ Result<void> write_file_atomic_at(int dir_fd, const std::string& shown_dir, std:
     if (durability == Durability::power_loss && ::fsync(dir_fd) != 0)
         return make_error("Failed to flush " + shown_dir + ": " + errno_message(errno));
     return written;
+}
+
+std::size_t remove_dead_temporaries_at(int dir_fd, std::string_view name) {
+    if (!check_name(name))
+        return 0;
+    const Fd listed(::openat(dir_fd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+    DIR* dir = listed ? ::fdopendir(::dup(listed.get())) : nullptr;
+    if (!dir)
+        return 0;
+    const std::string prefix = "." + std::string(name) + ".";
+    std::vector<std::string> dead;
+    while (const dirent* entry = ::readdir(dir)) {
+        std::string_view file(entry->d_name);
+        if (!file.starts_with(prefix) || !file.ends_with(".tmp"))
+            continue;
+        // <pid>.<n> between them, as write_file_atomic_at names it.
+        auto middle = file.substr(prefix.size(), file.size() - prefix.size() - 4);
+        const auto dot = middle.find('.');
+        if (dot == std::string_view::npos)
+            continue;
+        const auto pid = parse_u64(middle.substr(0, dot));
+        if (!pid || !parse_u64(middle.substr(dot + 1)) || *pid == 0 || *pid > 4194304)
+            continue;
+        if (::kill(static_cast<pid_t>(*pid), 0) != 0 && errno == ESRCH)
+            dead.emplace_back(file);
+    }
+    ::closedir(dir);
+    std::size_t removed = 0;
+    for (const auto& file : dead)
+        removed += ::unlinkat(dir_fd, file.c_str(), 0) == 0;
+    return removed;
 }
 
 Result<RuntimeDir> RuntimeDir::open(const std::filesystem::path& path, bool create) {
@@ -276,6 +309,11 @@ Result<void> write_file_atomic(const std::filesystem::path& path, std::string_vi
         return make_error("Failed to write " + path.string() + ": " + dir.error().message);
     return write_file_atomic_at(dir->get(), path.parent_path().string(), path.filename().string(),
                                 text, mode, durability);
+}
+
+std::size_t remove_dead_temporaries(const std::filesystem::path& path) {
+    auto dir = open_parent(path);
+    return dir ? remove_dead_temporaries_at(dir->get(), path.filename().string()) : 0;
 }
 
 } // namespace latgov

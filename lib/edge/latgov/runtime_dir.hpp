@@ -79,6 +79,13 @@ Result<void> write_file_atomic_at(int dir_fd, const std::string& shown_dir, std:
                                   std::string_view text, mode_t mode,
                                   Durability durability = Durability::process_crash);
 
+// The temporaries of `name` that write_file_atomic_at left in the directory
+// (".<name>.<pid>.<n>.tmp") when their writer was killed between creating
+// and renaming them: those of a process that no longer runs are removed.
+// How many were; a directory that cannot be read has none.
+std::size_t remove_dead_temporaries_at(int dir_fd, std::string_view name);
+std::size_t remove_dead_temporaries(const std::filesystem::path& path);
+
 // By path: opens the parent directory, then the file without following a
 // symlink in its last component.
 Result<std::optional<std::string>> read_file_nofollow(const std::filesystem::path& path,
