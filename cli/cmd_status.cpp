@@ -177,7 +177,14 @@ int status(const Args& args) {
     if (!status)
         return fail(status.error().message);
     if (as_json) {
+        // latgovd's document, and whether the latgovd that wrote it still
+        // runs (`latgovd_running`, added here; said on stderr too when not).
+        const auto gone = format_writer_gone(runtime_dir, *status);
+        if (status->is_object())
+            (*status)["latgovd_running"] = gone.empty();
         fmt::print("{}\n", status->dump(2, ' ', false, nlohmann::json::error_handler_t::replace));
+        if (!gone.empty())
+            fmt::print(stderr, "{}", gone);
         return 0;
     }
     try {

@@ -437,6 +437,10 @@ class FaultTest(HostTestCase):
         shown = self.run_cmd(self.latgov, "status", "--runtime-dir", runtime)
         self.assertIn(f"The latgovd that wrote this status (pid {d.proc.pid}) is not running",
                       shown.stdout, shown.stderr)
+        shown = self.run_cmd(self.latgov, "status", "--json", "--runtime-dir", runtime)
+        self.assertEqual(shown.returncode, 0, shown.stderr)
+        self.assertIs(json.loads(shown.stdout)["latgovd_running"], False, shown.stdout)
+        self.assertIn(f"(pid {d.proc.pid}) is not running", shown.stderr)
         # What a kill between a temporary's creation and its rename leaves.
         left = [os.path.join(runtime, f".{name}.{d.proc.pid}.{n}.tmp")
                 for n, name in enumerate(("status.json", "journal"))]
@@ -538,6 +542,10 @@ class FaultTest(HostTestCase):
                              d.runtime_dir)
         self.assertIn(f"NOT GOVERNING, nothing held: {why}", shown.stdout, shown.stderr)
         self.assertNotIn("is not running", shown.stdout)  # it runs, the tree has no /proc
+        shown = self.run_cmd(self.latgov, "--sysroot", root, "status", "--json",
+                             "--runtime-dir", d.runtime_dir)
+        self.assertIs(json.loads(shown.stdout)["latgovd_running"], True, shown.stdout)
+        self.assertEqual(shown.stderr, "")
         self.assertEqual(notify.last("READY"), "1", notify.messages)
         self.assertEqual(notify.last("STATUS"), f"Not governing, nothing held: {why}",
                          notify.messages)
