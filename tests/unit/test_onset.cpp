@@ -16,9 +16,22 @@ TEST_CASE("onset summary: median, p99 and max of the delays in microseconds") {
         delays.record(std::chrono::microseconds(i));
     const auto s = delays.summary();
     CHECK(s.count == 100);
-    CHECK(s.p50_us == doctest::Approx(50)); // rank floor(0.5 * 99) of 1..100
+    CHECK(s.p50_us == doctest::Approx(50)); // nearest rank ceil(0.5 * 100) of 1..100
     CHECK(s.p99_us == doctest::Approx(99));
     CHECK(s.max_us == doctest::Approx(100));
+}
+
+TEST_CASE("onset p99 of few onsets is their largest, not the one below") {
+    OnsetDelays delays;
+    for (int i = 1; i <= 17; ++i) // a bench run's onsets
+        delays.record(std::chrono::microseconds(10 * i));
+    CHECK(delays.summary().p99_us == doctest::Approx(170));
+    CHECK(delays.summary().p50_us == doctest::Approx(90)); // the 9th of 17
+    OnsetDelays two;
+    two.record(100us);
+    two.record(2600us);
+    CHECK(two.summary().p50_us == doctest::Approx(100));
+    CHECK(two.summary().p99_us == doctest::Approx(2600));
 }
 
 TEST_CASE("onset summary keeps only the newest delays") {

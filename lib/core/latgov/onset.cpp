@@ -1,6 +1,7 @@
 #include "latgov/onset.hpp"
 
 #include <algorithm>
+#include <cmath>
 
 namespace latgov {
 
@@ -24,9 +25,13 @@ OnsetSummary OnsetDelays::summary() const {
         out.on_issuing_cpu += delay.on_issuing_cpu ? 1 : 0;
     }
     std::sort(sorted.begin(), sorted.end());
-    // The nearest rank below: a delay that was really observed.
+    // Nearest rank, ceil(q * n): a delay that was really observed, and one
+    // that at least a fraction q of them do not exceed (of 17 onsets, the
+    // p99 is the largest; the rank below would be the 16th).
     auto at = [&](double q) {
-        return sorted[static_cast<std::size_t>(q * static_cast<double>(sorted.size() - 1))];
+        const auto rank =
+            static_cast<std::size_t>(std::ceil(q * static_cast<double>(sorted.size())));
+        return sorted[std::clamp<std::size_t>(rank, 1, sorted.size()) - 1];
     };
     out.p50_us = at(0.5);
     out.p99_us = at(0.99);
