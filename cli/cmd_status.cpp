@@ -178,10 +178,14 @@ int status(const Args& args) {
         return fail(status.error().message);
     if (as_json) {
         // latgovd's document, and whether the latgovd that wrote it still
-        // runs (`latgovd_running`, added here; said on stderr too when not).
+        // runs (`latgovd_running`, added here, null when that cannot be
+        // told; said on stderr too when it does not).
         const auto gone = format_writer_gone(runtime_dir, *status);
-        if (status->is_object())
-            (*status)["latgovd_running"] = gone.empty();
+        if (status->is_object()) {
+            const auto running = status_writer_running(runtime_dir, *status);
+            (*status)["latgovd_running"] =
+                running ? nlohmann::json(*running) : nlohmann::json(nullptr);
+        }
         fmt::print("{}\n", status->dump(2, ' ', false, nlohmann::json::error_handler_t::replace));
         if (!gone.empty())
             fmt::print(stderr, "{}", gone);

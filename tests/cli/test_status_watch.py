@@ -65,9 +65,12 @@ def status(pid, cpus, device_limit, observed):
 
 
 # Two CPUs held, then one: the second frame is shorter, so whatever the
-# first left below it must be cleared.
-FIRST = status(1111, [(0, 20), (1, 20)], 20, 81.5)
-SECOND = status(2222, [(0, 0)], 0, 9.5)
+# first left below it must be cleared. Both written by this process, which
+# holds the runtime directory's lock as their latgovd would (setUp); told
+# apart by their observed latency.
+FIRST = status(os.getpid(), [(0, 20), (1, 20)], 20, 81.5)
+SECOND = status(os.getpid(), [(0, 0)], 0, 9.5)
+FIRST_MARK, SECOND_MARK = " 81.5 ", " 9.5 "
 
 
 def write_status(runtime_dir, content):
@@ -225,7 +228,7 @@ class StatusWatch(unittest.TestCase):
         self.assertFalse(screen.cursor_visible, "the cursor is hidden while watching")
 
         write_status(self.runtime, FIRST)
-        term.wait_for("the first state", lambda: "latgovd pid 1111" in screen.text())
+        term.wait_for("the first state", lambda: FIRST_MARK in screen.text())
         first = screen.text()
         self.assertRegex(first, r"(?m)^0 +20 +1\.5 +nvme0n1/0 \(completes\)$")
         self.assertRegex(first, r"(?m)^1 +20 +1\.5 +nvme0n1/1 \(completes\)$")
@@ -234,17 +237,16 @@ class StatusWatch(unittest.TestCase):
         homes_at_first = screen.homes
 
         write_status(self.runtime, SECOND)
-        term.wait_for("the changed state", lambda: "latgovd pid 2222" in screen.text())
+        term.wait_for("the changed state", lambda: SECOND_MARK in screen.text())
         second = screen.text()
         self.assertRegex(second, r"(?m)^0 +0 \(poll\) +1\.5 +nvme0n1/0 \(completes\)$")
         self.assertRegex(second, r"(?m)^nvme0n1 +auto +percpu +9\.5 +0 \(poll\) +0$")
         # Drawn over the first frame: nothing of it is left, the screen
         # starts with the frame and ends with its footer.
-        self.assertNotIn("1111", second)
         self.assertNotRegex(second, r"(?m)^1 +20 ")
         self.assertNotIn("81.5", second)
         lines = second.split("\n")
-        self.assertTrue(lines[0].startswith("latgovd pid 2222"), lines[0])
+        self.assertTrue(lines[0].startswith(f"latgovd pid {os.getpid()}"), lines[0])
         self.assertRegex(lines[-1], r"^Every 1\.0 s, \d\d:\d\d:\d\d \(Ctrl-C stops\)$")
         self.assertEqual(screen.scrolled, 0, "frames are redrawn, not scrolled")
         self.assertGreater(screen.homes, homes_at_first)
@@ -265,7 +267,7 @@ class StatusWatch(unittest.TestCase):
         write_status(self.runtime, FIRST)
         term = Terminal(self.argv(3600))
         self.addCleanup(term.kill)
-        term.wait_for("the first frame", lambda: "latgovd pid 1111" in term.screen.text())
+        term.wait_for("the first frame", lambda: FIRST_MARK in term.screen.text())
         homes = term.screen.homes
         started = time.monotonic()
         fcntl.ioctl(term.master, termios.TIOCSWINSZ, struct.pack("HHHH", ROWS, COLS - 1, 0, 0))
@@ -295,9 +297,9 @@ class StatusWatch(unittest.TestCase):
 
         wait_for("the copy without a status file", b"is latgovd running?")
         write_status(self.runtime, FIRST)
-        wait_for("the first state", b"latgovd pid 1111")
+        wait_for("the first state", FIRST_MARK.encode())
         write_status(self.runtime, SECOND)
-        wait_for("the changed state", b"latgovd pid 2222")
+        wait_for("the changed state", SECOND_MARK.encode())
         proc.send_signal(signal.SIGINT)
         rest, err = proc.communicate(timeout=TIMEOUT)
         out += rest
@@ -310,8 +312,8 @@ class StatusWatch(unittest.TestCase):
         self.assertEqual(copies[0], "")
         copies = copies[1:]
         self.assertGreaterEqual(len(copies), 3)
-        first = next(i for i, c in enumerate(copies) if "latgovd pid 1111" in c)
-        second = next(i for i, c in enumerate(copies) if "latgovd pid 2222" in c)
+        first = next(i for i, c in enumerate(copies) if FIRST_MARK in c)
+        second = next(i for i, c in enumerate(copies) if SECOND_MARK in c)
         self.assertLess(first, second)
         self.assertTrue(all(c.endswith("other holders: none\n\n") for c in copies[first:]), copies)
 

@@ -90,19 +90,28 @@ TEST_CASE("a status whose latgovd is gone says so, and its holds are no longer l
     const fs::path run = tree.root / "run";
     fs::create_directory(run);
     const SysRoot sys(tree.root);
-    const auto status =
-        nlohmann::json::parse(R"({"pid": 4242, "cpus": [{"cpu": 1, "limit_us": 0}]})");
+    auto status = nlohmann::json::parse(R"({"cpus": [{"cpu": 1, "limit_us": 0}]})");
+    status["pid"] = ::getpid(); // written by this process, as if it were latgovd
     {
         auto dir = RuntimeDir::open_locked(run, false);
         REQUIRE(dir);
         CHECK(runtime_dir_locked(run) == true);
+        CHECK(status_writer_running(run, status) == true);
         CHECK_FALSE(status_writer_gone(run, status));
         CHECK(format_writer_gone(run, status).empty());
         const auto running = read_host_facts(sys, Topology{}, status, run);
         CHECK(running.latgov_running);
         CHECK(running.latgov_held_cpus == std::set<int>{1});
+        // Locked by someone else than its writer (latgov calibrate after a
+        // kill): its writer is gone all the same.
+        auto other = status;
+        other["pid"] = 4242;
+        CHECK(status_writer_running(run, other) == false);
+        CHECK(status_writer_gone(run, other) == 4242);
     }
     CHECK(runtime_dir_locked(run) == false); // the lock went with the directory's fd
+    CHECK(status_writer_running(run, status) == false);
+    status["pid"] = 4242;
     CHECK(status_writer_gone(run, status) == 4242);
     CHECK(format_writer_gone(run, status).find("(pid 4242) is not running") != std::string::npos);
     const auto gone = read_host_facts(sys, Topology{}, status, run);
@@ -111,8 +120,10 @@ TEST_CASE("a status whose latgovd is gone says so, and its holds are no longer l
     CHECK(gone.latgov_held_cpus.empty());
     // Nothing to tell: a status that names no pid, a directory not there.
     CHECK_FALSE(status_writer_gone(run, nlohmann::json::parse(R"({"cpus": []})")));
+    CHECK(status_writer_running(run, nlohmann::json::parse(R"({"cpus": []})")) == std::nullopt);
     CHECK_FALSE(runtime_dir_locked(tree.root / "none"));
     CHECK_FALSE(status_writer_gone(tree.root / "none", status));
+    CHECK(status_writer_running(tree.root / "none", status) == std::nullopt);
 }
 
 namespace {

@@ -3,6 +3,7 @@
 #include "latgov/parse.hpp"
 #include "latgov/runtime_dir.hpp"
 
+#include <algorithm>
 #include <cerrno>
 #include <fmt/format.h>
 #include <fmt/ranges.h>
@@ -73,19 +74,46 @@ HostFacts read_host_facts(const SysRoot& root, const Topology& topology,
     return f;
 }
 
-std::optional<int> status_writer_gone(const std::filesystem::path& runtime_dir,
-                                      const nlohmann::json& status) {
+namespace {
+
+std::optional<int> status_pid(const nlohmann::json& status) {
     if (!status.is_object())
         return std::nullopt;
     const auto& pid = status.value("pid", nlohmann::json());
     if (!pid.is_number_integer() || pid.get<long long>() <= 0 ||
         pid.get<long long>() > std::numeric_limits<int>::max())
         return std::nullopt;
-    // The lock, not the pid: a pid may be reused, hidden (hidepid) or of
-    // another namespace, and the binary may run under another name.
-    if (runtime_dir_locked(runtime_dir).value_or(true))
-        return std::nullopt;
     return pid.get<int>();
+}
+
+} // namespace
+
+std::optional<bool> status_writer_running(const std::filesystem::path& runtime_dir,
+                                          const nlohmann::json& status) {
+    const auto pid = status_pid(status);
+    if (!pid)
+        return std::nullopt;
+    // The lock's holders, not the pid alone: a pid may be reused, hidden
+    // (hidepid) or of another namespace, and the binary may run under
+    // another name. /proc/locks is none of these.
+    const auto holders = runtime_dir_lock_holders(runtime_dir);
+    if (!holders)
+        return std::nullopt;
+    if (std::find(holders->begin(), holders->end(), *pid) != holders->end())
+        return true;
+    // A holder in another pid namespace (0) may be it.
+    if (std::find(holders->begin(), holders->end(), 0) != holders->end())
+        return std::nullopt;
+    // Nobody, or another process: `latgov calibrate`, which runs only while
+    // no latgovd does, or a latgovd that has not written its status yet.
+    return false;
+}
+
+std::optional<int> status_writer_gone(const std::filesystem::path& runtime_dir,
+                                      const nlohmann::json& status) {
+    if (status_writer_running(runtime_dir, status) == false)
+        return status_pid(status);
+    return std::nullopt;
 }
 
 std::string format_writer_gone(const std::filesystem::path& runtime_dir,

@@ -20,12 +20,18 @@ namespace latgov {
 HostFacts read_host_facts(const SysRoot& root, const Topology& topology,
                           const nlohmann::json& status, const std::filesystem::path& runtime_dir);
 
-// The pid of the latgovd that wrote `status` when that latgovd is gone: no
-// process holds `runtime_dir`'s lock, which every latgovd holds while it
-// runs (a latgovd killed without `latgovd --restore` leaves its last status,
-// and may have left its limits held). nullopt while it runs, when that
-// cannot be told, or when the status names no pid. The live system's, also
-// under --sysroot: the status is read from the live runtime directory.
+// Whether the latgovd that wrote `status` still runs: it holds
+// `runtime_dir`'s lock, as every latgovd does while it runs (a latgovd
+// killed without `latgovd --restore` leaves its last status, and may have
+// left its limits held). nullopt when that cannot be told: the status names
+// no pid, /proc/locks cannot be read, or a holder is of another pid
+// namespace. The live system's, also under --sysroot: the status is read
+// from the live runtime directory.
+std::optional<bool> status_writer_running(const std::filesystem::path& runtime_dir,
+                                          const nlohmann::json& status);
+
+// The pid of the latgovd that wrote `status` when it is known not to run
+// (status_writer_running false), else nullopt.
 std::optional<int> status_writer_gone(const std::filesystem::path& runtime_dir,
                                       const nlohmann::json& status);
 

@@ -214,11 +214,15 @@ std::optional<long> flock_holder(int fd) {
 
 } // namespace
 
-std::optional<bool> runtime_dir_locked(const std::filesystem::path& path) {
+std::optional<std::vector<long>> runtime_dir_lock_holders(const std::filesystem::path& path) {
     const Fd dir(::open(path.c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC));
     if (!dir)
         return std::nullopt;
-    auto holders = flock_holders(dir.get());
+    return flock_holders(dir.get());
+}
+
+std::optional<bool> runtime_dir_locked(const std::filesystem::path& path) {
+    auto holders = runtime_dir_lock_holders(path);
     if (!holders)
         return std::nullopt;
     return !holders->empty();

@@ -12,6 +12,7 @@
 #include <string>
 #include <string_view>
 #include <sys/types.h>
+#include <vector>
 
 namespace latgov {
 
@@ -62,6 +63,9 @@ class RuntimeDir {
 // starts meanwhile refuse to. nullopt when that cannot be told (no such
 // directory, /proc/locks unreadable).
 std::optional<bool> runtime_dir_locked(const std::filesystem::path& path);
+// The processes that hold it, as /proc/locks names them: pids of this
+// process's pid namespace, 0 for one outside it.
+std::optional<std::vector<long>> runtime_dir_lock_holders(const std::filesystem::path& path);
 
 // What a replaced file must survive. The runtime files (journal, status,
 // metrics) guard against the daemon's death, not the machine's (PM QoS
