@@ -844,8 +844,15 @@ bool Daemon::open_runtime_dir() {
         spdlog::error("{}", dir.error().message);
         return false;
     }
-    if (!wait_for_lock(*dir))
+    switch (lock_runtime_dir(*dir, options_.wait_for_lock)) {
+    case LockWait::locked:
+        break;
+    case LockWait::stopped:
+        stopped_before_start_ = true; // nothing written yet
         return false;
+    case LockWait::failed:
+        return false;
+    }
     runtime_ = std::move(*dir);
     struct statfs fs {};
     if (::fstatfs(runtime_->fd(), &fs) == 0 && fs.f_type != TMPFS_MAGIC && fs.f_type != RAMFS_MAGIC)
@@ -872,43 +879,44 @@ void Daemon::remove_dead_temporaries() const {
         spdlog::info("removed {} temporary file(s) that a killed latgov process left", removed);
 }
 
-bool Daemon::wait_for_lock(RuntimeDir& dir) {
-    // Polled: flock() cannot wait for a lock and a signal at once. Nothing
-    // is written before the lock is held, so a stop meanwhile leaves nothing.
+LockWait lock_runtime_dir(RuntimeDir& dir, std::chrono::seconds wait) {
+    // Polled: flock() cannot wait for a lock and a signal at once. A reload
+    // (SIGHUP) stays pending for the loop's signalfd, which reloads once
+    // latgovd runs.
     constexpr timespec poll_every{0, 100'000'000};
-    const auto deadline = std::chrono::steady_clock::now() + options_.wait_for_lock;
-    const sigset_t stop = daemon_signals(); // blocked since main()
+    const auto deadline = std::chrono::steady_clock::now() + wait;
+    sigset_t stop;
+    sigemptyset(&stop);
+    sigaddset(&stop, SIGINT);
+    sigaddset(&stop, SIGTERM); // blocked since main(), with SIGHUP
     for (bool said = false;;) {
         auto locked = dir.try_lock();
         if (!locked) {
             spdlog::error("{}", locked.error().message);
-            return false;
+            return LockWait::failed;
         }
         if (*locked) {
-            if (said)
+            if (said) {
                 spdlog::info("{} is ours now", dir.path().string());
-            return true;
+                sd_notify(0, "STATUS=Starting");
+            }
+            return LockWait::locked;
         }
         if (std::chrono::steady_clock::now() >= deadline) {
             spdlog::error("{}{}", dir.busy_message(),
-                          said ? fmt::format(" (waited {} s)", options_.wait_for_lock.count())
-                               : std::string());
-            return false;
+                          said ? fmt::format(" (waited {} s)", wait.count()) : std::string());
+            return LockWait::failed;
         }
         if (!said) {
-            const auto why = fmt::format("{}; waiting up to {} s for it", dir.busy_message(),
-                                         options_.wait_for_lock.count());
+            const auto why =
+                fmt::format("{}; waiting up to {} s for it", dir.busy_message(), wait.count());
             spdlog::warn("{}", why);
             sd_notifyf(0, "STATUS=%s", why.c_str());
             said = true;
         }
         if (const int sig = ::sigtimedwait(&stop, nullptr, &poll_every); sig > 0) {
-            // A reload before start has nothing to reload: it waits on.
-            if (sig == SIGHUP)
-                continue;
             spdlog::info("received {} while waiting for the lock, stopping", strsignal(sig));
-            stopped_before_start_ = true;
-            return false;
+            return LockWait::stopped;
         }
     }
 }

@@ -54,6 +54,12 @@ struct Options {
 // main() blocks them before any start-up work.
 void block_daemon_signals();
 
+// Takes the runtime directory's lock, waiting up to `wait` while another
+// process holds it (logged, and said in the service manager's STATUS=).
+// SIGINT or SIGTERM meanwhile ends the wait (`stopped`); failures are logged.
+enum class LockWait { locked, failed, stopped };
+LockWait lock_runtime_dir(RuntimeDir& dir, std::chrono::seconds wait);
+
 // The configuration with the command line's overrides (--runtime-dir,
 // --metrics-file, --dry-run).
 Result<Config> load_daemon_config(const Options& options);
@@ -143,11 +149,9 @@ class Daemon {
     void count_windows();
     // The runtime directory opened, locked and restored from (nothing under
     // --dry-run); false, logged, if it cannot be. While someone else holds
-    // its lock, waits up to --wait-for-lock for it; a stop signal meanwhile
-    // ends the wait, false with stopped_before_start_ set.
+    // its lock, waits up to --wait-for-lock for it (lock_runtime_dir); a
+    // stop signal meanwhile ends the wait, false with stopped_before_start_.
     bool open_runtime_dir();
-    // Waits for the lock of `dir` (open_runtime_dir).
-    bool wait_for_lock(RuntimeDir& dir);
     // Those of latgov's files (remove_dead_temporaries_at), once locked.
     void remove_dead_temporaries() const;
     // The uevent socket, the signalfd, the loop's epoll and its wake-up.
@@ -241,7 +245,7 @@ class Daemon {
         std::string text;
     };
     std::optional<PendingMetrics> metrics_to_write_;
-    bool stopped_before_start_ = false; // a stop signal ended wait_for_lock
+    bool stopped_before_start_ = false; // a stop signal ended the lock's wait
     bool metrics_failed_ = false;       // warn once until a write succeeds again
 };
 

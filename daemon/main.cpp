@@ -37,6 +37,7 @@ Options:
                      override [daemon] metrics_file ("" writes none)
   --wait-for-lock S  wait up to S seconds (0..3600, default 0) for a runtime
                      directory that `latgov calibrate` or another latgovd holds
+                     (also with --restore)
   --dry-run          compute and log, change nothing: no PM QoS write, no restore,
                      no calibration, no file in the runtime directory
   -h, --help         this text
@@ -143,11 +144,15 @@ int main(int argc, char** argv) {
             return 0;
         // A running latgovd holds the lock: restoring under it would undo
         // its limits and delete its journal.
-        auto dir = RuntimeDir::open_locked(runtime, false); // held until the end
+        auto dir = RuntimeDir::open(runtime, false);
         if (!dir) {
             spdlog::error("{}", dir.error().message);
             return 1;
         }
+        // Held until the end. The unit's ExecStopPost= waits as its
+        // ExecStart= does: a stop during that wait finds the lock taken.
+        if (lock_runtime_dir(*dir, options->wait_for_lock) != LockWait::locked)
+            return 1;
         if (auto restored = restore_journal(root, runtime / journal_file_name, log_warning);
             !restored) {
             spdlog::error("{}", restored.error().message);

@@ -30,7 +30,7 @@ if [[ -f $unit ]]; then
     start=$(sed -n 's/^ExecStart=//p' "$unit")
     stop=$(sed -n 's/^ExecStopPost=//p' "$unit")
     check "unit ExecStart=$start" test "$start" = "$prefix/sbin/latgovd --runtime-dir /run/latgov --wait-for-lock 60"
-    check "unit ExecStopPost=$stop" test "$stop" = "$prefix/sbin/latgovd --restore --runtime-dir /run/latgov"
+    check "unit ExecStopPost=$stop" test "$stop" = "$prefix/sbin/latgovd --restore --runtime-dir /run/latgov --wait-for-lock 60"
     check "unit has no unreplaced @VARIABLE@" bash -c "! grep -qE '@[A-Z_]+@' '$unit'"
     if command -v systemd-analyze > /dev/null; then
         # verify resolves Exec paths on the real root: point them at the stage

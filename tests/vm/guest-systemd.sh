@@ -356,29 +356,35 @@ wait "$LG_FIO_PID" 2>/dev/null || true
 # most by default). A start meanwhile waits for it (--wait-for-lock in the
 # unit); failing at once, Restart= would reach the start limit and give up.
 mkdir -p "$runtime"   # kept across stops (RuntimeDirectoryPreserve=yes)
-# Held until the wait is seen (flock -o: by flock alone, not by its sleep).
-flock -o "$runtime" sleep 600 &
-locker=$!
-for ((i = 0; i < 100; i++)); do
-  flock -n "$runtime" true 2> /dev/null || break
-  sleep 0.1
-done
-systemctl start "$unit" & starter=$!
-# One `systemctl show` for both: a consistent view.
-state=
-for ((i = 0; i < 300; i++)); do
-  state=$(systemctl show -p ActiveState -p StatusText "$unit" | sort | paste -sd ' ')
-  [[ $state == *'waiting up to 60 s for it'* ]] && break
-  sleep 0.1
-done
-starting=no; kill -0 "$starter" 2> /dev/null && starting=yes
-waiting_while_locked() {
-  [[ $starting == yes && $state == 'ActiveState=activating StatusText='*'waiting up to 60 s for it' ]]
+# Held until released (flock -o: by flock alone, not by its sleep).
+lock_runtime() {
+  flock -o "$runtime" sleep 600 &
+  locker=$!
+  for ((i = 0; i < 100; i++)); do
+    flock -n "$runtime" true 2> /dev/null || break
+    sleep 0.1
+  done
 }
-lg_check "while locked (systemctl start still waiting: $starting): $state" waiting_while_locked
-pkill -P "$locker" sleep || true
-kill "$locker" 2> /dev/null || true
-wait "$locker" 2> /dev/null || true
+unlock_runtime() {
+  pkill -P "$locker" sleep || true
+  kill "$locker" 2> /dev/null || true
+  wait "$locker" 2> /dev/null || true
+}
+# Until the unit says it waits (one `systemctl show` for both: consistent).
+wait_for_waiting() {
+  state=
+  for ((i = 0; i < 300; i++)); do
+    state=$(systemctl show -p ActiveState -p StatusText "$unit" | sort | paste -sd ' ')
+    [[ $state == *'waiting up to 60 s for it'* ]] && break
+    sleep 0.1
+  done
+  [[ $state == 'ActiveState=activating StatusText='*'waiting up to 60 s for it' ]]
+}
+lock_runtime
+systemctl start "$unit" & starter=$!
+waiting=no; wait_for_waiting && kill -0 "$starter" 2> /dev/null && waiting=yes
+lg_check "while locked, systemctl start waits: $state" test "$waiting" = yes
+unlock_runtime
 rc=0; wait "$starter" || rc=$?
 lg_check "start while locked succeeds once the lock is released (rc $rc)" test "$rc" = 0
 props="$(show ActiveState)/$(show SubState) StatusText='$(show StatusText)'"
@@ -386,4 +392,18 @@ lg_check "after the wait: $props" test "$props" = "active/running StatusText='Go
 lg_check "journal: latgovd waited, then took the lock" \
   bash -c "journalctl -u $unit -b --no-pager | grep -q 'waiting up to 60 s for it' && journalctl -u $unit -b --no-pager | grep -q 'is ours now'"
 systemctl stop "$unit" || true
+# Stopped while it waits: latgovd exits 0, and ExecStopPost='s restore
+# waits for the lock too, so the unit ends inactive, not failed.
+lock_runtime
+systemctl start "$unit" & starter=$!
+waiting=no; wait_for_waiting && waiting=yes
+lg_check "locked again, the start waits: $state" test "$waiting" = yes
+systemctl stop "$unit" & stopper=$!
+sleep 1
+unlock_runtime
+rc=0; wait "$stopper" || rc=$?
+wait "$starter" 2> /dev/null || true
+props="rc $rc, $(show ActiveState), Result=$(show Result), ExecMainStatus=$(show ExecMainStatus)"
+lg_check "stopped while waiting for the lock: $props" \
+  test "$props" = "rc 0, inactive, Result=success, ExecMainStatus=0"
 [[ $LG_FAILED -eq 0 ]]
