@@ -6,7 +6,13 @@ from __future__ import annotations
 import statistics
 from dataclasses import dataclass, field
 
+from .results import measured
 from .sysstate import HostInfo
+
+# A static run must have held /dev/cpu_dma_latency at 0 in (nearly) every
+# 100 ms sample of its window: the hold is written before the window starts
+# and closed after it ends.
+STATIC_HELD_MIN = 0.99
 
 # (column, label) of the per-workload tables, in order.
 SUMMARY_METRICS = [
@@ -159,12 +165,33 @@ def foreign_held(row: dict, cpus: list[int]) -> float | None:
     return None
 
 
+def static_not_held(row: dict) -> str:
+    """Why a static run did not measure static, "" when it did: the
+    sampler saw /dev/cpu_dma_latency at 0 in fewer than STATIC_HELD_MIN of
+    its samples, or at a value other than 0. Rows without the sampler's
+    columns (runs before it) are taken as recorded."""
+    frac, low = num(row.get("global_held_frac")), row.get("global_min_us")
+    if frac is None:
+        return ""
+    why = []
+    if frac < STATIC_HELD_MIN:
+        why.append("held in %.1f%% of the samples" % (100 * frac))
+    if low not in ("", None) and num(low) != 0:
+        why.append("at %s us, not 0" % low)
+    return ("static did not hold /dev/cpu_dma_latency at 0 (%s)" % ", ".join(why)
+            if why else "")
+
+
 def kept_out(row: dict, cpus: list[int]) -> str:
     """Why a run that finished ok is kept out of the medians, "" when it is
     not: someone else's constraint held at its start or while it ran, or
-    another fio or latgovd running meanwhile. Either skews the very thing
-    the modes are compared on."""
+    another fio or latgovd running meanwhile (either skews the very thing
+    the modes are compared on), or a static run that did not hold 0."""
     why = []
+    if row.get("mode") == "static":
+        held = static_not_held(row)
+        if held:
+            why.append(held)
     if row.get("foreign_constraint_before"):
         why.append("constraint %s at its start" % row["foreign_constraint_before"])
     fh = foreign_held(row, cpus)
@@ -204,7 +231,7 @@ def aggregate(rows: list[dict], workloads: list[str], modes: list[str],
               host: HostInfo) -> Aggregate:
     metrics = ([m for m, _ in SUMMARY_METRICS] + [m for m, _ in per_cpu_metrics(host)]
                + ["window_s"])
-    rows = [with_derived(r, host.cpus) for r in rows]
+    rows = [with_derived(r, host.cpus) for r in measured(rows)]
     excluded = [(r, why) for r in rows if r["status"] == "ok"
                 for why in [kept_out(r, host.cpus)] if why]
     out = {id(r) for r, _ in excluded}

@@ -16,15 +16,15 @@ import time
 from pathlib import Path
 
 from . import sysstate as ss
-from .aggregate import aggregate, num
-from .fio import SEED_BASE
+from .aggregate import aggregate, num, static_not_held
+from .fio import SEED_BASE, WARMUP_DEPTH, WARMUP_MARGIN
 from .meta import DaemonInfo, RunMeta, Settings
 from .report import summary_text
-from .results import ResultsWriter, columns, read_rows
-from .runner import (ALL_MODES, BENCH, DAEMON_MODES, DEFAULT_CONFIG, EvidenceAside,
-                     Interrupted, MachineConstrained, Runner, Session, Tools, calibrate,
-                     STOP_SIGNALS, evidence_file, existing_calibration, log, signals_held,
-                     status_interval, unit_nice)
+from .results import WARMUP, ResultsWriter, columns, is_warmup, read_rows
+from .runner import (ALL_MODES, BENCH, DAEMON_MODES, EvidenceAside, Interrupted,
+                     MachineConstrained, Runner, Session, Tools, calibrate, calibration_aside,
+                     config_description, STOP_SIGNALS, evidence_file, log, no_calibration,
+                     signals_held, status_interval, unit_nice)
 from .sysstate import SysRoot
 from .target import DEFAULT_TARGET, HarnessError, create_file, resolve_target
 from .targets import DEFAULT_TARGETS, TargetsError, evaluate, load_targets
@@ -35,7 +35,8 @@ PLOT_SCRIPT = BENCH / "ab_plot.py"
 SYSTEM_PYTHON = "/usr/bin/python3"
 
 DESCRIPTION = """\
-Modes (each round runs every mode once per workload, order rotated per round):
+Modes (each round runs every mode once per workload, after one unmeasured
+warm-up of that workload; the modes' order rotated per round):
   off            no constraint, latgovd not running
   static         /dev/cpu_dma_latency held at 0 for the whole run
   latgov         latgovd on its default policy (or --latgov-config)
@@ -51,13 +52,24 @@ status gives quantiles per run: the report shows the median of per-run p99),
 and the constraints held: fraction of 100 ms samples and CPU-seconds per CPU,
 read from /dev/cpu_dma_latency and the per-CPU pm_qos_resume_latency_us
 files directly. fio runs with --randseed=%d+<round>: the same offsets for
-every mode within a round, others in each round. The waiter workload is
-pinned to a CPU that does not run the completion IRQ of the disk's queue
+every mode within a round, others in each round. Before a round's runs of a
+workload, a warm-up (mode "warm-up" in results.csv, in no statistic) goes
+through those offsets once, the same job at depth %d without think time:
+the round's first mode reads no offsets cold that the later ones find
+cached. A warm-up lasts as long as a run in round 1; later, as long as %gx
+the most offsets a run of the workload went through take at the last
+warm-up's rate, a run's length at most. The waiter workload is pinned to a
+CPU that does not run the completion IRQ of the disk's queue
 (/proc/irq/<n>/effective_affinity_list, read again before each run).
 
 latgovd's evidence file (evidence_file in its configuration and drop-ins) is
 moved aside at the start and put back at exit: the first latgovd of the run
 learns from nothing, and the later rounds reuse what the earlier ones learnt.
+latgovd's calibration file (calibration_file) is moved aside the same way
+unless --calibrate is given: latgovd starts with no calibration.
+
+A static run during which /dev/cpu_dma_latency was not seen at 0 in at least
+99%% of the samples is kept out of the medians, and the report says so.
 
 Output (--out, an empty or new directory; default bench/results/<date>-<disk>,
 or the next free <date>-<disk>-N): results.csv, summary.md
@@ -75,7 +87,8 @@ someone else's constraint or another fio/latgovd showed are kept out of the
 medians. After each latgovd it runs `latgovd --restore` and checks every CPU
 is back where the run found it; if one is not, the bench stops. On exit or
 Ctrl-C it stops fio and latgovd and closes /dev/cpu_dma_latency.
-""" % ("\n".join("  %-27s %s" % (w.name, w.title) for w in WORKLOADS), SEED_BASE)
+""" % ("\n".join("  %-27s %s" % (w.name, w.title) for w in WORKLOADS), SEED_BASE,
+       WARMUP_DEPTH, WARMUP_MARGIN)
 
 
 def parse_size(text: str) -> int:
@@ -114,11 +127,13 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
                    help="only rebuild summary.md, aggregate.json and the plots of an "
                    "earlier run from its results.csv and run-meta.json")
     p.add_argument("--calibrate", action="store_true",
-                   help="run `latgov calibrate` first when no calibration file exists "
-                   "(default: latgovd starts as installed, learning what it needs)")
+                   help="use the machine's calibration file, or run `latgov calibrate` "
+                   "first when none exists (default: the file is moved aside for the run "
+                   "and put back at exit; latgovd starts with no calibration, learning "
+                   "what it needs)")
     p.add_argument("--keep-calibration", action="store_true",
-                   help="keep a calibration file that `latgov calibrate` wrote for this "
-                   "run (default: removed at exit)")
+                   help="with --calibrate: keep a calibration file that `latgov calibrate` "
+                   "wrote for this run (default: removed at exit)")
     p.add_argument("--runtime", type=float, default=10,
                    help="measured seconds per run (default %(default)s)")
     p.add_argument("--ramp", type=float, default=1,
@@ -301,6 +316,12 @@ def smoke_checks(rows: list[dict], host: ss.HostInfo) -> list[str]:
         if r["status"] != "ok":
             continue
         tag = "r%s %s %s" % (r["round"], r["workload"], r["mode"])
+        if is_warmup(r):
+            if not num(r.get("warmup_ios")):
+                problems.append("%s: the warm-up went through no offsets" % tag)
+            continue
+        if r["mode"] == "static" and static_not_held(r):
+            problems.append("%s: %s" % (tag, static_not_held(r)))
         held = [num(r.get("cpu%d_held_s" % c)) for c in host.cpus]
         total = num(r.get("held_cpu_s"))
         window = num(r.get("window_s")) or 0.0
@@ -342,6 +363,21 @@ def resummarize(out: Path, targets_path: Path) -> int:
     meta = RunMeta.load(out / "run-meta.json")
     write_report(out, read_rows(out / "results.csv"), meta, targets_path)
     return 0
+
+
+def move_aside(session: Session, config: str | None, use_calibration: bool) -> None:
+    """latgovd's evidence file, and its calibration file unless the user
+    asked to use one (--calibrate), moved aside before anything runs
+    latgovd; the session's cleanup puts them back whatever happens."""
+    with signals_held():  # moved and noted, or neither
+        session.evidence = EvidenceAside.move_aside(evidence_file(config))
+    if not use_calibration:
+        with signals_held():
+            session.calibration = calibration_aside(config)
+    for aside in (session.evidence, session.calibration):
+        if aside is not None and aside.existed:
+            log("moved %s %s aside to %s (put back at exit)"
+                % (aside.what, aside.path, aside.saved))
 
 
 def place_waiter(root: SysRoot, host: ss.HostInfo,
@@ -428,17 +464,10 @@ def run(args: argparse.Namespace, session: Session, root: SysRoot) -> int:
         session.runtime_dir.mkdir(parents=True, exist_ok=True)
         git = subprocess.run(["git", "-C", str(REPO), "describe", "--always", "--dirty"],
                              capture_output=True, text=True).stdout.strip() or "?"
-        config_desc = args.latgov_config or (
-            DEFAULT_CONFIG if os.path.exists(DEFAULT_CONFIG)
-            else "embedded default (no %s)" % DEFAULT_CONFIG)
-        # Moved aside before anything runs latgovd; cleanup() puts it back.
-        with signals_held():  # moved and noted, or neither
-            session.evidence = EvidenceAside.move_aside(evidence_file(args.latgov_config))
-        if session.evidence.existed:
-            log("moved latgovd's evidence file %s aside to %s (put back at exit)"
-                % (session.evidence.path, session.evidence.saved))
+        config_desc = config_description(args.latgov_config)
+        move_aside(session, args.latgov_config, args.calibrate)
         cal = (calibrate(session, raw, target, args.keep_calibration) if args.calibrate
-               else existing_calibration(args.latgov_config))
+               else no_calibration(session.calibration))
         log("wake-up costs: %s" % cal)
         daemon = DaemonInfo(repo_relative(args.latgovd), git, config_desc, cal, "; ".join(
             describe_binary(b) for b in (args.latgovd, args.latgov)), session.tools.nice)
@@ -453,7 +482,7 @@ def run(args: argparse.Namespace, session: Session, root: SysRoot) -> int:
                     status_interval(args.latgov_config))
     rows: list[dict] = []
     t0 = time.monotonic()
-    plan = schedule(args.rounds, [w.name for w in wls], args.mode_list)
+    plan = with_warmups(schedule(args.rounds, [w.name for w in wls], args.mode_list))
     total = len(plan)
     log("target %s (%s, disk %s), out %s, %d runs" % (target.path, target.kind, target.disk,
                                                      out, total))
@@ -465,7 +494,9 @@ def run(args: argparse.Namespace, session: Session, root: SysRoot) -> int:
             row, stopped = run_one(runner, rnd, seq, order, WORKLOAD_BY_NAME[name], mode)
             rows.append(row)
             writer.write(row)
-            if row["status"] == "ok":
+            if row["status"] == "ok" and is_warmup(row):
+                log("  warm-up: %s offsets in %.1f s" % (row["warmup_ios"], row["window_s"]))
+            elif row["status"] == "ok":
                 log("  read %s IOPS mean %s p99 %s us | write %s | sync p99 %s | "
                     "held %.2f CPU-s | daemon %s%%" % (
                         row["read_iops"] or "-", row["read_clat_mean_us"] or "-",
@@ -496,6 +527,11 @@ def run(args: argparse.Namespace, session: Session, root: SysRoot) -> int:
         failed = ev.put_back()
         meta.evidence = dict(ev.to_json(), put_back=failed or (
             "the original put back" if ev.existed else "removed: there was none at the start"))
+    if session.calibration is not None:
+        ca = session.calibration
+        failed = ca.put_back()
+        meta.calibration_aside = dict(ca.to_json(), put_back=failed or (
+            "the original put back" if ca.existed else "there was none"))
     meta.elapsed = time.monotonic() - t0
     meta.save(out / "run-meta.json")
     write_report(out, rows, meta, targets_path)
@@ -529,6 +565,17 @@ def schedule(rounds: int, workloads: list[str],
             for i, mode in enumerate(order):
                 plan.append((rnd, w, i + 1, mode))
     return plan
+
+
+def with_warmups(plan: list[tuple[int, str, int, str]]) -> list[tuple[int, str, int, str]]:
+    """The plan with a warm-up (order 0, mode WARMUP) before each round's
+    runs of each workload."""
+    out: list[tuple[int, str, int, str]] = []
+    for rnd, w, order, mode in plan:
+        if not out or out[-1][:2] != (rnd, w):
+            out.append((rnd, w, 0, WARMUP))
+        out.append((rnd, w, order, mode))
+    return out
 
 
 def run_one(runner: Runner, rnd: int, seq: int, order: int, wl, mode: str

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import math
+import re
 from pathlib import Path
 
 PERCENTILES = [("50", "50.000000"), ("90", "90.000000"),
@@ -73,6 +75,16 @@ def parse_fio_file(path: Path) -> dict:
     return parse_fio_json(path.read_text(), str(path))
 
 
+def job_runtime_s(path: Path) -> float | None:
+    """fio's own measure of how long the first job ran, in seconds."""
+    text = path.read_text()
+    try:
+        ms = json.loads(text[text.find("{"):])["jobs"][0]["job_runtime"]
+        return float(ms) / 1000 if ms else None
+    except (ValueError, KeyError, IndexError, TypeError):
+        return None
+
+
 SEED_BASE = 1000000
 
 
@@ -92,3 +104,67 @@ def fio_command(fio: str, job: Path, json_path: Path, seed: int | None = None) -
     if seed is not None:
         cmd.append("--randseed=%d" % seed)
     return cmd + [str(job)]
+
+
+# --------------------------------------------------------------------------
+# The warm-up: the round's offsets read (and written) once before its runs
+
+# fio draws a job's offsets, block sizes and read/write choices from random
+# states seeded by --randseed, one I/O after another as it issues them:
+# neither the queue depth, the I/O engine, think time nor fdatasync changes
+# the sequence, only how fast it is gone through (checked with fio 3.33's
+# write_iolog for every job in bench/jobs; test_fio runs that check where
+# fio can). The warm-up runs the job so, as fast as the disk takes it.
+# One limit: fio resets its read/write counts when a ramp ends, after a
+# number of I/Os that depends on time, so in the jobs that both read and
+# write the choices after the ramp may differ from the warm-up's (as they
+# differ between two modes' runs of the round): 128k randrw then reads an
+# offset the warm-up wrote, or the reverse; in randrw:2 the offset that
+# follows on the last one of a direction differs too (the random ones keep
+# their order).
+WARMUP_DEPTH = 32
+WARMUP_MIN_S = 0.5
+WARMUP_MARGIN = 2.0
+
+
+def warmup_job_text(job_text: str, runtime_s: float, writes: bool) -> str:
+    """A job file's text made into its warm-up: the same job (file, block
+    sizes, read/write mix, distribution, pinning) without think time or
+    fdatasync, at depth WARMUP_DEPTH on io_uring, no ramp, for runtime_s
+    seconds; a job that writes flushes them at its end (end_fsync), so that
+    no write-back of the warm-up falls into the first measured run."""
+    over = {"thinktime": "0", "fdatasync": "0", "ioengine": "io_uring",
+            "iodepth": str(WARMUP_DEPTH), "ramp_time": "0", "time_based": "1",
+            "runtime": "%dms" % max(1, round(runtime_s * 1000))}
+    if writes:
+        over["end_fsync"] = "1"
+    out, placed = [], False
+    for line in job_text.splitlines():
+        m = re.match(r"\s*([A-Za-z_]+)\s*=", line)
+        if m and m.group(1) in over:
+            continue
+        out.append(line)
+        if not placed and line.strip() == "[global]":
+            out += ["%s=%s" % kv for kv in over.items()]
+            placed = True
+    if not placed:
+        raise ValueError("job file has no [global] section")
+    return "\n".join(out) + "\n"
+
+
+def offsets_read(fio_ios: float, runtime: float, ramp: float) -> int:
+    """How many offsets of the round's sequence a run went through: its
+    measured I/Os, and those of its ramp (not in fio's counts; taken at a
+    quarter above the measured rate, and a full queue in flight at its end)."""
+    ramp_ios = 1.25 * fio_ios * ramp / runtime if runtime > 0 else 0.0
+    return int(math.ceil(fio_ios + ramp_ios)) + WARMUP_DEPTH
+
+
+def warmup_seconds(cap: float, need: int | None, rate: float | None) -> float:
+    """How long a warm-up runs: long enough for WARMUP_MARGIN x the offsets
+    the workload's runs went through in the earlier rounds, at the rate its
+    last warm-up went; the length of a measured run (cap) when either is not
+    known yet (round 1), and never longer."""
+    if not need or not rate:
+        return cap
+    return min(cap, max(WARMUP_MIN_S, WARMUP_MARGIN * need / rate))

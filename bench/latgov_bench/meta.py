@@ -29,7 +29,7 @@ class DaemonInfo:
     config_desc: str
     calibration: str
     binaries: str
-    nice: int
+    nice: int | None  # None: the run did not record it
 
 
 @dataclass
@@ -51,6 +51,12 @@ class RunMeta:
     # aside, put back at exit) and what latgovd left in it at the end
     evidence: dict = field(default_factory=dict)
     forced: list[str] = field(default_factory=list)  # what --force ran despite
+    # latgovd's calibration file moved aside for the run (without
+    # --calibrate): whether one existed, and how it was put back
+    calibration_aside: dict = field(default_factory=dict)
+    # The waiter's CPU chosen again before each run from its queue IRQ's
+    # affinity (runs from before that chose it once).
+    waiter_per_run: bool = True
 
     def to_json(self) -> dict:
         h, s = self.host, self.settings
@@ -67,12 +73,16 @@ class RunMeta:
             "notes": self.notes, "elapsed": self.elapsed, "note": self.note,
             "modes": s.modes, "workloads": s.workloads, "waiter": self.waiter,
             "evidence": self.evidence, "forced": self.forced,
+            "calibration_aside": self.calibration_aside,
+            "waiter_per_run": self.waiter_per_run,
         }
         if self.daemon:
             out.update(latgovd=self.daemon.latgovd, git=self.daemon.git,
                        config_desc=self.daemon.config_desc,
                        calibration=self.daemon.calibration,
-                       binaries=self.daemon.binaries, nice=self.daemon.nice)
+                       binaries=self.daemon.binaries)
+            if self.daemon.nice is not None:
+                out["nice"] = self.daemon.nice
         return out
 
     @staticmethod
@@ -89,15 +99,21 @@ class RunMeta:
                             float(d["burst_sec"]), float(d["idle_sec"]))
         daemon = None
         if d.get("latgovd"):
+            nice = d.get("nice")
             daemon = DaemonInfo(d["latgovd"], d.get("git", "?"), d.get("config_desc", "?"),
                                 d.get("calibration", "?"), d.get("binaries", "?"),
-                                int(d.get("nice", 0)))  # runs before it was recorded: 0
+                                None if nice is None else int(nice))
         return RunMeta(host, settings, d.get("target_info", {}), list(d.get("command", [])),
                        d.get("started", "?"), d.get("fio_version", "?"),
                        d.get("dma_before", "?"), d.get("percpu_before", "?"), daemon,
                        d.get("waiter", ""), list(d.get("notes", [])),
                        float(d.get("elapsed", 0.0)), d.get("note", ""),
-                       dict(d.get("evidence") or {}), list(d.get("forced", [])))
+                       dict(d.get("evidence") or {}), list(d.get("forced", [])),
+                       dict(d.get("calibration_aside") or {}),
+                       # Not recorded before: read again before each run
+                       # only in runs whose results.csv has
+                       # latgovd_evidence_before (the same change).
+                       bool(d.get("waiter_per_run", False)))
 
     def save(self, path: Path) -> None:
         with open(path, "w") as f:

@@ -6,8 +6,10 @@ from __future__ import annotations
 import shlex
 import statistics
 
-from .aggregate import SUMMARY_METRICS, Aggregate, num, per_cpu_metrics
+from .aggregate import SUMMARY_METRICS, Aggregate, num, per_cpu_metrics, static_not_held
+from .fio import WARMUP_DEPTH
 from .meta import RunMeta
+from .results import is_warmup, measured
 from .sampler import SAMPLE_PERIOD
 from .sysstate import NO_CONSTRAINT
 from .targets import MET, MISSED, NOT_APPLICABLE, NOT_MEASURED, Check
@@ -115,8 +117,9 @@ def held_section(agg: Aggregate, meta: RunMeta) -> list[str]:
     return L
 
 
-def evidence_line(ev: dict) -> str:
-    """What latgovd's learnt evidence was at the start and the end."""
+def evidence_line(ev: dict, per_run: bool = True) -> str:
+    """What latgovd's learnt evidence was at the start and the end;
+    per_run: results.csv has latgovd_evidence_before."""
     start, end = ev.get("at_start", {}), ev.get("at_end", {})
     text = "- latgovd's learnt evidence (%s): " % ev.get("file", "?")
     if start.get("existed"):
@@ -125,7 +128,8 @@ def evidence_line(ev: dict) -> str:
     else:
         text += "none at the start"
     text += ("; within the run latgovd kept what it learnt across rounds (round 1 learns, "
-             "later rounds reuse it: latgovd_evidence_before in results.csv)")
+             "later rounds reuse it%s)" % (": latgovd_evidence_before in results.csv"
+                                          if per_run else ""))
     if end.get("existed"):
         text += "; left at the end: sha256 %s (%s)" % (end.get("sha256", "?")[:12],
                                                      end.get("copy", end.get("error", "")))
@@ -136,7 +140,55 @@ def evidence_line(ev: dict) -> str:
     return text
 
 
+def warmup_line(rows: list[dict], warmups: list[dict], meta: RunMeta) -> str:
+    """The warm-ups as the run recorded them, or that it ran none."""
+    if not warmups:
+        return ("- no warm-up runs (none in results.csv): each round's first mode went "
+                "through its offsets first; the later modes may have found them cached")
+    took = sum(num(r.get("window_s")) or 0.0 for r in warmups)
+    ok = [r for r in warmups if r["status"] == "ok"]
+    covered = [r for r in rows if r.get("warmup_covered")]
+    beyond = [r for r in covered if r["warmup_covered"] != "yes"]
+    text = ("- warm-up: before each round's runs of a workload, one unmeasured run of the "
+            "same job with the round's seed went through the offsets those runs read, in "
+            "the same order, at depth %d on io_uring without think time or fdatasync "
+            "(mode `warm-up` in results.csv, in no statistic; nothing held, no latgovd; "
+            "in the jobs that read and write, fio's read/write choices after the ramp may "
+            "differ from it, as between the modes' runs): %d warm-ups (%d ok), %.0f s of "
+            "fio in all" % (
+                WARMUP_DEPTH, len(warmups), len(ok), took))
+    if meta.elapsed:
+        text += ", %.0f%% of the run's time" % (100 * took / meta.elapsed)
+    text += ("; %d of %d measured runs went through offsets beyond their warm-up's "
+             "(warmup_covered = no%s)" % (
+                 len(beyond), len(covered), ": " + ", ".join(
+                     "r%s %s %s" % (r["round"], r["workload"], r["mode"])
+                     for r in beyond[:8]) + (", ..." if len(beyond) > 8 else "")
+                 if beyond else ""))
+    return text
+
+
+def first_slots(rows: list[dict], modes: list[str]) -> str:
+    """How many rounds each mode ran first in: the same for every mode only
+    when the rounds are a multiple of the modes."""
+    first: dict[str, set] = {m: set() for m in modes}
+    rounds = set()
+    for r in rows:
+        rounds.add(r["round"])
+        if str(r.get("order_in_round")) == "1" and r["mode"] in first:
+            first[r["mode"]].add(r["round"])
+    counts = [len(first[m]) for m in modes]
+    text = "- first in its round: %s (of %d rounds)" % (
+        ", ".join("%s %d" % (m, c) for m, c in zip(modes, counts)), len(rounds))
+    if len(set(counts)) > 1:
+        text += ("; unequal, as %d rounds do not divide among %d modes: round 1 runs them "
+                 "in the order given" % (len(rounds), len(modes)))
+    return text
+
+
 def header(rows: list[dict], meta: RunMeta, agg: Aggregate) -> list[str]:
+    warmups = [r for r in rows if is_warmup(r)]
+    rows = measured(rows)
     h, s, t = meta.host, meta.settings, meta.target_info
     L = ["# latgov A/B: %s" % t.get("name", "?"), ""]
     if meta.note:
@@ -162,18 +214,27 @@ def header(rows: list[dict], meta: RunMeta, agg: Aggregate) -> list[str]:
                                                   s.burst_sec, s.idle_sec))
     L.append("- modes, interleaved, order rotated each round: %s; rounds: %d"
              % (", ".join(s.modes), s.rounds))
+    if rows:
+        L.append(first_slots(rows, s.modes))
     seeds = sorted({(int(r["round"]), r["fio_randseed"]) for r in rows
                     if r.get("fio_randseed")})
     if seeds:
         L.append("- fio --randseed per round (the same for every mode within a round): %s"
                  % ", ".join("r%d %s" % kv for kv in seeds))
+    L.append(warmup_line(rows, warmups, meta))
+    # What only runs from a later harness did, claimed only where the
+    # run's own files show it.
+    per_run = bool(rows) and "latgovd_evidence_before" in rows[0]
     if meta.waiter:
-        L.append("- waiter workload: %s (at the start; read again before each run, its "
-                 "waiter_cpu and completion_cpus in results.csv)" % meta.waiter)
+        L.append("- waiter workload: %s (%s)" % (
+            meta.waiter, "at the start; read again before each run, its waiter_cpu and "
+            "completion_cpus in results.csv" if meta.waiter_per_run or per_run
+            else "chosen at the start"))
     if meta.daemon:
         d = meta.daemon
-        L.append("- latgovd: %s (source tree git %s), config: %s, nice %d"
-                 % (d.latgovd, d.git, d.config_desc, d.nice))
+        L.append("- latgovd: %s (source tree git %s), config: %s, %s"
+                 % (d.latgovd, d.git, d.config_desc, "nice unknown (not recorded by this "
+                    "run)" if d.nice is None else "nice %d" % d.nice))
         L.append("- binaries: %s" % d.binaries)
         L.append("- wake-up costs: %s; daemon status reported idle_costs = %s" % (
             d.calibration, ", ".join(sorted({r["latgovd_idle_costs"] for r in rows
@@ -182,25 +243,37 @@ def header(rows: list[dict], meta: RunMeta, agg: Aggregate) -> list[str]:
                        for x in (r.get("latgovd_limits_seen") or "").split(";") if x})
         L.append("- limits latgovd reported holding (status file): %s"
                  % (", ".join(seen) if seen else "none"))
+        ca = meta.calibration_aside
+        if ca.get("at_start", {}).get("existed"):
+            L.append("- latgovd's calibration file (%s): moved aside for the run (sha256 %s), "
+                     "at exit: %s" % (ca.get("file", "?"),
+                                      ca["at_start"].get("sha256", "?")[:12],
+                                      ca.get("put_back", "?")))
         if meta.evidence:
-            L.append(evidence_line(meta.evidence))
+            L.append(evidence_line(meta.evidence, per_run))
     L.append("- constraints before the harness started: /dev/cpu_dma_latency %s; per-CPU %s"
              % (meta.dma_before, meta.percpu_before))
     if meta.forced:
         L.append("- **started with --force despite**: " + "; ".join(meta.forced))
-    bad = [r for r in rows if r["status"] != "ok"]
+    bad = [r for r in rows + warmups if r["status"] != "ok"]
     if bad:
         L.append("- **failed runs**: " + "; ".join(
             "r%s %s %s: %s" % (r["round"], r["workload"], r["mode"], r["status"])
             for r in bad))
     out = agg.excluded
+    unheld = [r for r, _ in out if r["mode"] == "static" and static_not_held(r)]
+    if unheld:
+        L.append("- **%d static runs did not hold /dev/cpu_dma_latency at 0** (in at least "
+                 "99%% of the %d ms samples, and at 0): kept out of the medians, below"
+                 % (len(unheld), SAMPLE_PERIOD * 1000))
     if out:
         L.append("- **%d of %d runs kept out of the medians**: someone else's constraint held "
                  "at their start or during them (seen by the %d ms sampler where the run's "
-                 "mode sets nothing, or nothing per CPU), or another fio/latgovd running "
-                 "meanwhile: %s" % (len(out), len(rows), SAMPLE_PERIOD * 1000, "; ".join(
-                     "r%s %s %s (%s)" % (r["round"], r["workload"], r["mode"], why)
-                     for r, why in out)))
+                 "mode sets nothing, or nothing per CPU), another fio/latgovd running "
+                 "meanwhile, or static not holding 0: %s" % (
+                     len(out), len(rows), SAMPLE_PERIOD * 1000, "; ".join(
+                         "r%s %s %s (%s)" % (r["round"], r["workload"], r["mode"], why)
+                         for r, why in out)))
     ncpu = max(len(h.cpus), 1)
     hi = [r for r in rows if (num(r.get("others_cpu_s")) or 0) >
           0.1 * ncpu * (num(r.get("window_s")) or 1)]

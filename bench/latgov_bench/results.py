@@ -8,11 +8,24 @@ from pathlib import Path
 from .fio import fio_columns
 from .sysstate import HostInfo
 
+# The mode column of a warm-up row: the round's offsets gone through once
+# before the round's runs of a workload, unmeasured. In no statistic.
+WARMUP = "warm-up"
+
+
+def is_warmup(row: dict) -> bool:
+    return row.get("mode") == WARMUP
+
+
+def measured(rows: list[dict]) -> list[dict]:
+    """The rows of measured runs: all but the warm-ups."""
+    return [r for r in rows if not is_warmup(r)]
+
 
 def columns(host: HostInfo) -> list[str]:
     cols = ["round", "seq", "order_in_round", "workload", "mode", "device",
             "target", "started_at", "window_s", "status", "fio_rc", "fio_randseed",
-            "waiter_cpu", "completion_cpus"]
+            "warmup_ios", "warmup_covered", "waiter_cpu", "completion_cpus"]
     cols += fio_columns()
     cols += ["disk_ios"]
     cols += ["cpuidle_driver", "cpuidle_governor", "idle_states",

@@ -16,8 +16,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from . import sysstate as ss
-from .fio import FioOutputError, fio_command, parse_fio_file, round_seed
+from .fio import (FioOutputError, fio_command, job_runtime_s, offsets_read, parse_fio_file,
+                  round_seed, warmup_job_text, warmup_seconds)
 from .meta import Settings
+from .results import WARMUP
 from .sampler import QosSampler, status_after
 from .sysstate import HostInfo, SysRoot, WaiterPlacement
 from .target import HarnessError, Target
@@ -124,8 +126,16 @@ class EvidenceAside:
     """latgovd's learnt evidence (evidence_file), moved aside for the bench
     so that its first latgovd starts with nothing learnt, and the original
     put back at exit. Within the bench run latgovd keeps what it learns:
-    each latgovd saves it at exit and the next one reuses it."""
+    each latgovd saves it at exit and the next one reuses it.
+
+    With what="latgovd's calibration file" and remove_new=False the same
+    for calibration_file: latgovd starts with no calibration (it only reads
+    that file), and the machine's is put back at exit."""
     path: str
+    what: str = "latgovd's evidence file"
+    # At the put-back, remove a file that is there although none was at
+    # the start (latgovd's evidence saved by this run).
+    remove_new: bool = True
     existed: bool = False
     sha256: str = ""
     # The directories above the file that did not exist at the start,
@@ -140,23 +150,23 @@ class EvidenceAside:
         return self.path + EVIDENCE_SAVED_SUFFIX
 
     @staticmethod
-    def move_aside(path: str) -> "EvidenceAside":
+    def move_aside(path: str, what: str = "latgovd's evidence file",
+                   remove_new: bool = True) -> "EvidenceAside":
         missing, d = [], os.path.dirname(os.path.abspath(path))
-        while not os.path.lexists(d) and d != os.path.dirname(d):
+        while remove_new and not os.path.lexists(d) and d != os.path.dirname(d):
             missing.append(d)
             d = os.path.dirname(d)
-        ev = EvidenceAside(path, missing_dirs=missing)
+        ev = EvidenceAside(path, what, remove_new, missing_dirs=missing)
         if os.path.lexists(ev.saved):
             raise HarnessError(
-                "%s exists: an earlier bench/ab run did not put latgovd's evidence file back. "
-                "Move it back to %s (or delete it) first" % (ev.saved, path))
+                "%s exists: an earlier bench/ab run did not put %s back. "
+                "Move it back to %s (or delete it) first" % (ev.saved, what, path))
         if os.path.lexists(path):
             try:
                 ev.sha256 = sha256_of(path)
                 os.rename(path, ev.saved)
             except OSError as e:
-                raise HarnessError("cannot move latgovd's evidence file %s aside: %s"
-                                   % (path, e)) from e
+                raise HarnessError("cannot move %s %s aside: %s" % (what, path, e)) from e
             ev.existed = True
         return ev
 
@@ -181,11 +191,11 @@ class EvidenceAside:
         # Each step can be done again: one cut short is finished by the
         # next call.
         try:
-            if os.path.lexists(self.path):
+            if self.remove_new and os.path.lexists(self.path):
                 os.unlink(self.path)
             if self.existed:
                 os.rename(self.saved, self.path)
-            else:
+            elif self.remove_new:
                 for d in self.missing_dirs:
                     if not os.path.lexists(d):
                         continue  # never made
@@ -194,9 +204,9 @@ class EvidenceAside:
                     except OSError:
                         break  # not empty: someone else's files
         except OSError as e:
-            self.put_back_note = ("FAILED to put latgovd's evidence file back (%s): %s; the "
-                                  "original is %s" % (self.path, e, self.saved
-                                                      if self.existed else "none"))
+            self.put_back_note = ("FAILED to put %s back (%s): %s; the original is %s"
+                                  % (self.what, self.path, e,
+                                     self.saved if self.existed else "none"))
         self.done = True
         return self.put_back_note
 
@@ -224,6 +234,7 @@ class Session:
     created_files: list[str] = field(default_factory=list)
     created_dirs: list[str] = field(default_factory=list)
     evidence: EvidenceAside | None = None
+    calibration: EvidenceAside | None = None  # calibration_file moved aside
     # From a latgovd's start until `latgovd --restore` ran after it: the
     # per-CPU values it must leave as they were, and its log.
     restore_due: bool = False
@@ -435,10 +446,11 @@ class Session:
                     os.rmdir(path)
                 except OSError:
                     pass
-            if self.evidence is not None:
-                failed = self.evidence.put_back()
-                if failed:
-                    log(failed)
+            for aside in (self.evidence, self.calibration):
+                if aside is not None:
+                    failed = aside.put_back()
+                    if failed:
+                        log(failed)
 
 
 # --------------------------------------------------------------------------
@@ -521,6 +533,12 @@ class Runner:
     columns: list[str]
     waiter: WaiterPlacement | None
     status_interval: float = DEFAULT_STATUS_INTERVAL_MS / 1000  # latgovd's, seconds
+    # The warm-ups: per workload, the most offsets one of its runs went
+    # through so far and the rate its last warm-up went at; per (round,
+    # workload), the offsets its warm-up went through.
+    warm_need: dict[str, int] = field(default_factory=dict)
+    warm_rate: dict[str, float] = field(default_factory=dict)
+    warmed: dict[tuple[int, str], int] = field(default_factory=dict)
 
     @property
     def root(self) -> SysRoot:
@@ -578,7 +596,79 @@ class Runner:
                    status="error: %s" % msg[:300])
         return row
 
+    def measured_length(self, wl: Workload) -> tuple[float, float]:
+        """(runtime, ramp) of a measured run of wl: the idle workload's fio
+        is its burst alone."""
+        if wl.idle:
+            return self.settings.burst_sec, 0.0
+        return self.settings.runtime, self.settings.ramp
+
+    def warmup(self, rnd: int, seq: int, wl: Workload) -> dict:
+        """The round's warm-up of wl, before its measured runs: the same job
+        with the round's seed, so the same offsets in the same order, gone
+        through at depth (fio.warmup_job_text) with nothing held and no
+        latgovd. Unmeasured: its row records the offsets it went through
+        (warmup_ios) and how long it took (window_s), nothing else."""
+        s = self.session
+        waiter = self.place_waiter() if wl.pin_waiter else None
+        seed = round_seed(rnd)
+        runtime, ramp = self.measured_length(wl)
+        secs = warmup_seconds(runtime + ramp, self.warm_need.get(wl.name),
+                              self.warm_rate.get(wl.name))
+        tag = "r%d-%s-%s" % (rnd, wl.name, WARMUP)
+        job_path = self.raw / (tag + ".fio")
+        json_path = self.raw / (tag + ".fio.json")
+        job_path.write_text(warmup_job_text((JOBS / wl.job).read_text(), secs, wl.writes))
+        row = {c: "" for c in self.columns}
+        row.update(round=rnd, seq=seq, order_in_round=0, workload=wl.name, mode=WARMUP,
+                   device=self.target.name, target=self.target.path,
+                   started_at=datetime.datetime.now().isoformat(timespec="seconds"),
+                   fio_randseed=seed)
+        if waiter is not None:
+            row["waiter_cpu"] = waiter.cpu
+            row["completion_cpus"] = ";".join(str(c) for c in waiter.queue.completion_cpus)
+        t0 = time.monotonic()
+        rc, err = s.run_fio(job_path, json_path, self.fio_env(runtime, ramp), seed)
+        row["window_s"] = round(time.monotonic() - t0, 3)
+        s.past_pids = []
+        row["fio_rc"] = rc
+        status = "ok"
+        if rc != 0:
+            status = "fio failed (%d): %s" % (rc, " ".join(err.split())[:200])
+        else:
+            try:
+                got = parse_fio_file(json_path)
+            except (OSError, FioOutputError) as e:
+                status = "bad fio output: %s" % e
+            else:
+                ios = int(got["fio_ios"])
+                row.update(read_ios=got["read_ios"], write_ios=got["write_ios"],
+                           fio_ios=ios, warmup_ios=ios)
+                self.warmed[(rnd, wl.name)] = ios
+                took = job_runtime_s(json_path)
+                if ios and took:
+                    self.warm_rate[wl.name] = ios / took
+        row["status"] = status
+        return row
+
+    def note_coverage(self, rnd: int, wl: Workload, row: dict) -> None:
+        """Whether the run's offsets lay within its round's warm-up
+        (warmup_covered), and the most offsets a run of wl went through,
+        for the next rounds' warm-ups."""
+        ios = row.get("fio_ios")
+        if not ios:
+            return
+        runtime, ramp = self.measured_length(wl)
+        need = offsets_read(float(ios), runtime, ramp)
+        self.warm_need[wl.name] = max(need, self.warm_need.get(wl.name, 0))
+        warm = self.warmed.get((rnd, wl.name))
+        if warm is not None:
+            row["warmup_ios"] = warm
+            row["warmup_covered"] = "yes" if need <= warm else "no"
+
     def one_run(self, rnd: int, seq: int, order: int, wl: Workload, mode: str) -> dict:
+        if mode == WARMUP:
+            return self.warmup(rnd, seq, wl)
         s, host = self.session, self.host
         waiter = self.place_waiter() if wl.pin_waiter else None
         seed = round_seed(rnd)
@@ -652,6 +742,8 @@ class Runner:
                 row.update(parse_fio_file(json_path))
             except (OSError, FioOutputError) as e:
                 status = "bad fio output: %s" % e
+            else:
+                self.note_coverage(rnd, wl, row)
         if row["latgovd_rc"] not in ("", 0, None):
             status += "; latgovd exit %s" % row["latgovd_rc"]
         row["status"] = status
@@ -721,12 +813,35 @@ def status_interval(config: str | None) -> float:
         return DEFAULT_STATUS_INTERVAL_MS / 1000
 
 
-def existing_calibration(config: str | None) -> str:
-    """What latgovd starts with when the bench runs no calibration."""
-    path = calibration_file(config)
-    if os.path.exists(path):
-        return "calibration file %s existed before the run (not re-run)" % path
-    return "none: no %s, latgovd learns from live IO (--calibrate was not given)" % path
+def config_description(config: str | None) -> str:
+    """latgovd's configuration as the report names it: the main file (or
+    the embedded default where the default file is missing) and every
+    drop-in latgovd reads beside it."""
+    main = config or DEFAULT_CONFIG
+    files = latgovd_config_files(config)
+    desc = main if (config or main in files) else "embedded default (no %s)" % main
+    drop_ins = [f for f in files if f != main]
+    if drop_ins:
+        desc += " with drop-ins %s" % ", ".join(drop_ins)
+    return desc
+
+
+def calibration_aside(config: str | None) -> EvidenceAside:
+    """latgovd's calibration file moved aside for the run (put back at
+    exit), so that latgovd starts with none, as the report says."""
+    return EvidenceAside.move_aside(calibration_file(config), "latgovd's calibration file",
+                                    remove_new=False)
+
+
+def no_calibration(aside: EvidenceAside) -> str:
+    """What latgovd starts with when the bench runs no calibration: none,
+    the machine's file moved aside for the run."""
+    if aside.existed:
+        return ("none: the machine's %s (sha256 %s) was moved aside to %s for the run and "
+                "put back at exit; latgovd learns from live IO (--calibrate was not given)"
+                % (aside.path, aside.sha256[:12], aside.saved))
+    return ("none: no %s, latgovd learns from live IO (--calibrate was not given)"
+            % aside.path)
 
 
 def calibrate(session: Session, raw: Path, target: Target, keep: bool) -> str:

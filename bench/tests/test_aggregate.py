@@ -132,3 +132,37 @@ def test_held_seconds_measured_by_the_sampler_are_kept():
 def test_constraints_of_someone_else(mode, row, want):
     row = dict(row, mode=mode)
     assert foreign_held(row, [0, 1]) == (None if want is None else pytest.approx(want))
+
+
+@pytest.mark.parametrize("held,low,why", [
+    ("0.95", "0", "static did not hold /dev/cpu_dma_latency at 0 (held in 95.0% of the "
+     "samples)"),
+    ("1", "20", "static did not hold /dev/cpu_dma_latency at 0 (at 20 us, not 0)"),
+    ("0", "", "static did not hold /dev/cpu_dma_latency at 0 (held in 0.0% of the samples)"),
+])
+def test_a_static_run_that_did_not_hold_0_is_kept_out(held, low, why):
+    host = HostInfo([0], IdleLayout({0: []}), "haltpoll", "haltpoll")
+    base = {"status": "ok", "round": "1", "workload": "qd1-randread-4k", "mode": "static",
+            "read_clat_mean_us": "10", "any_held_frac": "1", "global_held_frac": "1",
+            "global_min_us": "0", "cpu0_percpu_held_frac": "0"}
+    rows = [dict(base), dict(base, round="2", read_clat_mean_us="30",
+                             global_held_frac=held, global_min_us=low)]
+    assert kept_out(rows[0], [0]) == "" and kept_out(rows[1], [0]) == why
+    agg = aggregate(rows, ["qd1-randread-4k"], ["static"], host)
+    assert agg.cells["qd1-randread-4k"]["static"].n == 1
+    assert [(r["round"], w) for r, w in agg.excluded] == [("2", why)]
+    # 0.99 of the samples is enough; a row from before the sampler is taken as it is
+    assert kept_out(dict(base, global_held_frac="0.99"), [0]) == ""
+    assert kept_out({k: v for k, v in base.items() if not k.startswith("global")}, [0]) == ""
+
+
+def test_warmups_are_in_no_statistic():
+    host = HostInfo([0], IdleLayout({0: []}), "haltpoll", "haltpoll")
+    base = {"status": "ok", "round": "1", "workload": "qd1-randread-4k", "mode": "off",
+            "read_clat_mean_us": "10", "any_held_frac": "0"}
+    warm = dict(base, mode="warm-up", read_clat_mean_us="900", foreign_procs="x:1")
+    agg = aggregate([warm, base], ["qd1-randread-4k"], ["off", "warm-up"], host)
+    assert agg.cells["qd1-randread-4k"]["off"].n == 1
+    assert agg.cells["qd1-randread-4k"]["warm-up"].n == 0
+    assert agg.excluded == [] and agg.median("qd1-randread-4k", "off",
+                                             "read_clat_mean_us") == 10

@@ -107,6 +107,32 @@ def test_the_schedule_rotates_the_modes_each_round():
     assert len(plan) == 12
 
 
+def test_each_rounds_runs_of_a_workload_follow_its_warmup():
+    plan = cli.with_warmups(schedule(2, ["a", "b"], ["off", "static", "latgov"]))
+    assert len(plan) == 12 + 4
+    assert plan[:4] == [(1, "a", 0, "warm-up"), (1, "a", 1, "off"), (1, "a", 2, "static"),
+                        (1, "a", 3, "latgov")]
+    assert plan[4] == (1, "b", 0, "warm-up") and plan[8] == (2, "a", 0, "warm-up")
+    assert [p for p in plan if p[3] != "warm-up"] == schedule(2, ["a", "b"],
+                                                              ["off", "static", "latgov"])
+
+
+def test_static_not_holding_0_fails_the_smoke_too():
+    from latgov_bench.sysstate import HostInfo, IdleLayout
+    host = HostInfo([0], IdleLayout({0: []}), "none", "menu")
+    r = {"status": "ok", "round": "1", "workload": "qd1-randread-4k", "mode": "static",
+         "window_s": "2", "cpu0_held_s": "2", "held_cpu_s": "2",
+         "global_held_frac": "0.5", "global_min_us": "0"}
+    assert cli.smoke_checks([r], host) == [
+        "r1 qd1-randread-4k static: static did not hold /dev/cpu_dma_latency at 0 (held in "
+        "50.0% of the samples)"]
+    w = {"status": "ok", "round": "1", "workload": "qd1-randread-4k", "mode": "warm-up",
+         "warmup_ios": "0"}
+    assert cli.smoke_checks([w], host) == [
+        "r1 qd1-randread-4k warm-up: the warm-up went through no offsets"]
+    assert cli.smoke_checks([dict(w, warmup_ios="9000")], host) == []
+
+
 class FakeRunner:
     """one_run raises what the test gives it; error_row as the Runner's."""
 

@@ -68,3 +68,97 @@ def test_each_round_has_its_own_seed_and_no_job_file_sets_one():
     for job in (BENCH / "jobs").glob("*.fio"):
         text = job.read_text()
         assert "randseed" not in text and "randrepeat" not in text, job
+
+
+# --------------------------------------------------------------------------
+# The warm-up job
+
+def test_the_warmup_is_the_same_job_at_depth_without_think_time():
+    from latgov_bench.fio import WARMUP_DEPTH, warmup_job_text
+    text = (BENCH / "jobs" / "waiter-fdatasync-4k.fio").read_text()
+    w = warmup_job_text(text, 2.5, writes=True)
+    opts = [line for line in w.splitlines() if "=" in line and not line.startswith(";")]
+    keys = [o.split("=", 1)[0] for o in opts]
+    assert len(keys) == len(set(keys)), "an option given twice"
+    got = dict(o.split("=", 1) for o in opts)
+    assert (got["ioengine"], got["iodepth"], got["fdatasync"]) == \
+        ("io_uring", str(WARMUP_DEPTH), "0")
+    assert (got["runtime"], got["ramp_time"], got["time_based"]) == ("2500ms", "0", "1")
+    assert got["end_fsync"] == "1"  # its writes flushed before the first run
+    # what picks the offsets is kept: file, pattern, block size, pinning
+    for k in ("filename", "rw", "bs", "cpus_allowed"):
+        assert got[k] == dict(line.split("=", 1) for line in text.splitlines()
+                              if "=" in line and not line.startswith(";"))[k]
+    r = warmup_job_text((BENCH / "jobs" / "onset-isolated-reads.fio").read_text(), 11,
+                        writes=False)
+    assert "thinktime=0" in r and "thinktime=20000" not in r and "end_fsync" not in r
+
+
+def test_warmup_length_from_the_earlier_rounds():
+    from latgov_bench.fio import offsets_read, warmup_seconds
+    assert warmup_seconds(11, None, None) == 11  # round 1: as long as a run
+    assert warmup_seconds(11, 200000, 100000.0) == 4.0  # twice the offsets
+    assert warmup_seconds(11, 2000000, 100000.0) == 11  # never longer than a run
+    assert warmup_seconds(11, 10, 100000.0) == 0.5
+    # 10 s measured after 1 s ramp: the ramp's offsets counted too
+    assert offsets_read(100000, 10, 1) == 100000 + 12500 + 32
+    assert offsets_read(500, 1, 0) == 532
+
+
+def fio_usable(tmp_path):
+    import shutil
+    import subprocess
+    if not shutil.which("fio"):
+        return None
+    data = tmp_path / "target.dat"
+    with open(data, "wb") as f:
+        f.write(bytes(range(256)) * (16 << 12))  # 16 MiB of data
+    p = subprocess.run(["fio", "--name=probe", "--filename=%s" % data, "--direct=1",
+                        "--rw=read", "--bs=4k", "--size=4k", "--ioengine=io_uring",
+                        "--output=/dev/null"], capture_output=True, text=True)
+    return data if p.returncode == 0 else None
+
+
+def io_offsets(log):
+    """(direction, offset, length) of each IO in a write_iolog file."""
+    out = []
+    for line in log.read_text().splitlines():
+        f = line.split()
+        if len(f) == 5 and f[2] in ("read", "write"):
+            out.append(tuple(f[2:]))
+    return out
+
+
+@pytest.mark.parametrize("job", sorted(p.name for p in (BENCH / "jobs").glob("*.fio")))
+def test_the_warmup_goes_through_the_runs_offsets_in_their_order(job, tmp_path):
+    """With fio at hand: the measured job's IOs (ramp included) are the
+    first IOs of its warm-up, with the same seed. A job that both reads and
+    writes is run without ramp: fio resets its read/write counts when the
+    ramp ends, after a number of IOs that depends on time, and from there
+    its read/write choices may differ from the warm-up's (as from another
+    mode's run of the round)."""
+    import os
+    import subprocess
+    from latgov_bench.fio import warmup_job_text
+    from latgov_bench.workloads import WORKLOADS
+    data = fio_usable(tmp_path)
+    if data is None:
+        pytest.skip("no fio, or no io_uring/O_DIRECT on %s" % tmp_path)
+    wl = next(w for w in WORKLOADS if w.job == job)
+    env = dict(os.environ, LATGOV_AB_TARGET=str(data), LATGOV_AB_RUNTIME="300ms",
+               LATGOV_AB_RAMP="0" if wl.reads and wl.writes else "200ms",
+               LATGOV_AB_BURST="300ms",
+               LATGOV_AB_WAITER_CPU=str(min(os.sched_getaffinity(0))))
+    warm = tmp_path / "warm.fio"
+    warm.write_text(warmup_job_text((BENCH / "jobs" / job).read_text(), 0.8, wl.writes))
+    logs = []
+    for name, path in (("run", BENCH / "jobs" / job), ("warm", warm)):
+        log = tmp_path / (name + ".iolog")
+        cmd = fio_command("fio", path, tmp_path / (name + ".json"), round_seed(2))
+        p = subprocess.run(cmd[:-1] + ["--write_iolog=%s" % log, cmd[-1]], env=env,
+                           capture_output=True, text=True)
+        assert p.returncode == 0, p.stderr
+        logs.append(io_offsets(log))
+    run, warmup = logs
+    assert run and len(warmup) >= len(run), (len(run), len(warmup))
+    assert warmup[:len(run)] == run

@@ -146,10 +146,12 @@ def test_resummarize_rebuilds_summary_and_aggregate(run, run_copy):
 
 
 def test_report_names_latgovd_nice(run, run_copy):
-    """A run records latgovd's nice (the unit's); runs from before it was
-    recorded ran latgovd at 0."""
-    assert run.meta.daemon.nice == 0
-    assert ", nice 0\n" in build(run)[2]
+    """A run records latgovd's nice (the unit's); of runs from before it
+    was recorded, the report does not claim one."""
+    assert run.meta.daemon.nice is None
+    assert ", nice unknown (not recorded by this run)\n" in build(run)[2]
+    run.meta.save(run_copy / "run-meta.json")
+    assert "nice" not in json.loads((run_copy / "run-meta.json").read_text())
     run.meta.daemon = dataclasses.replace(run.meta.daemon, nice=-10)
     run.meta.save(run_copy / "run-meta.json")
     run.meta = RunMeta.load(run_copy / "run-meta.json")
@@ -225,3 +227,89 @@ def test_evidence_and_force_survive_run_meta(run, run_copy):
     run.meta.save(run_copy / "run-meta.json")
     back = RunMeta.load(run_copy / "run-meta.json")
     assert back.evidence == run.meta.evidence and back.forced == ["x"]
+
+
+def test_old_runs_are_not_credited_with_what_they_did_not_record(haltpoll):
+    """--resummarize of a run from before the waiter was placed again per
+    run and before latgovd_evidence_before: no claim of either."""
+    meta = haltpoll.meta
+    meta.waiter = "pinned to CPU 0; its queue hctx0 completes on CPU 1"
+    meta.evidence = {"file": "/var/lib/latgov/evidence", "at_start": {"existed": False}}
+    text = build(haltpoll)[2]
+    assert "- waiter workload: pinned to CPU 0; its queue hctx0 completes on CPU 1 (chosen " \
+        "at the start)\n" in text
+    assert "read again before each run" not in text
+    assert "latgovd_evidence_before" not in text
+    # a run whose results.csv has the column (the same harness change)
+    rows = [dict(r, latgovd_evidence_before="") for r in haltpoll.rows]
+    s = meta.settings
+    agg = aggregate(rows, s.workloads, s.modes, meta.host)
+    text = summary_text(rows, agg, meta, evaluate(load_targets(), agg, meta.host))
+    assert "(at the start; read again before each run, its waiter_cpu" in text
+    assert "reuse it: latgovd_evidence_before in results.csv)" in text
+
+
+def test_the_report_counts_first_slots_and_says_when_no_warmup_ran(haltpoll):
+    text = build(haltpoll)[2]
+    assert ("- first in its round: off 1, static 1, latgov 0 (of 2 rounds); unequal, as 2 "
+            "rounds do not divide among 3 modes: round 1 runs them in the order given\n"
+            in text)
+    assert "- no warm-up runs (none in results.csv)" in text
+
+
+def with_warmups(rows, covered="yes"):
+    """rows with a warm-up row before each round's runs of a workload."""
+    out, seen = [], set()
+    for r in rows:
+        key = (r["round"], r["workload"])
+        if key not in seen:
+            seen.add(key)
+            out.append({"round": r["round"], "workload": r["workload"], "mode": "warm-up",
+                        "order_in_round": "0", "status": "ok", "window_s": "2.5",
+                        "warmup_ios": "50000", "fio_ios": "50000",
+                        "read_clat_mean_us": "99999"})
+        out.append(dict(r, warmup_ios="50000", warmup_covered=covered))
+    return out
+
+
+def test_warmups_are_described_and_in_no_statistic(haltpoll):
+    meta = haltpoll.meta
+    s = meta.settings
+    _, _, plain = build(haltpoll)
+    rows = with_warmups(haltpoll.rows)
+    rows[1]["warmup_covered"] = "no"
+    agg = aggregate(rows, s.workloads, s.modes, meta.host)
+    text = summary_text(rows, agg, meta, evaluate(load_targets(), agg, meta.host))
+    assert "; 18 runs (18 ok)" in text  # the measured runs only
+    assert workload_sections(text) == workload_sections(plain)
+    assert table_lines(text, "## Targets") == table_lines(plain, "## Targets")
+    assert ("- warm-up: before each round's runs of a workload, one unmeasured run of the "
+            "same job with the round's seed went through the offsets those runs read, in "
+            "the same order, at depth 32 on io_uring without think time or fdatasync (mode "
+            "`warm-up` in results.csv, in no statistic; nothing held, no latgovd; in the "
+            "jobs that read and write, fio's read/write choices after the ramp may differ "
+            "from it, as between the modes' runs): 6 warm-ups (6 ok), 15 s of fio in all, "
+            "13% of the run's time") in text
+    assert "; 1 of 18 measured runs went through offsets beyond their warm-up's " \
+        "(warmup_covered = no: r1 qd1-randread-4k off)" in text
+    failed = [dict(r) for r in rows]
+    failed[0]["status"] = "fio failed (1): boom"
+    agg = aggregate(failed, s.workloads, s.modes, meta.host)
+    text = summary_text(failed, agg, meta, evaluate(load_targets(), agg, meta.host))
+    assert "**failed runs**: r1 qd1-randread-4k warm-up: fio failed (1): boom" in text
+
+
+def test_the_report_says_when_static_did_not_hold(haltpoll):
+    meta = haltpoll.meta
+    s = meta.settings
+    rows = [dict(r) for r in haltpoll.rows]
+    [bad] = [r for r in rows if r["mode"] == "static" and r["round"] == "2"
+             and r["workload"] == "idle"]
+    bad["global_held_frac"] = "0.5"
+    agg = aggregate(rows, s.workloads, s.modes, meta.host)
+    text = summary_text(rows, agg, meta, evaluate(load_targets(), agg, meta.host))
+    assert "- **1 static runs did not hold /dev/cpu_dma_latency at 0** (in at least 99% of " \
+        "the 100 ms samples, and at 0): kept out of the medians, below" in text
+    assert "r2 idle static (static did not hold /dev/cpu_dma_latency at 0 (held in 50.0% " \
+        "of the samples))" in text
+    assert "**2 of 18 runs kept out of the medians**" in text

@@ -70,7 +70,12 @@ class FakeSession(Session):
 
     def run_fio(self, job, json_path, env, seed=None):
         self.fio_calls.append((job.name, seed, env.get("LATGOV_AB_WAITER_CPU")))
-        json_path.write_text(json.dumps(FIO_JSON))
+        self.jobs.append(job.read_text())
+        out = FIO_JSON
+        if job.name.endswith("warm-up.fio"):  # 10000 IOs in 2 s
+            out = {"jobs": [{"write": {"total_ios": self.warm_ios, "iops": 5000.0,
+                                       "clat_ns": {"mean": 1000}}, "job_runtime": 2000}]}
+        json_path.write_text(json.dumps(out))
         return 0, ""
 
     def start_daemon(self, mode, log_path, cpus):
@@ -96,6 +101,8 @@ def fake_runner(tmp_path, monkeypatch):
     host = HostInfo([0, 1], IdleLayout({0: [], 1: []}), "haltpoll", "haltpoll")
     s = FakeSession(root, Tools("fio", "latgovd", "latgov", None, 0))
     s.fio_calls = []
+    s.jobs = []
+    s.warm_ios = 10000
     s.runtime_dir = tmp_path / "run"
     s.runtime_dir.mkdir()
     raw = tmp_path / "raw"
@@ -139,3 +146,30 @@ def test_the_last_status_read_comes_after_the_window(tmp_path, monkeypatch):
     row = r.one_run(1, 1, 1, WORKLOAD_BY_NAME["qd1-randread-4k"], "latgov")
     assert status_reads == [0.25]  # latgovd's status interval, from its config
     assert (row["onset_count"], row["onset_p99_us"]) == (3, 50.0)
+
+
+def test_a_warmup_goes_through_the_rounds_offsets_before_its_runs(tmp_path, monkeypatch):
+    from latgov_bench.fio import WARMUP_MARGIN, offsets_read
+    r, s, _ = fake_runner(tmp_path, monkeypatch)
+    r.settings = Settings(["off", "latgov"], ["waiter-fdatasync-4k"], 2, 10, 1, 1, 10)
+    wl = WORKLOAD_BY_NAME["waiter-fdatasync-4k"]
+    warm = r.one_run(1, 1, 0, wl, "warm-up")
+    assert warm["status"] == "ok", warm["status"]
+    assert (warm["mode"], warm["order_in_round"], warm["fio_randseed"]) == \
+        ("warm-up", 0, round_seed(1))
+    assert warm["warmup_ios"] == 10000 and warm["waiter_cpu"] == 0
+    assert warm["read_iops"] == "" and warm["write_clat_mean_us"] == ""  # no statistic
+    assert s.fio_calls[0] == ("r1-waiter-fdatasync-4k-warm-up.fio", round_seed(1), "0")
+    job = (r.raw / "r1-waiter-fdatasync-4k-warm-up.fio").read_text()
+    assert "runtime=11000ms" in job  # round 1: as long as a run, ramp included
+    assert "iodepth=32" in job and "fdatasync=0" in job
+    row = r.one_run(1, 2, 1, wl, "off")  # 10 writes
+    assert (row["warmup_ios"], row["warmup_covered"]) == (10000, "yes")
+    # round 2: twice the offsets round 1's run went through, at round 1's
+    # warm-up rate (5000/s)
+    s.warm_ios = 20
+    r.one_run(2, 3, 0, wl, "warm-up")
+    need = offsets_read(10, 10, 1)
+    assert "runtime=%dms" % round(max(0.5, WARMUP_MARGIN * need / 5000) * 1000) in s.jobs[-1]
+    row = r.one_run(2, 4, 1, wl, "latgov")
+    assert (row["warmup_ios"], row["warmup_covered"]) == (20, "no")  # 10 + ramp + queue

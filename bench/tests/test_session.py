@@ -376,3 +376,59 @@ def test_latgovd_writes_its_metrics_beside_its_log(tree, restores, monkeypatch):
         s.start_daemon("latgov", tree / "r1.latgovd.log", [0, 1])
     cmd = started_with[0]
     assert cmd[cmd.index("--metrics-file") + 1] == str(tree / "r1.latgovd.prom")
+
+
+# --------------------------------------------------------------------------
+# latgovd's calibration file: none at the start unless --calibrate
+
+def test_the_calibration_file_is_moved_aside_unless_calibrate(tmp_path, monkeypatch):
+    from latgov_bench import cli
+    main = tmp_path / "latgov.toml"
+    cal, ev = tmp_path / "cal.toml", tmp_path / "state" / "evidence"
+    write(main, '[daemon]\ncalibration_file = "%s"\nevidence_file = "%s"\n' % (cal, ev))
+    write(cal, "[costs]\nmeasured = 1\n")
+    s = Session(SysRoot(tmp_path), Tools("fio", "/x/latgovd", "/x/latgov", str(main), 0))
+    cli.move_aside(s, str(main), use_calibration=False)
+    assert not cal.exists() and s.calibration.existed
+    text = runner.no_calibration(s.calibration)
+    assert text.startswith("none: the machine's %s (sha256 " % cal)
+    assert "moved aside to %s.bench-ab-saved for the run and put back at exit" % cal in text
+    s.cleanup()  # as on any exit: Ctrl-C, a failed run, the end
+    assert cal.read_text() == "[costs]\nmeasured = 1\n"
+    assert not (tmp_path / "cal.toml.bench-ab-saved").exists()
+    # --calibrate: the user asked for the machine's file; it stays in place
+    s = Session(SysRoot(tmp_path), Tools("fio", "/x/latgovd", "/x/latgov", str(main), 0))
+    cli.move_aside(s, str(main), use_calibration=True)
+    assert cal.exists() and s.calibration is None
+    s.cleanup()
+
+
+def test_without_a_calibration_file_nothing_is_made_or_removed(tmp_path):
+    cal = tmp_path / "var" / "cal.toml"
+    main = tmp_path / "latgov.toml"
+    write(main, '[daemon]\ncalibration_file = "%s"\n' % cal)
+    aside = runner.calibration_aside(str(main))
+    assert not aside.existed
+    assert runner.no_calibration(aside) == (
+        "none: no %s, latgovd learns from live IO (--calibrate was not given)" % cal)
+    write(cal, "someone else's, written meanwhile\n")
+    assert aside.put_back() == "" and cal.exists()  # not this run's to remove
+    assert (tmp_path / "var").exists()
+
+
+def test_the_report_names_the_drop_ins_latgovd_reads(tmp_path, monkeypatch):
+    monkeypatch.setattr(runner, "DEFAULT_CONFIG", str(tmp_path / "latgov.toml"))
+    assert runner.config_description(None) == \
+        "embedded default (no %s)" % (tmp_path / "latgov.toml")
+    write(tmp_path / "latgov.d" / "50-site.toml", "[daemon]\n")
+    write(tmp_path / "latgov.d" / "10-a.toml", "[daemon]\n")
+    assert runner.config_description(None) == (
+        "embedded default (no %s) with drop-ins %s, %s" % (
+            tmp_path / "latgov.toml", tmp_path / "latgov.d" / "10-a.toml",
+            tmp_path / "latgov.d" / "50-site.toml"))
+    write(tmp_path / "latgov.toml", "[daemon]\n")
+    assert runner.config_description(None).startswith(
+        "%s with drop-ins %s" % (tmp_path / "latgov.toml", tmp_path / "latgov.d" / "10-a.toml"))
+    other = tmp_path / "etc2" / "x.toml"
+    write(other, "[daemon]\n")
+    assert runner.config_description(str(other)) == str(other)
