@@ -2,8 +2,9 @@
 # check-deb.sh OUT_DIR: build the Debian package (scripts/build-deb) into
 # OUT_DIR and check it: lintian reports no error, the package depends on the
 # shared libraries latgovd links (shlibs), ships the unit, the conffile, the
-# man pages, the completion and the copyright file (Apache-2.0). Exit 1 on
-# any failure.
+# man pages, the completion and the copyright file (Apache-2.0), carries the
+# commit in its version, and its prerm runs the unit's restore after the
+# stop. Exit 1 on any failure.
 set -euo pipefail
 src=$(cd "$(dirname "$0")/../.." && pwd)
 out=$1
@@ -16,6 +17,18 @@ fail() { echo "FAIL $*"; failed=1; }
 export DEB_BUILD_OPTIONS="nocheck ${DEB_BUILD_OPTIONS:-}"
 deb=$("$src/scripts/build-deb" "$out") || { fail "dpkg-buildpackage -b -us -uc"; exit 1; }
 pass "dpkg-buildpackage -b -us -uc: $(basename "$deb")"
+
+# The version names the commit built (scripts/build-deb): HEAD, or one
+# before it if a commit landed meanwhile; and whether the tree had changes
+# that are not committed.
+version=$(dpkg-deb -f "$deb" Version)
+upstream=$(dpkg-parsechangelog -l "$src/debian/changelog" -S Version)
+sha=${version#"$upstream+git"*.*.}; sha=${sha%.dirty}
+stamp=$(TZ=UTC git -C "$src" log -1 --date=format-local:%Y%m%d.%H%M%S --format=%cd "$sha" -- 2>/dev/null || true)
+if [[ $version =~ ^"$upstream+git"[0-9]{8}\.[0-9]{6}\.[0-9a-f]{7,}(\.dirty)?$ && -n $stamp &&
+      $version == "$upstream+git$stamp.$sha"* ]] && git -C "$src" merge-base --is-ancestor "$sha" HEAD; then
+  pass "version $version: $upstream, commit $sha$([[ $version == *.dirty ]] && echo ", uncommitted changes")"
+else fail "version $version does not name $upstream+gitDATE.TIME.HASH[.dirty] of a commit of HEAD"; fi
 
 command -v lintian > /dev/null || { fail "lintian is not installed"; exit 1; }
 lintian --tag-display-limit 0 "$deb" > "$out/lintian.txt" 2>&1 || true
@@ -55,4 +68,13 @@ if grep -q "deb-systemd-helper enable 'latgov.service'" "$tmp/postinst" &&
     grep -qE "_dh_action=(re)?start" "$tmp/postinst"; then
   pass "postinst enables and starts latgov.service (dh_installsystemd)"
 else fail "postinst does not enable and start latgov.service"; fi
+# After the stop on remove, the prerm runs the unit's own restore command
+# once more (ExecStopPost= may have been refused by `latgov calibrate`'s lock).
+restore=$(dpkg-deb --fsys-tarfile "$deb" | tar -xOf - ./lib/systemd/system/latgov.service |
+  sed -n 's/^ExecStopPost=//p' || true)
+stop_line=$(grep -n "deb-systemd-invoke stop 'latgov.service'" "$tmp/prerm" | cut -d: -f1 | head -n 1 || true)
+restore_line=$(grep -nF -- "$restore" "$tmp/prerm" | cut -d: -f1 | head -n 1 || true)
+if [[ -n $restore && -n $stop_line && -n $restore_line && $restore_line -gt $stop_line ]]; then
+  pass "prerm runs '$restore' after stopping latgov.service"
+else fail "prerm does not run the unit's ExecStopPost '$restore' after the stop (lines ${stop_line:-none}, ${restore_line:-none})"; fi
 exit $failed

@@ -2,9 +2,11 @@
 # package-test.sh: boot one nvme-vm --systemd guest (systemd as PID 1 on a
 # throw-away overlay; 4 CPUs, one controller with 4 I/O queues) and run
 # guest-package.sh in it: the Debian package installs with dpkg -i, its
-# service is enabled and running from the packaged binary, holds the
-# completion CPU for fio, and dpkg --purge stops it with no CPU left held
-# and no file of it left behind.
+# service is enabled and running from the packaged binary and holds the
+# completion CPU for fio; under that hold a second dpkg -i (an upgrade)
+# restarts it on the new binary, and dpkg -r stops it with no CPU left held
+# and the conffile kept; dpkg --purge then leaves no file of it behind, but
+# a runtime journal that still has records.
 #
 # Usage: package-test.sh [--timeout S] LATGOV_DEB
 # Exit 0 if all passed, 1 if any failed or the guest did not finish, 2 on
