@@ -4,12 +4,15 @@
 #include "latgov/qos.hpp"
 #include "scratch.hpp"
 
+#include <cerrno>
+#include <csignal>
 #include <cstdint>
 #include <cstring>
 #include <doctest/doctest.h>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
+#include <sys/resource.h>
 #include <unistd.h>
 
 using namespace latgov;
@@ -360,6 +363,103 @@ TEST_CASE("the record of a CPU that was hot-removed is dropped, by a restore or 
     CHECK(holding.held().empty());
     holding.release_all();
     CHECK_FALSE(fs::exists(tree.journal()));
+}
+
+TEST_CASE("no record is dropped as a removed CPU's when the CPUs' directory is missing") {
+    // A wrong --sysroot, or /sys not mounted: no CPU directory is there, and
+    // none of the CPUs was removed.
+    QosTree tree(1);
+    tree.set(0, "20\n");
+    REQUIRE(write_journal(tree.journal(), {{0, us(300), us(20)}, {5, us(300), us(0)}}));
+    fs::remove_all(tree.root() / "sys/devices"); // an empty /sys
+    Log log;
+    SUBCASE("by a restore") {
+        CHECK_FALSE(restore_journal(tree.sysroot(), tree.journal(), log.sink()));
+    }
+    SUBCASE("by a holder") {
+        PerCpuHolder holder(tree.sysroot(), tree.journal(), log.sink());
+        holder.apply({}, t0);
+        holder.check_records();
+        holder.release_all();
+    }
+    CHECK_FALSE(log.mentions("no longer exists"));
+    CHECK(journal_of(tree).size() == 2);
+}
+
+namespace {
+
+// A file size limit makes a write to a plain file short: the bytes below it
+// go, the rest do not, and errno says nothing.
+class FileSizeLimit {
+  public:
+    explicit FileSizeLimit(rlim_t bytes) {
+        ::getrlimit(RLIMIT_FSIZE, &saved_);
+        handler_ = std::signal(SIGXFSZ, SIG_IGN);
+        const rlimit limit{bytes, saved_.rlim_max};
+        ok_ = ::setrlimit(RLIMIT_FSIZE, &limit) == 0;
+    }
+    ~FileSizeLimit() {
+        ::setrlimit(RLIMIT_FSIZE, &saved_);
+        std::signal(SIGXFSZ, handler_);
+    }
+    FileSizeLimit(const FileSizeLimit&) = delete;
+    FileSizeLimit& operator=(const FileSizeLimit&) = delete;
+    bool ok() const { return ok_; }
+
+  private:
+    rlimit saved_{};
+    void (*handler_)(int) = nullptr;
+    bool ok_ = false;
+};
+
+} // namespace
+
+TEST_CASE("a short write is reported as one, not with a stale errno") {
+    QosTree tree(2, "0\n");
+    SUBCASE("of a CPU's file") {
+        ResumeLatencyFile file(tree.sysroot(), 0);
+        REQUIRE(file.read());
+        Result<void> written;
+        {
+            FileSizeLimit limit(1);
+            REQUIRE(limit.ok());
+            errno = ENOTTY;
+            written = file.write(us(300));
+        }
+        REQUIRE_FALSE(written);
+        CHECK(written.error().message.find("short write (1 of 3 bytes)") != std::string::npos);
+    }
+    SUBCASE("of a journal record") {
+        Log log;
+        PerCpuHolder holder(tree.sysroot(), tree.journal(), log.sink());
+        holder.apply({{0, us(20)}}, t0);
+        REQUIRE(tree.get(0) == "20");
+        {
+            // cpu 1's record is a new one at the end of the journal.
+            FileSizeLimit limit(fs::file_size(tree.journal()) + 10);
+            REQUIRE(limit.ok());
+            errno = ENOTTY;
+            holder.apply({{0, us(20)}, {1, us(20)}}, t0);
+        }
+        CHECK(tree.get(1) == "0\n"); // not journaled, not written
+        CHECK(log.mentions("short write (10 of"));
+        CHECK(log.mentions("not constraining cpu 1"));
+    }
+    SUBCASE("of /dev/cpu_dma_latency") {
+        const auto dev = tree.root() / "dev/cpu_dma_latency";
+        fs::create_directories(dev.parent_path());
+        std::ofstream(dev).flush();
+        Log log;
+        GlobalHolder global(tree.sysroot(), log.sink());
+        {
+            FileSizeLimit limit(2);
+            REQUIRE(limit.ok());
+            errno = ENOTTY;
+            global.apply(us(20), t0);
+        }
+        CHECK_FALSE(global.holding());
+        CHECK(log.mentions("short write (2 of 4 bytes)"));
+    }
 }
 
 namespace {

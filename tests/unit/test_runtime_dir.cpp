@@ -5,6 +5,7 @@
 #include "latgov/parse.hpp"
 #include "latgov/runtime_dir.hpp"
 #include "latgov/status.hpp"
+#include "latgov/sysroot.hpp"
 #include "scratch.hpp"
 
 #include <doctest/doctest.h>
@@ -82,6 +83,37 @@ TEST_CASE("only one process-wide owner holds the runtime directory's lock") {
     { auto gone = std::move(*first); } // the owner exits
     // The moved-from Result still owns nothing; the lock went with the fd.
     CHECK(second->lock());
+}
+
+TEST_CASE("runtime directories that guard the same CPUs lock each other out") {
+    test::TempDir tmp("latgov-rundir");
+    fs::create_directories(tmp.path() / "root/sys/devices/system/cpu/cpu0");
+    const SysRoot root(tmp.path() / "root");
+    auto first = RuntimeDir::open(tmp.path() / "run-a", true);
+    auto second = RuntimeDir::open(tmp.path() / "run-b", true);
+    REQUIRE(first);
+    REQUIRE(second);
+    REQUIRE(first->guard_cpus(root));
+    REQUIRE(second->guard_cpus(root));
+    REQUIRE(first->lock());
+    auto locked = second->lock();
+    REQUIRE_FALSE(locked);
+    CHECK(locked.error().message.find((tmp.path() / "root/sys/devices/system/cpu").string()) !=
+          std::string::npos);
+    CHECK(locked.error().message.find("another runtime directory") != std::string::npos);
+    CHECK(locked.error().message.find("(pid " + std::to_string(::getpid()) + ")") !=
+          std::string::npos);
+    // Not half locked: its own runtime directory stays free.
+    CHECK(runtime_dir_locked(tmp.path() / "run-b") == false);
+    { auto gone = std::move(*first); } // the owner exits
+    CHECK(second->lock());
+    CHECK(runtime_dir_locked(tmp.path() / "run-b") == true);
+
+    // A tree without the CPUs' directory has nothing to guard.
+    auto third = RuntimeDir::open(tmp.path() / "run-c", true);
+    REQUIRE(third);
+    CHECK(third->guard_cpus(SysRoot(tmp.path() / "empty")));
+    CHECK(third->lock());
 }
 
 TEST_CASE("open_locked opens and locks, and says which of the two failed") {

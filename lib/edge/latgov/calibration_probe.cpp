@@ -118,6 +118,8 @@ Result<Calibration> run_calibration(const SysRoot& root, const CalibrateOptions&
         auto dir = RuntimeDir::open(options.runtime_dir, true);
         if (!dir)
             return dir.error();
+        if (auto guarded = dir->guard_cpus(root); !guarded)
+            return guarded.error();
         if (auto locked = dir->lock(); !locked)
             return make_error(locked.error().message + ": stop latgovd first");
         runtime = std::move(*dir);

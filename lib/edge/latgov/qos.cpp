@@ -14,6 +14,15 @@
 
 namespace latgov {
 
+namespace {
+
+// A write that returned fewer bytes than asked leaves errno as it was.
+std::string short_write(ssize_t written, size_t wanted) {
+    return "short write (" + std::to_string(written) + " of " + std::to_string(wanted) + " bytes)";
+}
+
+} // namespace
+
 ResumeLatencyFile::ResumeLatencyFile(const SysRoot& root, int cpu)
     : root_(root),
       abs_("/sys/devices/system/cpu/cpu" + std::to_string(cpu) + "/power/pm_qos_resume_latency_us"),
@@ -87,14 +96,18 @@ Result<void> ResumeLatencyFile::write(LatencyLimit limit) {
                           opened.error().message);
     // sysfs takes the whole value from one write at offset 0; a plain file
     // (a test tree) is cut to it as well.
-    if (::pwrite(fd_.get(), text.data(), text.size(), 0) != static_cast<ssize_t>(text.size()) ||
-        (truncate_ && ::ftruncate(fd_.get(), static_cast<off_t>(text.size())) != 0)) {
-        const int err = errno;
-        gone_ = gone_ || err == ENODEV;
-        fd_.reset();
-        return make_error("Failed to write " + text + " to " + path_ + ": " + errno_message(err));
-    }
-    return {};
+    const ssize_t n = ::pwrite(fd_.get(), text.data(), text.size(), 0);
+    int err = n < 0 ? errno : 0;
+    if (n == static_cast<ssize_t>(text.size()) && truncate_ &&
+        ::ftruncate(fd_.get(), static_cast<off_t>(text.size())) != 0)
+        err = errno;
+    if (n == static_cast<ssize_t>(text.size()) && err == 0)
+        return {};
+    gone_ = gone_ || err == ENODEV;
+    fd_.reset();
+    return make_error("Failed to write " + text + " to " + path_ + ": " +
+                      (n >= 0 && n < static_cast<ssize_t>(text.size()) ? short_write(n, text.size())
+                                                                       : errno_message(err)));
 }
 
 Result<JournalText> read_journal(const std::filesystem::path& path) {
@@ -122,8 +135,12 @@ namespace {
 // A CPU hot-removed (not just offline, which keeps its directory): the
 // kernel dropped its PM QoS request with the device, so there is nothing
 // to put back, now or ever. Only ENOENT says so: a directory that cannot be
-// looked at now (EACCES, EIO) keeps its record.
+// looked at now (EACCES, EIO) keeps its record. And only where the CPUs'
+// directory is there: without it (a wrong --sysroot, /sys not mounted) no
+// CPU is known to be gone.
 bool cpu_removed(const SysRoot& root, int cpu) {
+    if (!root.open("/sys/devices/system/cpu", O_PATH | O_DIRECTORY | O_CLOEXEC))
+        return false;
     auto dir = root.open("/sys/devices/system/cpu/cpu" + std::to_string(cpu),
                          O_PATH | O_DIRECTORY | O_CLOEXEC);
     return !dir && errno == ENOENT;
@@ -271,14 +288,19 @@ Result<void> PerCpuHolder::write_slot(size_t slot, const std::string& line) {
     step("record");
     const std::string record = padded_record(line);
     const auto offset = static_cast<off_t>(first_slot_offset_ + slot * journal_record_size);
-    if (::pwrite(journal_fd_.get(), record.data(), record.size(), offset) !=
-        static_cast<ssize_t>(record.size()))
+    const ssize_t n = ::pwrite(journal_fd_.get(), record.data(), record.size(), offset);
+    if (n < 0)
         return make_error("Failed to write " + journal_path_.string() + ": " +
                           errno_message(errno));
+    if (n != static_cast<ssize_t>(record.size()))
+        return make_error("Failed to write " + journal_path_.string() + ": " +
+                          short_write(n, record.size()));
     return {};
 }
 
 bool PerCpuHolder::journal(const JournalEntry& entry, bool restored) {
+    if (!adopted_)
+        return false; // adopt_journal() said why
     if (auto opened = open_journal(); !opened) {
         log_(opened.error().message + ", not constraining cpu " + std::to_string(entry.cpu));
         return false;
@@ -325,16 +347,36 @@ bool PerCpuHolder::forget(int cpu) {
 
 // An earlier run's records (a restore that could not put a CPU back) must be
 // known before the first decision: a value it left would otherwise be taken
-// for the original, and its record overwritten.
-void PerCpuHolder::adopt_journal() {
+// for the original, and its record overwritten. So until the journal is
+// taken over (or known not to exist) nothing is held or journaled, and each
+// apply(), prepare() and check_records() tries again.
+bool PerCpuHolder::adopt_journal() {
     if (adopted_)
-        return;
-    adopted_ = true;
-    std::error_code ec;
-    if (journal_fd_ || !std::filesystem::exists(journal_path_, ec))
-        return;
-    if (auto opened = open_journal(); !opened)
-        log_(opened.error().message + "; what an earlier run left there is not restored yet");
+        return true;
+    std::string failed;
+    if (journal_fd_) {
+        adopted_ = true;
+    } else if (struct stat st{}; ::lstat(journal_path_.c_str(), &st) != 0) {
+        if (errno == ENOENT || errno == ENOTDIR)
+            adopted_ = true; // nothing left by an earlier run
+        else
+            failed = "Failed to look at " + journal_path_.string() + ": " + errno_message(errno);
+    } else if (auto opened = open_journal(); opened) {
+        adopted_ = true;
+    } else {
+        failed = opened.error().message;
+    }
+    if (adopted_) {
+        if (!adopt_error_.empty())
+            log_("Took over " + journal_path_.string() + "; constraining CPUs again");
+        adopt_error_.clear();
+        return true;
+    }
+    if (failed != adopt_error_) // once, not at every tick
+        log_(failed + "; what an earlier run left there is not taken over yet, " +
+             "and no CPU is constrained until it is (tried again at every tick)");
+    adopt_error_ = failed;
+    return false;
 }
 
 bool PerCpuHolder::drop_if_theirs(int cpu, LatencyLimit current) {
@@ -355,6 +397,8 @@ bool PerCpuHolder::drop_if_theirs(int cpu, LatencyLimit current) {
 void PerCpuHolder::check_records() {
     // A release that failed is tried again here too: apply() does only when
     // the holds change, which an idle machine may not do for hours.
+    if (!adopt_journal())
+        return;
     retry_restores();
     std::vector<int> cpus;
     for (const auto& [cpu, record] : records_)
@@ -501,13 +545,15 @@ void PerCpuHolder::retry_restores() {
 }
 
 void PerCpuHolder::apply(const std::map<int, LatencyLimit>& wanted, TimePoint now) {
-    adopt_journal();
+    const bool adopted = adopt_journal();
     std::vector<int> to_release;
     for (const auto& [cpu, h] : held_)
         if (!wanted.count(cpu) || !wanted.at(cpu))
             to_release.push_back(cpu);
     for (int cpu : to_release)
         release(cpu);
+    if (!adopted)
+        return; // logged; nothing held yet, nothing to put back of its own
     for (const auto& [cpu, limit] : wanted)
         if (limit)
             hold(cpu, limit, now);
@@ -517,7 +563,8 @@ void PerCpuHolder::apply(const std::map<int, LatencyLimit>& wanted, TimePoint no
 }
 
 void PerCpuHolder::prepare(const std::map<int, LatencyLimit>& likely) {
-    adopt_journal();
+    if (!adopt_journal())
+        return; // logged
     check_records();
     for (const auto& [cpu, limit] : likely) {
         if (!limit || held_.count(cpu))
@@ -543,6 +590,16 @@ void PerCpuHolder::release_all() {
     const bool all_restored = std::all_of(records_.begin(), records_.end(),
                                           [](const auto& r) { return r.second.restored; });
     if (!all_restored || !kept_lines_.empty()) {
+        // The journal stays, but only with what is left: the record of a CPU
+        // that holds its original again still names latgov's value, and a
+        // restore long after would put the original back over the same
+        // value written by someone else.
+        std::vector<int> restored;
+        for (const auto& [cpu, record] : records_)
+            if (record.restored)
+                restored.push_back(cpu);
+        for (int cpu : restored)
+            forget(cpu); // logged if it fails
         log_("Failed to put back every original; " + journal_path_.string() +
              " keeps what is left for `latgovd --restore`");
         return;
@@ -580,8 +637,9 @@ void GlobalHolder::apply(LatencyLimit wanted, TimePoint now) {
     // huge limit means "none" rather than a negative, rejected value).
     const auto value = static_cast<std::int32_t>(
         std::min<std::uint32_t>(*wanted, static_cast<std::uint32_t>(cpu_dma_latency_none)));
-    if (::write(fd_.get(), &value, sizeof value) != sizeof value) {
-        log_("Failed to write /dev/cpu_dma_latency: " + errno_message(errno));
+    if (const ssize_t n = ::write(fd_.get(), &value, sizeof value); n != sizeof value) {
+        log_("Failed to write /dev/cpu_dma_latency: " +
+             (n < 0 ? errno_message(errno) : short_write(n, sizeof value)));
         fd_.reset();
         held_.reset();
         return;

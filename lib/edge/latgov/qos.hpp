@@ -86,8 +86,10 @@ class PerCpuHolder {
   public:
     // With `take_over`, the first apply() or prepare() takes over the
     // records an earlier run left in `journal` (apply() retries putting them
-    // back); without it (--dry-run, which writes nothing) the journal is
-    // opened only by a first hold.
+    // back); while that fails (the journal cannot be read or rewritten),
+    // nothing is held or journaled and each apply(), prepare() and
+    // check_records() tries again. Without it (--dry-run, which writes
+    // nothing) the journal is opened only by a first hold.
     PerCpuHolder(const SysRoot& root, std::filesystem::path journal, LogSink log,
                  bool take_over = true);
 
@@ -138,7 +140,7 @@ class PerCpuHolder {
     Result<LatencyLimit> read(int cpu, bool* replugged = nullptr);
     void forget_device(int cpu, LatencyLimit current);
     bool hold(int cpu, LatencyLimit want, TimePoint now);
-    void adopt_journal();
+    bool adopt_journal(); // false while an earlier run's journal is not taken over
     bool drop_if_theirs(int cpu, LatencyLimit current);
     void release(int cpu);
     void retry_restores();
@@ -159,7 +161,10 @@ class PerCpuHolder {
     std::map<int, Held> held_;
     std::map<int, Record> records_;
     std::vector<std::string> kept_lines_; // unparsable lines of an old journal
-    bool adopted_ = false;                // an earlier run's journal looked for (or not to be)
+    // An earlier run's journal taken over, or known not to exist (or not to
+    // be taken over: --dry-run). Until then nothing is held or journaled.
+    bool adopted_ = false;
+    std::string adopt_error_; // why it is not yet, as last logged
     Fd journal_fd_;
     size_t first_slot_offset_ = 0;
     size_t next_slot_ = 0;

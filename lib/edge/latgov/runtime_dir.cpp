@@ -228,15 +228,46 @@ std::optional<bool> runtime_dir_locked(const std::filesystem::path& path) {
     return !holders->empty();
 }
 
+Result<void> RuntimeDir::guard_cpus(const SysRoot& root) {
+    constexpr std::string_view cpus = "/sys/devices/system/cpu";
+    auto fd = root.open(cpus, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (!fd && errno == ENOENT)
+        return {};
+    const std::string shown = root.resolve(cpus).string();
+    if (!fd)
+        return make_error("Failed to open " + shown + ": " + errno_message(errno));
+    cpus_path_ = shown;
+    cpus_fd_ = std::move(*fd);
+    return {};
+}
+
 Result<bool> RuntimeDir::try_lock() {
-    if (::flock(fd_.get(), LOCK_EX | LOCK_NB) == 0)
+    cpus_busy_ = false;
+    if (::flock(fd_.get(), LOCK_EX | LOCK_NB) != 0) {
+        if (errno == EWOULDBLOCK)
+            return false;
+        return make_error("Failed to lock " + path_.string() + ": " + errno_message(errno));
+    }
+    if (!cpus_fd_ || ::flock(cpus_fd_.get(), LOCK_EX | LOCK_NB) == 0)
         return true;
-    if (errno == EWOULDBLOCK)
+    const int err = errno;
+    ::flock(fd_.get(), LOCK_UN); // neither, rather than half
+    if (err == EWOULDBLOCK) {
+        cpus_busy_ = true;
         return false;
-    return make_error("Failed to lock " + path_.string() + ": " + errno_message(errno));
+    }
+    return make_error("Failed to lock " + cpus_path_ + ": " + errno_message(err));
 }
 
 std::string RuntimeDir::busy_message() const {
+    if (cpus_busy_) {
+        const auto pid = flock_holder(cpus_fd_.get());
+        return "Failed to lock " + cpus_path_ +
+               ": a latgovd, `latgovd --restore` or `latgov calibrate` with another runtime "
+               "directory" +
+               (pid ? " (pid " + std::to_string(*pid) + ")" : std::string()) +
+               " holds it and writes the same PM QoS limits";
+    }
     const auto pid = flock_holder(fd_.get());
     return "Failed to lock " + path_.string() +
            ": another latgovd, `latgovd --restore` or `latgov calibrate`" +

@@ -16,6 +16,8 @@
 
 namespace latgov {
 
+class SysRoot;
+
 // Files latgov reads back are small; a cap keeps a link to /dev/zero or a
 // huge planted file from exhausting memory.
 constexpr size_t max_state_file_bytes = 1 << 20;
@@ -38,6 +40,13 @@ class RuntimeDir {
     std::string busy_message() const;
     // open(), then lock(), for callers that say nothing more of either.
     static Result<RuntimeDir> open_locked(const std::filesystem::path& path, bool create);
+    // Makes try_lock() and lock() also take an exclusive flock on the
+    // directory of the CPUs' PM QoS files (<root>/sys/devices/system/cpu),
+    // after the runtime directory's: writers with different runtime
+    // directories (so different journals) would otherwise write the same
+    // files. When that one is busy, neither is held. A tree without that
+    // directory has no CPU files to guard.
+    Result<void> guard_cpus(const SysRoot& root);
 
     const std::filesystem::path& path() const { return path_; }
     int fd() const { return fd_.get(); }
@@ -55,6 +64,9 @@ class RuntimeDir {
     RuntimeDir(std::filesystem::path path, Fd fd) : path_(std::move(path)), fd_(std::move(fd)) {}
     std::filesystem::path path_;
     Fd fd_;
+    std::string cpus_path_; // guard_cpus()
+    Fd cpus_fd_;
+    bool cpus_busy_ = false; // the last try_lock() found the CPUs' lock taken
 };
 
 // Whether a process holds the lock (RuntimeDir::lock) of the runtime
