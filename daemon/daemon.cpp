@@ -1,7 +1,7 @@
 #include "daemon.hpp"
 
+#include "calibrate_on_start.hpp"
 #include "evidence.hpp"
-#include "idle_costs.hpp"
 #include "latgov/config_file.hpp"
 #include "latgov/discovery.hpp"
 #include "latgov/replace_file.hpp"
@@ -9,8 +9,10 @@
 #include "latgov/status.hpp"
 #include "latgov/topology_json.hpp"
 #include "logging.hpp"
+#include "runtime_setup.hpp"
 
 #include <algorithm>
+#include <array>
 #include <csignal>
 #include <cstring>
 #include <exception>
@@ -39,24 +41,37 @@ constexpr std::chrono::milliseconds max_rescan_retry{5000};
 constexpr std::chrono::seconds metrics_refresh{30};
 // How often the CPUs with a journal record latgov does not hold are read for
 // another writer's value (PerCpuHolder::check_records), IO or not; an idle
-// daemon with IO events armed wakes every 10 s, which sets the pace then.
+// daemon with IO events armed wakes every housekeeping_interval, which sets
+// the pace then.
 constexpr std::chrono::seconds record_check_interval{1};
+// The epoll events one wait takes; more wait for the next.
+constexpr std::size_t max_events_per_wait = 16;
 
 double unix_time_now() {
     return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch())
         .count();
 }
 
-std::string read_online(const SysRoot& root) {
-    auto online = root.read("/sys/devices/system/cpu/online");
-    return online ? *online : std::string{};
+// The online CPUs as discovery reads them, to compare with the governed
+// topology's.
+constexpr std::string_view online_cpus_file = "/sys/devices/system/cpu/online";
+Result<CpuSet> read_online_cpus(const SysRoot& root) {
+    auto text = root.read(online_cpus_file);
+    if (!text)
+        return text.error();
+    auto cpus = parse_cpu_list(*text);
+    if (!cpus)
+        return make_error(fmt::format("Failed to parse {}: {}",
+                                      root.resolve(online_cpus_file).string(),
+                                      cpus.error().message));
+    return cpus;
 }
 
 std::uint64_t monotonic_ns() { // the clock the events are stamped with
     timespec ts{};
     ::clock_gettime(CLOCK_MONOTONIC, &ts);
-    return static_cast<std::uint64_t>(ts.tv_sec) * 1000000000u +
-           static_cast<std::uint64_t>(ts.tv_nsec);
+    const auto since_boot = std::chrono::seconds(ts.tv_sec) + std::chrono::nanoseconds(ts.tv_nsec);
+    return static_cast<std::uint64_t>(since_boot.count());
 }
 
 // Taken by the loop's signalfd, blocked everywhere else.
@@ -101,9 +116,9 @@ Result<Config> load_daemon_config(const Options& o) {
 
 Daemon::Daemon(Options options, Config config)
     : options_(std::move(options)), config_(std::move(config)), root_(options_.sysroot),
-      percpu_(root_, journal_path(), log_warning, !options_.dry_run), global_(root_, log_warning),
-      rescan_retry_(first_rescan_retry), sample_retry_(first_rescan_retry),
-      metrics_(unix_time_now()) {}
+      percpu_(root_, journal_path(), log_warning, !options_.dry_run),
+      global_(root_, log_warning), rescan_retry_{first_rescan_retry, max_rescan_retry},
+      sample_retry_{first_rescan_retry, max_rescan_retry}, metrics_(unix_time_now()) {}
 
 Daemon::~Daemon() {
     // The kick threads stop with the kicker, after members they would use.
@@ -117,10 +132,10 @@ bool Daemon::rescan(TimePoint now, RescanCause cause, std::optional<Topology> di
                      : build_governed_state(root_, config_, state_.get());
     if (!state) {
         // Nothing is observed while this fails, so nothing stays held.
+        const auto retry = rescan_retry_.next();
         spdlog::error("{}; keeping the current map, retrying in {} ms", state.error().message,
-                      rescan_retry_.count());
-        next_rescan_ = now + rescan_retry_;
-        rescan_retry_ = std::min(rescan_retry_ * 2, max_rescan_retry);
+                      retry.count());
+        next_rescan_ = now + retry;
         return false;
     }
     install(std::move(*state), now, cause);
@@ -133,19 +148,17 @@ void Daemon::install(GovernedState state, TimePoint now, RescanCause cause) {
     counted_hits_ = counted_misses_ = 0;
     if (state_)
         unwatch_events(); // the old events close here
+    if (state_ && state.topology.online_cpus != state_->topology.online_cpus)
+        spdlog::info("online CPUs changed to {}", format_cpu_list(state.topology.online_cpus));
     state_ = std::make_unique<GovernedState>(std::move(state));
     metrics_.count_rescan(cause);
-    rescan_retry_ = first_rescan_retry;
+    rescan_retry_.reset();
     next_rescan_ = {};
     // Every uevent read so far came before this discovery (one thread), so
     // the new state has seen what they announced.
     uevent_burst_ = {};
     fingerprint_ = topology_fingerprint(state_->topology);
     next_periodic_check_ = now + periodic_check_interval;
-    auto online = read_online(root_);
-    if (!online_text_.empty() && online != online_text_)
-        spdlog::info("online CPUs changed to {}", trim(online));
-    online_text_ = std::move(online);
     last_online_check_ = now;
     start_kicker();
     spdlog::info("topology scanned ({})", to_string(cause));
@@ -210,7 +223,8 @@ void Daemon::unwatch_events() {
     for (const auto& [cpu, fd] : state_->events->fds()) {
         if (kicker_)
             kicker_->unwatch(cpu, fd);
-        (void)::epoll_ctl(epoll_.get(), EPOLL_CTL_DEL, fd, nullptr); // ENOENT: a thread's
+        // ENOENT where the CPU's kick thread watched it: never in this epoll.
+        (void)::epoll_ctl(epoll_.get(), EPOLL_CTL_DEL, fd, nullptr);
     }
 }
 
@@ -219,8 +233,9 @@ void Daemon::watch_events() {
         return;
     // Not both: the kernel wakes every waiter of an event, and a perf event
     // polls readable once per wake-up, so the first to poll takes it, and
-    // may then run late. Measured here (no cpuidle driver), reads from one
-    // CPU, the loop kept on the other, 5 interleaved rounds of 40 onsets:
+    // may then run late. Measured on the test host of docs/design.md (two
+    // CPUs, no cpuidle driver), reads from one CPU, the loop kept on the
+    // other, 5 interleaved rounds of 40 onsets:
     // the CPU's thread alone, onset p99 368-702 us; both watching, the loop
     // took 13-20 of each 40, and p99 was 572-3900 us. The cost: a CPU kept
     // busy by a real-time task that does not sleep after it issues IO
@@ -233,9 +248,9 @@ void Daemon::watch_events() {
 void Daemon::on_io_ready(TimePoint now) {
     if (!sampling_error_.empty()) {
         // Fired before the devices could no longer be sampled: nothing is
-        // held now, and arm_timer disarms what is still armed.
+        // held now, and schedule_wake disarms what is still armed.
         (void)state_->events->drain();
-        arm_timer(now);
+        schedule_wake(now);
         return;
     }
     // Sample from an onset on (a request activated a queue), one period
@@ -243,7 +258,7 @@ void Daemon::on_io_ready(TimePoint now) {
     // tick moves at most once per queue between two ticks.
     if (on_io_events(now))
         cadence_.restart(now);
-    arm_timer(now);
+    schedule_wake(now);
 }
 
 bool Daemon::on_cpu_io_ready() noexcept {
@@ -291,10 +306,11 @@ void Daemon::open_window(TimePoint now) {
         return;
     apply(state_->governor.holds(), now);
     state_->governor.prearm_written(std::chrono::steady_clock::now());
+    const auto us = [](auto d) { return std::chrono::duration_cast<std::chrono::microseconds>(d); };
     if (auto period = state_->governor.periodic().period())
         spdlog::debug("pre-armed for a periodic request (every {} us, spread {} us, lead {} us)",
-                      period->period.count() / 1000, period->spread.count() / 1000,
-                      state_->governor.periodic().lead().count() / 1000);
+                      us(period->period).count(), us(period->spread).count(),
+                      us(state_->governor.periodic().lead()).count());
     last_change_ = now;
     cadence_.restart(now); // sampled from here on, as from an onset
 }
@@ -332,9 +348,9 @@ bool Daemon::on_io_events(TimePoint now) {
         last_change_ = now;
         const auto done_ns = monotonic_ns();
         if (done_ns >= first_ns && woken_ns >= first_ns) {
-            onset_.record(std::chrono::nanoseconds(done_ns - first_ns),
-                          ::sched_getcpu() == first_cpu);
-            metrics_.observe_onset(static_cast<double>(done_ns - first_ns) / 1e9);
+            const std::chrono::nanoseconds onset(done_ns - first_ns);
+            onset_.record(onset, ::sched_getcpu() == first_cpu);
+            metrics_.observe_onset(std::chrono::duration<double>(onset).count()); // seconds
             // Of that, the part before latgovd ran: its own wake-up.
             onset_wake_.record(std::chrono::nanoseconds(woken_ns - first_ns));
             // And the part latgovd spends: drain, decide, write.
@@ -464,10 +480,10 @@ void Daemon::write_status(TimePoint now) {
             spdlog::warn("{}", written.error().message);
     last_status_ = now;
     status_dirty_ = false;
-    write_metrics(now);
+    queue_metrics(now);
 }
 
-void Daemon::write_metrics(TimePoint now) {
+void Daemon::queue_metrics(TimePoint now) {
     const auto& path = config_.daemon.metrics_file;
     // Checked again at the next refresh, not at every tick: node_exporter's
     // directory may appear later.
@@ -497,13 +513,29 @@ void Daemon::remove_metrics_file() {
 void Daemon::tick(TimePoint now) {
     cadence_.ran(now);
     // Fed first: a tick that cannot sample still shows the loop is alive.
+    feed_watchdog(now);
+    bool rescanned = false;
+    if (auto sampled = sample_or_rescan(now, rescanned); !sampled) {
+        cannot_sample(now, sampled.error().message, rescanned);
+        return;
+    }
+    sample_retry_.reset();
+    observe_sample(now, rescanned);
+    queue_evidence_save();
+    housekeeping(now);
+}
+
+void Daemon::feed_watchdog(TimePoint now) {
     if (watchdog_interval_.count() > 0 &&
         now - last_watchdog_ >= watchdog_feed_period(watchdog_interval_)) {
         sd_notify(0, "WATCHDOG=1");
         last_watchdog_ = now;
     }
+}
+
+Result<void> Daemon::sample_or_rescan(TimePoint now, bool& rescanned) {
     // A rescan that made a new map this tick is not made again below.
-    bool rescanned = rescan_if_due(now);
+    rescanned = rescan_if_due(now);
     auto sampled = state_->sampler.sample(sample_);
     if (!sampled && !rescanned && now >= next_rescan_) {
         // A device went away (or a controller reset): map the machine anew.
@@ -514,11 +546,10 @@ void Daemon::tick(TimePoint now) {
         if (rescanned)
             sampled = state_->sampler.sample(sample_);
     }
-    if (!sampled) {
-        cannot_sample(now, sampled.error().message, rescanned);
-        return;
-    }
-    sample_retry_ = first_rescan_retry;
+    return sampled;
+}
+
+void Daemon::observe_sample(TimePoint now, bool rescanned) {
     // Back from a span nothing observed, on the same map: its counters
     // start again from here.
     const bool rebase = !sampling_error_.empty() && !rescanned;
@@ -548,6 +579,9 @@ void Daemon::tick(TimePoint now) {
     if (log_windows)
         log_finished_windows(state_->governor, windows_before);
     count_windows();
+}
+
+void Daemon::queue_evidence_save() {
     if (note_evidence_changes(state_->governor)) {
         status_dirty_ = true;
         evidence_unsaved_ = !options_.dry_run; // --dry-run writes no file
@@ -556,7 +590,6 @@ void Daemon::tick(TimePoint now) {
         evidence_to_save_ = {state_->governor.evidence(), config_.daemon.evidence_file};
         evidence_unsaved_ = false;
     }
-    housekeeping(now);
 }
 
 void Daemon::housekeeping(TimePoint now) {
@@ -567,7 +600,7 @@ void Daemon::housekeeping(TimePoint now) {
     if ((status_dirty_ || holding) && now - last_status_ >= config_.daemon.status_interval)
         write_status(now);
     if (now - last_metrics_ >= metrics_refresh)
-        write_metrics(now);
+        queue_metrics(now);
     if (now - last_record_check_ >= record_check_interval) {
         percpu_.check_records();
         last_record_check_ = now;
@@ -578,17 +611,17 @@ void Daemon::cannot_sample(TimePoint now, const std::string& why, bool fresh_map
     if (fresh_map) {
         // A map made just now cannot be sampled either (text this build
         // cannot read, say): the next rescan waits, longer each time.
-        next_rescan_ = now + sample_retry_;
+        const auto retry = sample_retry_.next();
+        next_rescan_ = now + retry;
         spdlog::log(why != sampling_error_ ? spdlog::level::err : spdlog::level::debug,
-                    "{}; nothing held, rescanning in {} ms", why, sample_retry_.count());
-        sample_retry_ = std::min(sample_retry_ * 2, max_rescan_retry);
+                    "{}; nothing held, rescanning in {} ms", why, retry.count());
     }
     if (why != sampling_error_) {
         sampling_error_ = why;
         status_dirty_ = true;
         notify_state();
     }
-    // Nothing observed, nothing held; arm_timer arms no IO event to hold
+    // Nothing observed, nothing held; schedule_wake arms no IO event to hold
     // anew, and samples every idle_interval until it works again.
     apply(Holds{}, now);
     holds_dropped_ = true;
@@ -625,10 +658,20 @@ bool Daemon::rescan_if_due(TimePoint now) {
     // (its uevents normally come first; this holds without them).
     if (online_check_due(uevent_burst_, last_online_check_, now)) {
         last_online_check_ = now;
-        auto online = read_online(root_);
-        if (online != online_text_) {
-            spdlog::info("online CPUs changed to {}, rescanning", trim(online));
-            return rescan(now, RescanCause::hotplug);
+        // Unreadable, it tells nothing: the sampling and the periodic
+        // check notice a machine that changed.
+        auto online = read_online_cpus(root_);
+        if (!online) {
+            // Said once, not at every check of a failure that lasts.
+            spdlog::log(online_unreadable_ ? spdlog::level::debug : spdlog::level::warn,
+                        "{}; CPU hotplug is not checked meanwhile", online.error().message);
+            online_unreadable_ = true;
+        } else {
+            online_unreadable_ = false;
+            if (*online != state_->topology.online_cpus) {
+                spdlog::info("online CPUs changed to {}, rescanning", format_cpu_list(*online));
+                return rescan(now, RescanCause::hotplug);
+            }
         }
     }
     // The safety net for changes no uevent reported (no socket, lost
@@ -711,7 +754,7 @@ void Daemon::update_idle_watch(bool sampling, bool active) {
     }
 }
 
-void Daemon::arm_timer(TimePoint now) {
+void Daemon::schedule_wake(TimePoint now) {
     // While nothing can be sampled nothing is held: the idle schedule
     // retries, and no IO event or window holds anew.
     const bool sampling = sampling_error_.empty();
@@ -806,29 +849,24 @@ std::map<int, LatencyLimit> Daemon::likely_holds() const {
 }
 
 int Daemon::run() {
-    block_daemon_signals(); // already, from main(); kept for any other caller
-    // Released only while the loop waits.
+    // The signals the loop reads are blocked since main(). The lock is
+    // released only while the loop waits.
     std::unique_lock lock(gate_->mutex);
     // No exception may leave with limits held.
     try {
         return run_loop(lock);
-    } catch (const std::exception& e) {
-        spdlog::critical("Unexpected error, releasing every constraint: {}", e.what());
     } catch (...) {
-        spdlog::critical("Unexpected error (not a std::exception), releasing every constraint");
+        spdlog::critical("Unexpected error, releasing every constraint: {}",
+                         current_exception_text());
     }
     try {
         if (!lock.owns_lock())
             lock.lock();
         shutdown();
-    } catch (const std::exception& e) {
+    } catch (...) {
         spdlog::critical("Failed to release every constraint ({}): the journal in {} keeps "
                          "them for `latgovd --restore`",
-                         e.what(), config_.daemon.runtime_dir.string());
-    } catch (...) {
-        spdlog::critical("Failed to release every constraint: the journal in {} keeps them for "
-                         "`latgovd --restore`",
-                         config_.daemon.runtime_dir.string());
+                         current_exception_text(), config_.daemon.runtime_dir.string());
     }
     return 1;
 }
@@ -842,6 +880,12 @@ bool Daemon::open_runtime_dir() {
     auto dir = RuntimeDir::open(config_.daemon.runtime_dir, true);
     if (!dir) {
         spdlog::error("{}", dir.error().message);
+        return false;
+    }
+    // The lock also covers the CPUs' directory: another runtime directory
+    // must not write the same per-CPU files.
+    if (auto guarded = dir->guard_cpus(root_); !guarded) {
+        spdlog::error("{}", guarded.error().message);
         return false;
     }
     switch (lock_runtime_dir(*dir, options_.wait_for_lock)) {
@@ -860,65 +904,9 @@ bool Daemon::open_runtime_dir() {
                      "IO that a governed disk may see; use a tmpfs (systemd's /run is one)",
                      config_.daemon.runtime_dir.string());
     // A run that was killed may have left values behind: put them back first.
-    if (auto restored = restore_journal(root_, journal_path(), log_warning); !restored)
-        spdlog::error("{}", restored.error().message);
-    remove_dead_temporaries();
+    if (auto prepared = prepare_runtime_dir(*runtime_, root_, config_.daemon); !prepared)
+        spdlog::error("{}", prepared.error().message);
     return true;
-}
-
-// A latgov process killed between creating a file's temporary and renaming
-// it left the temporary behind; nothing else removes it.
-void Daemon::remove_dead_temporaries() const {
-    std::size_t removed = remove_dead_temporaries_at(runtime_->fd(), status_file_name) +
-                          remove_dead_temporaries_at(runtime_->fd(), journal_file_name);
-    for (const auto& file : {config_.daemon.evidence_file, config_.daemon.calibration_file,
-                             config_.daemon.metrics_file})
-        if (!file.empty())
-            removed += latgov::remove_dead_temporaries(file);
-    if (removed > 0)
-        spdlog::info("removed {} temporary file(s) that a killed latgov process left", removed);
-}
-
-LockWait lock_runtime_dir(RuntimeDir& dir, std::chrono::seconds wait) {
-    // Polled: flock() cannot wait for a lock and a signal at once. A reload
-    // (SIGHUP) stays pending for the loop's signalfd, which reloads once
-    // latgovd runs.
-    constexpr timespec poll_every{0, 100'000'000};
-    const auto deadline = std::chrono::steady_clock::now() + wait;
-    sigset_t stop;
-    sigemptyset(&stop);
-    sigaddset(&stop, SIGINT);
-    sigaddset(&stop, SIGTERM); // blocked since main(), with SIGHUP
-    for (bool said = false;;) {
-        auto locked = dir.try_lock();
-        if (!locked) {
-            spdlog::error("{}", locked.error().message);
-            return LockWait::failed;
-        }
-        if (*locked) {
-            if (said) {
-                spdlog::info("{} is ours now", dir.path().string());
-                sd_notify(0, "STATUS=Starting");
-            }
-            return LockWait::locked;
-        }
-        if (std::chrono::steady_clock::now() >= deadline) {
-            spdlog::error("{}{}", dir.busy_message(),
-                          said ? fmt::format(" (waited {} s)", wait.count()) : std::string());
-            return LockWait::failed;
-        }
-        if (!said) {
-            const auto why =
-                fmt::format("{}; waiting up to {} s for it", dir.busy_message(), wait.count());
-            spdlog::warn("{}", why);
-            sd_notifyf(0, "STATUS=%s", why.c_str());
-            said = true;
-        }
-        if (const int sig = ::sigtimedwait(&stop, nullptr, &poll_every); sig > 0) {
-            spdlog::info("received {} while waiting for the lock, stopping", strsignal(sig));
-            return LockWait::stopped;
-        }
-    }
 }
 
 bool Daemon::open_event_loop() {
@@ -975,7 +963,7 @@ bool Daemon::start() {
     cadence_.restart(now);
     tick(now);
     write_status(now);
-    arm_timer(now);
+    schedule_wake(now);
     // Ready even when the first tick could not sample: latgovd is up, says
     // why in its status, and samples again on its own. Failing the start
     // would make the service manager restart it against the same files.
@@ -1024,7 +1012,7 @@ std::optional<int> Daemon::on_signals() {
             const auto now = std::chrono::steady_clock::now();
             reload(now);
             cadence_.restart(now);
-            arm_timer(now); // the rescan made new, unarmed IO events
+            schedule_wake(now); // the rescan made new, unarmed IO events
         } else {
             spdlog::info("received {}, stopping", strsignal(static_cast<int>(info.ssi_signo)));
             shutdown();
@@ -1038,7 +1026,7 @@ int Daemon::run_loop(std::unique_lock<std::mutex>& lock) {
     if (!start())
         return stopped_before_start_ ? 0 : 1;
     for (;;) {
-        epoll_event events[16];
+        std::array<epoll_event, max_events_per_wait> events;
         const int n = wait_for_events(events, lock);
         if (cpu_thread_failed_)
             std::rethrow_exception(cpu_thread_failed_);
@@ -1049,14 +1037,14 @@ int Daemon::run_loop(std::unique_lock<std::mutex>& lock) {
             shutdown();
             return 1;
         }
-        for (int i = 0; i < n; ++i) {
-            const int fd = events[i].data.fd;
+        for (const auto& event : std::span(events).first(static_cast<std::size_t>(n))) {
+            const int fd = event.data.fd;
             if (fd == signals_.get()) {
                 if (auto stopped = on_signals())
                     return *stopped;
             } else if (uevents_ && fd == uevents_->fd()) {
                 on_uevents(std::chrono::steady_clock::now());
-                arm_timer(std::chrono::steady_clock::now()); // wake when the burst is due
+                schedule_wake(std::chrono::steady_clock::now()); // wake when the burst is due
             } else if (fd == gate_->wake.get()) {
                 std::uint64_t value = 0;
                 (void)!::read(gate_->wake.get(), &value, sizeof value);
@@ -1067,11 +1055,11 @@ int Daemon::run_loop(std::unique_lock<std::mutex>& lock) {
         const auto now = std::chrono::steady_clock::now();
         if (window_at_ && now >= *window_at_) {
             open_window(now);
-            arm_timer(now);
+            schedule_wake(now);
         }
         if (now >= wake_at_) {
             tick(now);
-            arm_timer(now);
+            schedule_wake(now);
         }
     }
 }

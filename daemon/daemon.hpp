@@ -54,12 +54,6 @@ struct Options {
 // main() blocks them before any start-up work.
 void block_daemon_signals();
 
-// Takes the runtime directory's lock, waiting up to `wait` while another
-// process holds it (logged, and said in the service manager's STATUS=).
-// SIGINT or SIGTERM meanwhile ends the wait (`stopped`); failures are logged.
-enum class LockWait { locked, failed, stopped };
-LockWait lock_runtime_dir(RuntimeDir& dir, std::chrono::seconds wait);
-
 // The configuration with the command line's overrides (--runtime-dir,
 // --metrics-file, --dry-run).
 Result<Config> load_daemon_config(const Options& options);
@@ -94,7 +88,21 @@ class Daemon {
     // whether that made a new map.
     bool rescan_if_due(TimePoint now);
     void on_uevents(TimePoint now);
+    // Feeds the watchdog, samples (rescanning if due or if sampling fails),
+    // lets the governor decide and applies it, then what else is due.
     void tick(TimePoint now);
+    // The service manager's watchdog, once its feed period has passed.
+    void feed_watchdog(TimePoint now);
+    // A sample into sample_, after a rescan if one is due, and with a rescan
+    // first if sampling fails (a device went away); `rescanned`: a rescan
+    // made a new map.
+    Result<void> sample_or_rescan(TimePoint now, bool& rescanned);
+    // The governor's view of a sample that worked (anew, after a span that
+    // could not sample on the same map), and the holds it decides.
+    void observe_sample(TimePoint now, bool rescanned);
+    // The evidence, if a verdict changed, for the loop to save once no queue
+    // is active (write_pending).
+    void queue_evidence_save();
     // The status, metrics and journal-record checks due at a tick, one
     // that could sample or not.
     void housekeeping(TimePoint now);
@@ -113,13 +121,13 @@ class Daemon {
     // `also`, other assignments of the same message ("READY=1\n").
     void notify_state(const char* also = "") const;
     // Formats the metrics for the next wait to write (write_pending).
-    void write_metrics(TimePoint now);
+    void queue_metrics(TimePoint now);
     // The file and any write of it still pending.
     void remove_metrics_file();
     void reload(TimePoint now);
     void shutdown();
     // Arms the IO events while idle and sets wake_at_ to the next deadline.
-    void arm_timer(TimePoint now);
+    void schedule_wake(TimePoint now);
     // What wakes an idle daemon: the IO events, armed while idle unless
     // requests come alone (then the recorder times them) or nothing can be
     // sampled (then neither).
@@ -152,8 +160,6 @@ class Daemon {
     // its lock, waits up to --wait-for-lock for it (lock_runtime_dir); a
     // stop signal meanwhile ends the wait, false with stopped_before_start_.
     bool open_runtime_dir();
-    // Those of latgov's files (remove_dead_temporaries_at), once locked.
-    void remove_dead_temporaries() const;
     // The uevent socket, the signalfd, the loop's epoll and its wake-up.
     bool open_event_loop();
     // Everything up to "ready": false, logged, when latgovd cannot run.
@@ -215,20 +221,20 @@ class Daemon {
     Uevent last_uevent_;       // the latest of them, for the log
     std::string fingerprint_;  // topology_fingerprint() of the governed state
     TimePoint next_periodic_check_{};
-    std::string online_text_; // /sys/devices/system/cpu/online when last scanned
+    bool online_unreadable_ = false; // the last online CPU check could not read the list
     TimePoint last_online_check_{};
     TimePoint next_rescan_{}; // a failed rescan (or sample) is not retried before this
-    std::chrono::milliseconds rescan_retry_;
-    std::chrono::milliseconds sample_retry_; // after a new map that cannot be sampled
-    std::string sampling_error_;             // why the last tick could not sample, for the status
-    bool holds_dropped_ = false;             // released since nothing could be observed
+    Backoff rescan_retry_;
+    Backoff sample_retry_;       // after a new map that cannot be sampled
+    std::string sampling_error_; // why the last tick could not sample, for the status
+    bool holds_dropped_ = false; // released since nothing could be observed
     bool status_dirty_ = true;
     OnsetDelays onset_;      // request issued -> constraint written
     OnsetDelays onset_wake_; // of that, request issued -> latgovd running
     OnsetDelays onset_work_; // and latgovd running -> constraint written
     TimePoint last_change_{};
-    bool isolated_ = false;              // the governor's isolated_requests() at the last arm_timer
-    std::optional<TimePoint> window_at_; // when a pre-armed window opens next
+    bool isolated_ = false; // the governor's isolated_requests() at the last schedule_wake
+    std::optional<TimePoint> window_at_;                  // when a pre-armed window opens next
     std::uint64_t counted_hits_ = 0, counted_misses_ = 0; // of the governor's windows
     MetricsRecorder metrics_;
     TimePoint last_metrics_{};

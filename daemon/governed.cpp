@@ -24,6 +24,8 @@ Result<IoSampler> open_sampler(const SysRoot& root, const Config& config,
     }
     if (!sampler)
         return make_error("Failed to open IO statistics: " + sampler.error().message);
+    for (const auto& warning : sampler->warnings())
+        spdlog::warn("{}", warning);
     return sampler;
 }
 

@@ -3,6 +3,7 @@
 #include <cerrno>
 #include <cstdio>
 #include <cstdlib>
+#include <exception>
 #include <memory>
 #include <mutex>
 #include <spdlog/sinks/base_sink.h>
@@ -129,6 +130,16 @@ void setup_logging(const std::string& level) {
 
 void log_warning(const std::string& line) {
     spdlog::warn("{}", line);
+}
+
+std::string current_exception_text() {
+    try {
+        throw;
+    } catch (const std::exception& e) {
+        return e.what();
+    } catch (...) {
+        return "not a std::exception";
+    }
 }
 
 } // namespace latgov

@@ -17,5 +17,8 @@ struct LogCounts {
 LogCounts logged_counts();
 // For the edge's warning callbacks (PM QoS holders, journal restore).
 void log_warning(const std::string& line);
+// Inside a catch: what the exception being handled says, its what() or that
+// it is not a std::exception.
+std::string current_exception_text();
 
 } // namespace latgov

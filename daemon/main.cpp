@@ -6,8 +6,10 @@
 #include "latgov/runtime_dir.hpp"
 #include "latgov/status.hpp"
 #include "logging.hpp"
+#include "runtime_setup.hpp"
 
 #include <csignal>
+#include <cstdint>
 #include <cstdio>
 #include <exception>
 #include <filesystem>
@@ -18,9 +20,11 @@
 
 namespace {
 
-using latgov::Options;
+using namespace latgov;
 
 constexpr int exit_config = 78; // EX_CONFIG: systemd does not restart on it
+// The longest --wait-for-lock, in seconds.
+constexpr std::uint64_t max_wait_for_lock = 3600;
 
 constexpr std::string_view usage_template = R"(Usage: latgovd [OPTIONS]
 
@@ -35,7 +39,7 @@ Options:
   --runtime-dir DIR  override [daemon] runtime_dir
   --metrics-file FILE
                      override [daemon] metrics_file ("" writes none)
-  --wait-for-lock S  wait up to S seconds (0..3600, default 0) for a runtime
+  --wait-for-lock S  wait up to S seconds (0..{max_wait}, default 0) for a runtime
                      directory that `latgov calibrate` or another latgovd holds
                      (also with --restore)
   --dry-run          compute and log, change nothing: no PM QoS write, no restore,
@@ -44,7 +48,8 @@ Options:
 )";
 
 const std::string usage =
-    fmt::format(usage_template, fmt::arg("config", latgov::default_config_file));
+    fmt::format(usage_template, fmt::arg("config", latgov::default_config_file),
+                fmt::arg("max_wait", max_wait_for_lock));
 
 // nullopt after printing why (or the help text: then `help` is set).
 std::optional<Options> parse_options(int argc, char** argv, bool& help) {
@@ -68,9 +73,9 @@ std::optional<Options> parse_options(int argc, char** argv, bool& help) {
             if (v)
                 if (auto parsed = latgov::parse_u64(v))
                     seconds = *parsed;
-            if (!seconds || *seconds > 3600) {
-                fmt::print(stderr, "latgovd: --wait-for-lock takes seconds (0..3600), got {}\n{}",
-                           v ? v : "nothing", usage);
+            if (!seconds || *seconds > max_wait_for_lock) {
+                fmt::print(stderr, "latgovd: --wait-for-lock takes seconds (0..{}), got {}\n{}",
+                           max_wait_for_lock, v ? v : "nothing", usage);
                 return std::nullopt;
             }
             o.wait_for_lock = std::chrono::seconds(*seconds);
@@ -106,6 +111,46 @@ std::optional<Options> parse_options(int argc, char** argv, bool& help) {
     return o;
 }
 
+// --restore: what a killed latgovd left in its runtime directory put back
+// or removed, as a start does first. Under the lock, which a running
+// latgovd holds: restoring under it would undo its limits and delete its
+// journal.
+int restore(const Options& options, const Result<Config>& config) {
+    // The configured files, or the defaults when the configuration cannot
+    // be read: the values a killed run left go back all the same.
+    DaemonSettings settings = config ? config->daemon : DaemonSettings{};
+    if (!config && options.runtime_dir)
+        settings.runtime_dir = *options.runtime_dir;
+    if (!config && options.metrics_file)
+        settings.metrics_file = *options.metrics_file;
+    // A missing directory has nothing to restore; one that is not ours is refused.
+    std::error_code ec;
+    if (!std::filesystem::exists(settings.runtime_dir, ec) && !ec)
+        return 0;
+    auto dir = RuntimeDir::open(settings.runtime_dir, false);
+    if (!dir) {
+        spdlog::error("{}", dir.error().message);
+        return 1;
+    }
+    if (auto guarded = dir->guard_cpus(SysRoot(options.sysroot)); !guarded) {
+        spdlog::error("{}", guarded.error().message);
+        return 1;
+    }
+    // Held until the end. The unit's ExecStopPost= waits as its
+    // ExecStart= does: a stop during that wait finds the lock taken.
+    if (lock_runtime_dir(*dir, options.wait_for_lock) != LockWait::locked)
+        return 1;
+    if (auto prepared = prepare_runtime_dir(*dir, SysRoot(options.sysroot), settings); !prepared) {
+        spdlog::error("{}", prepared.error().message);
+        return 1;
+    }
+    // A latgovd that was killed left its last status: `latgov status` and
+    // `latgov doctor` would show its limits as held now.
+    if (auto removed = dir->remove(status_file_name); !removed)
+        spdlog::warn("{}", removed.error().message);
+    return 0;
+}
+
 } // namespace
 
 int main(int argc, char** argv) {
@@ -134,39 +179,8 @@ int main(int argc, char** argv) {
         return 0;
     }
     setup_logging(config ? config->daemon.log_level : "info");
-    if (options->restore) {
-        const auto runtime = config ? config->daemon.runtime_dir
-                                    : options->runtime_dir.value_or(default_runtime_dir);
-        SysRoot root(options->sysroot);
-        // A missing directory has nothing to restore; one that is not ours is refused.
-        std::error_code ec;
-        if (!std::filesystem::exists(runtime, ec) && !ec)
-            return 0;
-        // A running latgovd holds the lock: restoring under it would undo
-        // its limits and delete its journal.
-        auto dir = RuntimeDir::open(runtime, false);
-        if (!dir) {
-            spdlog::error("{}", dir.error().message);
-            return 1;
-        }
-        // Held until the end. The unit's ExecStopPost= waits as its
-        // ExecStart= does: a stop during that wait finds the lock taken.
-        if (lock_runtime_dir(*dir, options->wait_for_lock) != LockWait::locked)
-            return 1;
-        if (auto restored = restore_journal(root, runtime / journal_file_name, log_warning);
-            !restored) {
-            spdlog::error("{}", restored.error().message);
-            return 1;
-        }
-        // A latgovd that was killed left its last status: `latgov status`
-        // and `latgov doctor` would show its limits as held now. And maybe
-        // the temporary of a status or journal it was writing.
-        if (auto removed = dir->remove(status_file_name); !removed)
-            spdlog::warn("{}", removed.error().message);
-        remove_dead_temporaries_at(dir->fd(), status_file_name);
-        remove_dead_temporaries_at(dir->fd(), journal_file_name);
-        return 0;
-    }
+    if (options->restore)
+        return restore(*options, config);
     if (!config) {
         spdlog::error("{}", config.error().message);
         sd_notifyf(0, "STATUS=Bad configuration: %s", config.error().message.c_str());
@@ -175,11 +189,8 @@ int main(int argc, char** argv) {
     try {
         Daemon daemon(std::move(*options), std::move(*config));
         return daemon.run();
-    } catch (const std::exception& e) {
-        spdlog::critical("Unexpected error: {}", e.what());
-        return 1;
     } catch (...) {
-        spdlog::critical("Unexpected error (not a std::exception)");
+        spdlog::critical("Unexpected error: {}", current_exception_text());
         return 1;
     }
 }

@@ -809,6 +809,65 @@ class FaultTest(HostTestCase):
         self.assertEqual(d.stop(), 0)
         self.assert_back(self.baseline, "after stop")
 
+    def test_20_restore_removes_every_dead_temporary(self):
+        """`latgovd --restore` removes what a writer killed between creating
+        a temporary and renaming it left, of every file a start cleans: the
+        status and journal in the runtime directory, and the evidence,
+        calibration and metrics files wherever the configuration puts them.
+        A live writer's temporary stays."""
+        run = os.path.join(self.tmp, "run-temporaries")
+        os.makedirs(run, mode=0o755)
+        metrics = os.path.join(self.tmp, "latgov.prom")
+        config = self.write_config(CONFIG.format(backend="percpu", limit=0).replace(
+            "[daemon]\n", f'[daemon]\nmetrics_file = "{metrics}"\n'))
+        gone = subprocess.Popen(["true"])
+        gone.wait()  # its pid names a writer that no longer runs
+        targets = [os.path.join(run, "status.json"), os.path.join(run, "journal"),
+                   self.evidence_file, self.calibration_file, metrics]
+        dead = []
+        for n, target in enumerate(targets):
+            folder, name = os.path.split(target)
+            dead.append(os.path.join(folder, f".{name}.{gone.pid}.{n}.tmp"))
+        live = os.path.join(os.path.dirname(metrics), f".latgov.prom.{os.getpid()}.0.tmp")
+        for path in dead + [live]:
+            with open(path, "w") as f:
+                f.write("cut")
+        out = self.run_cmd(self.latgovd, "--restore", "--config", config, "--runtime-dir", run)
+        self.assertEqual(out.returncode, 0, out.stderr)
+        self.assertEqual([p for p in dead if os.path.exists(p)], [],
+                         f"a dead writer's temporaries left after --restore: {out.stderr}")
+        self.assertTrue(os.path.exists(live), "a live writer's temporary was removed")
+        self.assertIn(f"removed {len(dead)} temporary file(s) that a killed latgov process left",
+                      out.stderr)
+        self.assert_back(self.baseline, "after --restore")
+
+    def test_21_unreadable_online_cpu_list_is_no_hotplug(self):
+        """The online CPU list unreadable (a tree of test_13 whose file is
+        gone): the hotplug check says so once, naming the file, and rescans
+        nothing; the map of the last scan governs on. A list that changed
+        rescans, and says what it changed to."""
+        root, tree_values = self.sampled_tree()
+        before = tree_values()
+        online = os.path.join(root, "sys", "devices", "system", "cpu", "online")
+        with open(online) as f:
+            online_text = f.read()
+        d = self.start_daemon(CONFIG.format(backend="percpu", limit=0), events=None,
+                              args=("--sysroot", root))
+        os.rename(online, online + ".away")
+        d.wait_log(r"cpu/online: .*; CPU hotplug is not checked meanwhile", timeout=8.0)
+        time.sleep(5.5)  # one more check: said once
+        text = d.log()
+        self.assertEqual(text.count("CPU hotplug is not checked meanwhile"), 1, text)
+        self.assertNotIn("online CPUs changed", text)
+        self.assertNotIn("topology scanned (hotplug)", text)
+        self.assertTrue(d.alive(), text)
+        with open(online, "w") as f:
+            f.write("0\n")  # cpu 1 went offline
+        d.wait_log(r"online CPUs changed to 0, rescanning", timeout=8.0)
+        with open(online, "w") as f:
+            f.write(online_text)
+        self.assert_stopped_clean(d, tree_values, before)
+
     def test_08_onset_after_idle(self):
         """Pairs of 4k reads 30 ms apart (each pair after the 3 ms linger
         released the CPU): the onset delay, from the first request's issue to

@@ -248,3 +248,21 @@ TEST_CASE("the wait until the next tick: nanoseconds for epoll_pwait2, rounded u
     CHECK(idle.tv_sec == 10);
     CHECK(wait_timeout_ms(idle) == 10000);
 }
+
+TEST_CASE("a backoff doubles from its first wait up to its max, and starts over on reset") {
+    Backoff retry{100ms, 500ms};
+    CHECK(retry.next() == 100ms);
+    CHECK(retry.next() == 200ms);
+    CHECK(retry.next() == 400ms);
+    CHECK(retry.next() == 500ms);
+    CHECK(retry.next() == 500ms);
+    retry.reset();
+    CHECK(retry.next() == 100ms);
+    CHECK(retry.next() == 200ms);
+}
+
+TEST_CASE("a backoff whose max is below its first wait waits the first each time") {
+    Backoff retry{300ms, 100ms};
+    CHECK(retry.next() == 300ms);
+    CHECK(retry.next() == 300ms);
+}

@@ -84,6 +84,27 @@ class TickCadence {
     TimePoint due_{};
 };
 
+// How long to wait before retrying something that failed: `first`, then
+// twice the last wait at each failure, up to `max`; `first` again once it
+// succeeds (reset).
+class Backoff {
+  public:
+    constexpr Backoff(std::chrono::milliseconds first, std::chrono::milliseconds max)
+        : first_(first), max_(std::max(first, max)), next_(first) {}
+    // The wait before the next try; the one after it is longer.
+    std::chrono::milliseconds next() {
+        const auto wait = next_;
+        next_ = std::min(next_ * 2, max_);
+        return wait;
+    }
+    void reset() { next_ = first_; }
+
+  private:
+    std::chrono::milliseconds first_;
+    std::chrono::milliseconds max_;
+    std::chrono::milliseconds next_;
+};
+
 // The time left from `now` until `wake` as epoll_pwait2's timeout; zero
 // once it passed.
 timespec wait_timeout(TimePoint wake, TimePoint now);

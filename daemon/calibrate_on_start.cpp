@@ -1,4 +1,4 @@
-#include "idle_costs.hpp"
+#include "calibrate_on_start.hpp"
 
 #include "latgov/calibration.hpp"
 #include "latgov/calibration_file.hpp"
@@ -6,10 +6,21 @@
 #include "latgov/discovery.hpp"
 
 #include <atomic>
+#include <chrono>
 #include <spdlog/spdlog.h>
 #include <systemd/sd-daemon.h>
 
 namespace latgov {
+
+namespace {
+
+// The probe's longest run, and how much the service manager's start-up
+// timeout is extended for it: room for the discovery and the file writes
+// around it too.
+constexpr std::chrono::seconds calibration_max_time{20};
+constexpr std::chrono::seconds calibration_timeout_extension = 3 * calibration_max_time;
+
+} // namespace
 
 void calibrate_if_unusable(const SysRoot& root, const Config& config) {
     const DaemonSettings& settings = config.daemon;
@@ -35,11 +46,13 @@ void calibrate_if_unusable(const SysRoot& root, const Config& config) {
         spdlog::info("no usable calibration at {}: measuring idle-state costs (calibrate_on_start)",
                      path.string());
     }
-    sd_notify(0, "STATUS=Calibrating idle-state costs\nEXTEND_TIMEOUT_USEC=60000000");
+    sd_notifyf(0, "STATUS=Calibrating idle-state costs\nEXTEND_TIMEOUT_USEC=%llu",
+               static_cast<unsigned long long>(
+                   std::chrono::microseconds(calibration_timeout_extension).count()));
     CalibrateOptions options;
     options.config = config;
     options.runtime_dir = settings.runtime_dir;
-    options.max_time = std::chrono::seconds(20);
+    options.max_time = calibration_max_time;
     options.take_lock = false; // latgovd holds it
     std::atomic<bool> stop{false};
     auto calibration = run_calibration(root, options, stop);
