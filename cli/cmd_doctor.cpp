@@ -22,8 +22,10 @@ int doctor(const Args& args) {
     auto topology = discover_topology(root);
     if (!topology)
         return fail(topology.error().message);
-    const auto findings =
-        diagnose(read_host_facts(root, *topology, read_status(runtime_dir), runtime_dir));
+    const auto facts = read_host_facts(root, *topology, read_status(runtime_dir), runtime_dir);
+    if (!facts)
+        return fail(facts.error().message);
+    const auto findings = diagnose(*facts);
     fmt::print("{}", format_findings(findings));
     const bool attention = needs_attention(findings);
     fmt::print("{}\n", attention ? "Something needs attention (lines marked FIX)."

@@ -412,3 +412,42 @@ TEST_CASE("the example config/latgov.toml parses to the defaults") {
         CHECK(config.devices.size() == 4);
     }
 }
+
+TEST_CASE("a blank matcher or a glob whose bracket never closes is an error with its position") {
+    CHECK(error_of("[[device]]\nserial = \"  \"\n") ==
+          "t.toml:2:10: [[device]] serial: must not be blank, got \"  \"");
+    CHECK(error_of("[[device]]\ntransport = \" \"\n") ==
+          "t.toml:2:13: [[device]] transport: must not be blank, got \" \"");
+    CHECK(error_of("[[device]]\nname = \"nvme[0n1\"\n") ==
+          "t.toml:2:8: [[device]] name: unbalanced '[' in pattern \"nvme[0n1\"");
+    CHECK(error_of("[[device]]\nmodel = \"Samsung [[:alpha:]\"\n") ==
+          "t.toml:2:9: [[device]] model: unbalanced '[' in pattern \"Samsung [[:alpha:]\"");
+    // Brackets that close, a ']' first among the members, an escaped '['.
+    for (const char* glob : {"nvme[0-9]n1", "sd[]a]", "sd[!a]", "x[[:digit:]]", "a\\\\[b"}) {
+        CAPTURE(glob);
+        const Config config = parsed("[[device]]\nname = \"" + std::string(glob) + "\"\n");
+        REQUIRE(config.devices.size() == 1);
+    }
+    // Only globs are checked for brackets: a serial is compared as it is.
+    CHECK(parsed("[[device]]\nserial = \"S[1\"\n").devices.at(0).match.serial == "S[1");
+}
+
+TEST_CASE("a name matcher reaches a multipath path disk by its head's name") {
+    DeviceMatch match;
+    match.name = "nvme1n1";
+    DeviceIdentity path{.name = "nvme1c0n1", .transport = "tcp", .head = "nvme1n1"};
+    CHECK(matches(match, path));
+    CHECK_FALSE(matches(match, DeviceIdentity{.name = "nvme1c0n1"})); // no head: no alias
+    match.name = "nvme1c0n1"; // the path's own name still matches
+    CHECK(matches(match, path));
+    match.transport = "rdma"; // every other matcher still has its say
+    CHECK_FALSE(matches(match, path));
+
+    const Config config = parsed("[[device]]\nname = \"nvme1n1\"\nmode = \"off\"\n\n"
+                                 "[[device]]\nname = \"nvme9n*\"\nmode = \"off\"\n");
+    CHECK(resolve_policy(config, path).mode == Mode::off);
+    const std::vector<DeviceIdentity> governed{path};
+    CHECK(unmatched_name_rules(config, governed) ==
+          std::vector<std::string>{
+              "t.toml:5:1: [[device]] name = \"nvme9n*\" matches no governed device"});
+}

@@ -176,3 +176,56 @@ TEST_CASE("explain: completion CPUs taken from smp_affinity_list say so") {
     CHECK(contains(*text, "0      virtio1-req.0    0-1           ?\n"));
     CHECK(contains(*text, "COMPLETES ON is the IRQ's smp_affinity_list (online CPUs)"));
 }
+
+TEST_CASE("explain: a name rule for a multipath namespace governs its paths, and one that "
+          "matches nothing is flagged") {
+    Topology topology = virtio_machine();
+    // nvme1n1 over one path, nvme1c0n1, whose IRQ completes on CPU 0.
+    BlockDevice head;
+    head.name = "nvme1n1";
+    head.dev = "259:1";
+    head.kind = DeviceKind::nvme_multipath_head;
+    head.paths = {"nvme1c0n1"};
+    BlockDevice path;
+    path.name = "nvme1c0n1";
+    path.kind = DeviceKind::nvme;
+    path.hidden = true;
+    path.controller = "nvme0";
+    path.multipath_head = "nvme1n1";
+    path.transport = "pcie";
+    HardwareQueue q;
+    q.irq = 40;
+    q.irq_name = "nvme0q1";
+    q.submit_cpus = q.completion_cpus = {0, 1};
+    q.completion_source = CompletionSource::irq_effective_affinity;
+    path.queues = {q};
+    topology.devices.push_back(head);
+    topology.devices.push_back(path);
+    const std::map<int, std::vector<IdleCost>> costs{{0, {{"POLL", 0, 0, false}}},
+                                                     {1, {{"POLL", 0, 0, false}}}};
+    auto config = parse_config("[[device]]\nname = \"nvme1n1\"\nmode = \"fixed\"\nlimit_us = 5\n\n"
+                               "[[device]]\nname = \"nvme7n1\"\nmode = \"fixed\"\nlimit_us = 9\n",
+                               "t.toml");
+    REQUIRE(config);
+    const auto text =
+        explain_device({topology, *config, costs, "declared", nlohmann::json()}, "nvme1c0n1");
+    REQUIRE(text);
+    INFO(*text);
+    CHECK(contains(*text, "Governed by t.toml:1:1 (mode fixed"));
+    CHECK(contains(*text, "Warning: t.toml:6:1: [[device]] name = \"nvme7n1\" matches no "
+                          "governed device."));
+    CHECK_FALSE(contains(*text, "name = \"nvme1n1\" matches no"));
+}
+
+TEST_CASE("explain: a CPU whose idle table could not be read says so, not \"no cpuidle "
+          "driver\"") {
+    Machine machine;
+    machine.topology.cpus[1].idle_states = {};
+    machine.topology.cpus[1].idle_states_known = false;
+    machine.costs.erase(1);
+    const auto text = machine.explain(Config{}, nlohmann::json());
+    REQUIRE(text);
+    INFO(*text);
+    CHECK(contains(*text, "CPU 1: idle states unknown"));
+    CHECK_FALSE(contains(*text, "CPU 1: no idle states"));
+}

@@ -50,7 +50,9 @@ TEST_CASE("facts from a tree: /run's mount, isolated CPUs, APST, tracefs") {
     q.completion_cpus = {2};
     disk.queues.push_back(q);
     topology.devices.push_back(disk);
-    const auto facts = read_host_facts(SysRoot(root), topology, nullptr, root / "run");
+    const auto read = read_host_facts(SysRoot(root), topology, nullptr, root / "run");
+    REQUIRE(read);
+    const auto& facts = *read;
     CHECK(facts.run_fstype == "tmpfs");
     CHECK(facts.isolated_cpus == std::set<int>{2, 3});
     CHECK(facts.nvme_ps_max_latency_us == 100000);
@@ -100,8 +102,9 @@ TEST_CASE("a status whose latgovd is gone says so, and its holds are no longer l
         CHECK_FALSE(status_writer_gone(run, status));
         CHECK(format_writer_gone(run, status).empty());
         const auto running = read_host_facts(sys, Topology{}, status, run);
-        CHECK(running.latgov_running);
-        CHECK(running.latgov_held_cpus == std::set<int>{1});
+        REQUIRE(running);
+        CHECK(running->latgov_running);
+        CHECK(running->latgov_held_cpus == std::set<int>{1});
         // Locked by someone else than its writer (latgov calibrate after a
         // kill): its writer is gone all the same.
         auto other = status;
@@ -115,9 +118,10 @@ TEST_CASE("a status whose latgovd is gone says so, and its holds are no longer l
     CHECK(status_writer_gone(run, status) == 4242);
     CHECK(format_writer_gone(run, status).find("(pid 4242) is not running") != std::string::npos);
     const auto gone = read_host_facts(sys, Topology{}, status, run);
-    CHECK_FALSE(gone.latgov_running);
-    CHECK(gone.latgov_gone_pid == 4242);
-    CHECK(gone.latgov_held_cpus.empty());
+    REQUIRE(gone);
+    CHECK_FALSE(gone->latgov_running);
+    CHECK(gone->latgov_gone_pid == 4242);
+    CHECK(gone->latgov_held_cpus.empty());
     // Nothing to tell: a status that names no pid, a directory not there.
     CHECK_FALSE(status_writer_gone(run, nlohmann::json::parse(R"({"cpus": []})")));
     CHECK(status_writer_running(run, nlohmann::json::parse(R"({"cpus": []})")) == std::nullopt);
@@ -132,7 +136,7 @@ namespace {
 // this process is root, is left in a child that drops to nobody.
 Found tracefs_unprivileged() {
     if (::geteuid() != 0)
-        return read_host_facts(SysRoot(), Topology{}, nullptr, "/nonexistent").tracefs_events;
+        return read_host_facts(SysRoot(), Topology{}, nullptr, "/nonexistent")->tracefs_events;
     int fds[2];
     REQUIRE(::pipe(fds) == 0);
     const pid_t child = ::fork();
@@ -143,7 +147,7 @@ Found tracefs_unprivileged() {
             result =
                 static_cast<char>('0' + static_cast<int>(read_host_facts(SysRoot(), Topology{},
                                                                          nullptr, "/nonexistent")
-                                                             .tracefs_events));
+                                                             ->tracefs_events));
         (void)!::write(fds[1], &result, 1);
         ::_exit(0);
     }
@@ -166,7 +170,7 @@ TEST_CASE("tracefs closed to this user is unreadable, not missing") {
     CAPTURE(static_cast<int>(unprivileged));
     if (::geteuid() == 0) {
         const Found root =
-            read_host_facts(SysRoot(), Topology{}, nullptr, "/nonexistent").tracefs_events;
+            read_host_facts(SysRoot(), Topology{}, nullptr, "/nonexistent")->tracefs_events;
         CAPTURE(static_cast<int>(root));
         REQUIRE(root != Found::unreadable); // root may look everywhere
         CHECK((unprivileged == root || unprivileged == Found::unreadable));
@@ -178,4 +182,37 @@ TEST_CASE("tracefs closed to this user is unreadable, not missing") {
             mount_fstype(*mounts, "/sys/kernel/debug/tracing/events") == "tracefs")
             CHECK(unprivileged != Found::no);
     }
+}
+
+TEST_CASE("a malformed status is an error naming the file and key, not an abort") {
+    const TempTree tree("latgov-malformed");
+    const fs::path run = tree.root / "run";
+    const SysRoot sys(tree.root);
+    const std::string file = (run / "status.json").string();
+    auto error_of = [&](const char* text) {
+        auto facts = read_host_facts(sys, Topology{}, nlohmann::json::parse(text), run);
+        REQUIRE_FALSE(facts);
+        return facts.error().message;
+    };
+    CHECK(error_of(R"({"cpus": [{"limit_us": 5}]})") ==
+          file + ": cpus[0].cpu: must be a CPU number, got nothing");
+    CHECK(error_of(R"({"cpus": [{"cpu": 0}, {"cpu": "x", "limit_us": 5}]})") ==
+          file + ": cpus[1].cpu: must be a CPU number, got \"x\"");
+    CHECK(error_of(R"({"cpus": [{"cpu": 0, "limit_us": "5"}]})") ==
+          file + ": cpus[0].limit_us: must be null or a number of microseconds, got \"5\"");
+    CHECK(error_of(R"({"cpus": 3})") == file + ": cpus: must be an array, got 3");
+    CHECK(error_of(R"({"global_limit_us": -1})").starts_with(file + ": global_limit_us: must be"));
+    CHECK(error_of(R"({"global_limit_us": 4294967296})").ends_with("got 4294967296"));
+    // What latgovd writes still reads.
+    auto good = read_host_facts(
+        sys, Topology{},
+        nlohmann::json::parse(R"({"global_limit_us": 7, "cpus": [{"cpu": 3, "limit_us": 0}]})"),
+        run);
+    REQUIRE(good);
+    CHECK(good->latgov_global_limit == LatencyLimit{7});
+    CHECK(good->latgov_held_cpus == std::set<int>{3});
+    // `latgov status` skips what it cannot read instead of aborting.
+    CHECK(format_other_holders(
+              sys, nlohmann::json::parse(R"({"global_limit_us": -1, "cpus": [{"cpu": "x"}]})")) ==
+          "other holders: none\n");
 }

@@ -27,10 +27,19 @@ TEST_CASE("NVMe hardware queue i is completed by I/O queue i+1's IRQ") {
     CHECK(describe(match_queue_irq(names, nvme("nvme0"), 1, QueueType::read, {1})) == "32/nvme0q2");
 }
 
-TEST_CASE("an NVMe controller with a single vector shares queue 0's IRQ") {
+TEST_CASE("an NVMe controller with a single vector names its I/O queue's action too") {
+    // One IRQ with the actions "nvme1q0,nvme1q1": discovery splits them.
+    const IrqNames names{{"nvme1q0", 40}, {"nvme1q1", 40}};
+    CHECK(describe(match_queue_irq(names, nvme("nvme1"), 0, QueueType::default_, {0, 1})) ==
+          "40/nvme1q1");
+}
+
+TEST_CASE("an NVMe controller being reset (I/O IRQs freed) is not mapped to its admin IRQ") {
     const IrqNames names{{"nvme1q0", 40}};
     CHECK(describe(match_queue_irq(names, nvme("nvme1"), 0, QueueType::default_, {0, 1})) ==
-          "40/nvme1q0");
+          "none");
+    CHECK(describe(match_queue_irq(names, nvme("nvme1"), 1, QueueType::default_, {2, 3})) ==
+          "none");
 }
 
 TEST_CASE("an NVMe queue beyond the named IRQs has none (a poll queue without debugfs)") {
@@ -68,4 +77,42 @@ TEST_CASE("a virtio disk without its named IRQ falls back to the affinity match"
     facts.device_link = "virtio2";
     facts.msi_affinities = {{60, {0, 1}}};
     CHECK(describe(match_queue_irq({}, facts, 0, QueueType::default_, {0, 1})) == "60/");
+}
+
+TEST_CASE("a virtio configuration IRQ never completes a queue") {
+    DiskIrqFacts facts;
+    facts.kind = DeviceKind::virtio_blk;
+    facts.device_link = "virtio1";
+    // Both vectors on CPUs 0-1; the config one comes first by number.
+    facts.msi_affinities = {{24, {0, 1}}, {25, {0, 1}}};
+    const IrqNames names{{"virtio1-config", 24}, {"virtio1-virtqueues", 25}};
+    CHECK(describe(match_queue_irq(names, facts, 0, QueueType::default_, {0, 1})) ==
+          "25/virtio1-virtqueues");
+    // The config IRQ alone is no match either.
+    facts.msi_affinities = {{24, {0, 1}}};
+    CHECK(describe(match_queue_irq(names, facts, 0, QueueType::default_, {0, 1})) == "none");
+}
+
+TEST_CASE("a request IRQ of the device wins over another IRQ with the same mask") {
+    DiskIrqFacts facts;
+    facts.kind = DeviceKind::other;
+    facts.device_link = "virtio3";
+    facts.msi_affinities = {{70, {0}}, {71, {0}}};
+    const IrqNames names{{"other", 70}, {"virtio3-req.0", 71}};
+    std::string warning;
+    CHECK(describe(match_queue_irq(names, facts, 0, QueueType::default_, {0}, &warning)) ==
+          "71/virtio3-req.0");
+    CHECK(warning.empty());
+}
+
+TEST_CASE("several MSI IRQs with the queue's mask are no match, with a warning") {
+    DiskIrqFacts facts;
+    facts.kind = DeviceKind::other;
+    facts.msi_affinities = {{50, {0, 1}}, {51, {0, 1}}};
+    const IrqNames names{{"xyz-a", 50}, {"xyz-b", 51}};
+    std::string warning;
+    CHECK(describe(match_queue_irq(names, facts, 0, QueueType::default_, {0, 1}, &warning)) ==
+          "none");
+    CHECK(warning == "hardware queue 0: MSI IRQs 50 (xyz-a), 51 (xyz-b) all have the queue's "
+                     "CPUs as affinity; none is taken as its own");
 }

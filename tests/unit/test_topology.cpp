@@ -1,8 +1,12 @@
 // Discovery on small trees written by the test; whole-machine trees captured
 // with `latgov snapshot` are checked by the golden tests.
 #include "latgov/discovery.hpp"
+#include "latgov/governor.hpp"
+#include "latgov/sampler.hpp"
 #include "latgov/topology_json.hpp"
 
+#include <algorithm>
+#include <cstdlib>
 #include <doctest/doctest.h>
 #include <filesystem>
 #include <fstream>
@@ -75,6 +79,32 @@ class FakeTree {
         irq(50, "xyz-q0", "0", "0");
         irq(51, "xyz-q1", "1", "1");
     }
+    // A PCIe (or `transport`) NVMe controller nvme0, live, with namespace
+    // nvme0n1: two hardware queues, one per CPU. Over PCIe its IRQs are
+    // nvme0q0 (admin) to nvme0q2; fabrics name none.
+    void nvme(const std::string& transport = "pcie") {
+        const std::string ctrl = "sys/devices/pci0000:00/0000:00:04.0/nvme/nvme0";
+        write(ctrl + "/transport", transport + "\n");
+        write(ctrl + "/state", "live\n");
+        link("sys/class/nvme/nvme0", "../../devices/pci0000:00/0000:00:04.0/nvme/nvme0");
+        write(ctrl + "/nvme0n1/dev", "259:0\n");
+        write(ctrl + "/nvme0n1/mq/0/cpu_list", "0\n");
+        write(ctrl + "/nvme0n1/mq/1/cpu_list", "1\n");
+        link(ctrl + "/nvme0n1/device", "../../nvme0");
+        link("sys/block/nvme0n1", "../devices/pci0000:00/0000:00:04.0/nvme/nvme0/nvme0n1");
+        if (transport == "pcie") {
+            irq(40, "nvme0q0", "0-1", "0");
+            irq(41, "nvme0q1", "0", "0");
+            irq(42, "nvme0q2", "1", "1");
+        }
+    }
+    // What debugfs says of a queue's type.
+    void hctx_type(const std::string& disk, int hctx, const std::string& type) {
+        write("sys/kernel/debug/block/" + disk + "/hctx" + std::to_string(hctx) + "/type",
+              type + "\n");
+    }
+    // A host without /sys/kernel/irq (no CONFIG_SPARSE_IRQ, or hidden).
+    void no_irq_names() { fs::remove_all(root_ / "sys/kernel/irq"); }
     const fs::path& root() const { return root_; }
 
   private:
@@ -226,4 +256,271 @@ TEST_CASE("a capture keeps symlinks and the files read") {
     REQUIRE(entries.count(cpu_list));
     CHECK(entries.at(cpu_list).content == "0, 1\n");
     CHECK(entries.count("/proc/irq/35/smp_affinity_list") == 0); // never read
+}
+
+namespace {
+
+const HardwareQueue& queue_of(const Topology& topo, std::string_view disk, size_t index) {
+    const BlockDevice* device = topo.device(disk);
+    REQUIRE(device);
+    REQUIRE(device->queues.size() > index);
+    return device->queues[index];
+}
+
+bool has_warning(const Topology& topo, std::string_view a, std::string_view b = "") {
+    return std::any_of(topo.warnings.begin(), topo.warnings.end(), [&](const std::string& w) {
+        return w.find(a) != std::string::npos && w.find(b) != std::string::npos;
+    });
+}
+
+} // namespace
+
+TEST_CASE("NVMe over a fabric has no queue IRQs: its queues complete on their submitters") {
+    for (const char* transport : {"tcp", "rdma", "fc", "loop"}) {
+        CAPTURE(transport);
+        FakeTree tree;
+        tree.nvme(transport);
+        auto topo = discover_topology(SysRoot(tree.root()));
+        REQUIRE(topo);
+        for (size_t i = 0; i < 2; ++i) {
+            const auto& q = queue_of(*topo, "nvme0n1", i);
+            CHECK(q.type == QueueType::default_);
+            CHECK_FALSE(q.irq);
+            CHECK(q.completion_source == CompletionSource::submit_cpus);
+            CHECK(q.completion_cpus == CpuSet{static_cast<int>(i)});
+        }
+        CHECK(topo->device("nvme0n1")->transport == transport);
+    }
+}
+
+TEST_CASE("a PCIe NVMe queue debugfs calls default is not a poll queue for want of IRQ names") {
+    FakeTree tree;
+    tree.nvme();
+    tree.hctx_type("nvme0n1", 0, "default");
+    tree.hctx_type("nvme0n1", 1, "default");
+    tree.no_irq_names();
+    auto topo = discover_topology(SysRoot(tree.root()));
+    REQUIRE(topo);
+    for (size_t i = 0; i < 2; ++i) {
+        const auto& q = queue_of(*topo, "nvme0n1", i);
+        CHECK(q.type == QueueType::default_);
+        CHECK(q.completion_source == CompletionSource::submit_cpus);
+        CHECK(q.completion_cpus == CpuSet{static_cast<int>(i)});
+    }
+    CHECK(has_warning(*topo, "sys/kernel/irq", "no queue can be matched to its IRQ"));
+}
+
+TEST_CASE("without debugfs a PCIe NVMe queue without an IRQ among its controller's is a poll "
+          "queue") {
+    FakeTree tree;
+    tree.nvme();
+    fs::remove_all(tree.root() / "sys/kernel/irq/42"); // hctx1 is a poll queue: no vector
+    auto topo = discover_topology(SysRoot(tree.root()));
+    REQUIRE(topo);
+    CHECK(queue_of(*topo, "nvme0n1", 0).irq == 41);
+    CHECK(queue_of(*topo, "nvme0n1", 1).type == QueueType::poll);
+    CHECK(queue_of(*topo, "nvme0n1", 1).completion_source == CompletionSource::none);
+    // Without any of the controller's IRQ names nothing is guessed.
+    tree.no_irq_names();
+    topo = discover_topology(SysRoot(tree.root()));
+    REQUIRE(topo);
+    CHECK(queue_of(*topo, "nvme0n1", 1).type == QueueType::default_);
+    CHECK(queue_of(*topo, "nvme0n1", 1).completion_source == CompletionSource::submit_cpus);
+}
+
+TEST_CASE("a PCIe NVMe queue of type default without its IRQ completes on its submitters, "
+          "with a warning") {
+    FakeTree tree;
+    tree.nvme();
+    tree.hctx_type("nvme0n1", 1, "default");
+    fs::remove_all(tree.root() / "sys/kernel/irq/42");
+    auto topo = discover_topology(SysRoot(tree.root()));
+    REQUIRE(topo);
+    CHECK(queue_of(*topo, "nvme0n1", 1).type == QueueType::default_);
+    CHECK(queue_of(*topo, "nvme0n1", 1).completion_cpus == CpuSet{1});
+    CHECK(has_warning(*topo, "nvme0n1: hardware queue 1 (default) has no IRQ nvme0q2"));
+}
+
+TEST_CASE("an NVMe disk whose device link cannot be read is skipped naming the link") {
+    FakeTree tree;
+    tree.nvme();
+    fs::remove(tree.root() / "sys/devices/pci0000:00/0000:00:04.0/nvme/nvme0/nvme0n1/device");
+    auto topo = discover_topology(SysRoot(tree.root()));
+    REQUIRE(topo);
+    CHECK_FALSE(topo->device("nvme0n1"));
+    CHECK(has_warning(*topo, "nvme0n1/device", "skipping device nvme0n1"));
+}
+
+TEST_CASE("the disks of an NVMe controller that is not live are skipped with a warning") {
+    FakeTree tree;
+    tree.nvme();
+    // A reset frees the I/O queues' IRQs; the admin queue's stays.
+    fs::remove_all(tree.root() / "sys/kernel/irq/41");
+    fs::remove_all(tree.root() / "sys/kernel/irq/42");
+    tree.write("sys/devices/pci0000:00/0000:00:04.0/nvme/nvme0/state", "resetting\n");
+    auto topo = discover_topology(SysRoot(tree.root()));
+    REQUIRE(topo);
+    CHECK_FALSE(topo->device("nvme0n1"));
+    CHECK(has_warning(*topo, "controller nvme0 is resetting", "skipping device nvme0n1"));
+}
+
+TEST_CASE("an unparsable idle state makes the CPU's whole idle table unknown") {
+    FakeTree tree;
+    tree.write("sys/devices/system/cpu/cpuidle/current_driver", "intel_idle\n");
+    tree.write("sys/devices/system/cpu/cpu1/cpuidle/state1/latency", "lots\n");
+    auto topo = discover_topology(SysRoot(tree.root()));
+    REQUIRE(topo);
+    REQUIRE(topo->cpus.size() == 2);
+    CHECK(topo->cpus[0].idle_states_known);
+    CHECK(topo->cpus[0].idle_states.size() == 2);
+    CHECK_FALSE(topo->cpus[1].idle_states_known);
+    CHECK(topo->cpus[1].idle_states.empty()); // not POLL alone, as if C1 were not there
+    CHECK(has_warning(*topo, "cpu1/cpuidle/state1/latency", "idle states of cpu1 are unknown"));
+}
+
+TEST_CASE(
+    "a cpuidle directory that cannot be listed under an active driver is unknown, not empty") {
+    FakeTree tree;
+    tree.write("sys/devices/system/cpu/cpuidle/current_driver", "acpi_idle\n");
+    fs::remove_all(tree.root() / "sys/devices/system/cpu/cpu0/cpuidle");
+    auto topo = discover_topology(SysRoot(tree.root()));
+    REQUIRE(topo);
+    CHECK_FALSE(topo->cpus[0].idle_states_known);
+    CHECK(has_warning(*topo, "cpu0/cpuidle", "idle states of cpu0 are unknown"));
+    // No driver: no table to read, and nothing unknown about it.
+    fs::remove(tree.root() / "sys/devices/system/cpu/cpuidle/current_driver");
+    topo = discover_topology(SysRoot(tree.root()));
+    REQUIRE(topo);
+    CHECK(topo->cpus[0].idle_states_known);
+    CHECK(topo->warnings.empty());
+}
+
+TEST_CASE("a SCSI disk finds its HBA's MSI IRQs four levels up, in numeric order") {
+    FakeTree tree;
+    const std::string hba = "sys/devices/pci0000:00/0000:00:1f.2";
+    const std::string lun = hba + "/ata1/host0/target0:0:0/0:0:0:0";
+    tree.write(hba + "/msi_irqs/99", "msi\n");
+    tree.write(hba + "/msi_irqs/100", "msi\n");
+    tree.write(hba + "/msi_irqs/101", "msi\n");
+    tree.write(lun + "/block/sdb/dev", "8:16\n");
+    tree.write(lun + "/block/sdb/mq/0/cpu_list", "0\n");
+    tree.write(lun + "/block/sdb/mq/1/cpu_list", "1\n");
+    tree.link(lun + "/block/sdb/device", "../..");
+    tree.link("sys/block/sdb", "../devices/pci0000:00/0000:00:1f.2/ata1/host0/target0:0:0/"
+                               "0:0:0:0/block/sdb");
+    tree.irq(99, "ahci-a", "0", "0");
+    tree.irq(100, "ahci-b", "0", "0");
+    tree.irq(101, "ahci-c", "1", "1");
+    auto topo = discover_topology(SysRoot(tree.root()));
+    REQUIRE(topo);
+    // Queue 1: one IRQ with its mask. Queue 0: two, so neither.
+    CHECK(queue_of(*topo, "sdb", 1).irq == 101);
+    CHECK_FALSE(queue_of(*topo, "sdb", 0).irq);
+    CHECK(has_warning(*topo, "sdb: hardware queue 0: MSI IRQs 99 (ahci-a), 100 (ahci-b)"));
+}
+
+namespace {
+
+// The golden multipath VM's tree (nvme1n1 over paths nvme1c0n1 and
+// nvme1c1n1, and nullb0), unpacked in a scratch directory to be changed.
+class MultipathTree {
+  public:
+    MultipathTree() {
+        char pattern[] = "/tmp/latgov-mp.XXXXXX";
+        root_ = ::mkdtemp(pattern);
+        const auto tarball = fs::path(LATGOV_SOURCE_DIR) / "tests/golden/vm-multipath.tar.gz";
+        const std::string command =
+            "tar -xzf '" + tarball.string() + "' -C '" + root_.string() + "'";
+        REQUIRE(std::system(command.c_str()) == 0);
+    }
+    ~MultipathTree() { fs::remove_all(root_); }
+    const fs::path& root() const { return root_; }
+    // The files the sampler reads, which a capture does not keep.
+    void stat_files() const {
+        std::ofstream(root_ / "proc/stat") << "cpu  1 2 3 4 5 6 7 0 0 0\ncpu0 1 2 3 4 5 6 7 0 0 0\n"
+                                              "intr 10 1 2 3\n";
+        for (const auto& disk : {"nullb0", "nvme1n1"})
+            if (fs::exists(root_ / "sys/block" / disk))
+                std::ofstream(root_ / "sys/block" / disk / "stat")
+                    << "1 0 8 0 0 0 0 0 0 5 5 0 0 0 0 0 0\n";
+    }
+
+  private:
+    fs::path root_;
+};
+
+} // namespace
+
+TEST_CASE("multipath paths whose head is not there yet are left out with a warning") {
+    MultipathTree tree;
+    {
+        auto topo = discover_topology(SysRoot(tree.root()));
+        REQUIRE(topo);
+        CHECK(topo->device("nvme1c0n1"));
+        CHECK(topo->device("nvme1n1")->paths == std::vector<std::string>{"nvme1c0n1", "nvme1c1n1"});
+    }
+    fs::remove(tree.root() / "sys/block/nvme1n1"); // no path ANA-usable yet
+    auto topo = discover_topology(SysRoot(tree.root()));
+    REQUIRE(topo);
+    CHECK_FALSE(topo->device("nvme1c0n1"));
+    CHECK_FALSE(topo->device("nvme1c1n1"));
+    CHECK(topo->device("nullb0"));
+    CHECK(has_warning(*topo, "multipath head /sys/block/nvme1n1 is missing",
+                      "skipping device nvme1c0n1"));
+    CHECK(has_warning(*topo, "multipath head /sys/block/nvme1n1 is missing",
+                      "skipping device nvme1c1n1"));
+    // What latgovd opens of it: nothing of the missing head.
+    tree.stat_files();
+    const Governor governor(*topo, default_config(), declared_costs(*topo));
+    for (const auto& source : governor.stat_sources())
+        CHECK(source != "nvme1n1");
+    auto sampler = IoSampler::open(SysRoot(tree.root()), governor.stat_sources());
+    REQUIRE(sampler);
+    CHECK(sampler->warnings().empty());
+}
+
+TEST_CASE("the sampler leaves out a device whose stat cannot be opened, and reads the others") {
+    MultipathTree tree;
+    tree.stat_files();
+    fs::remove(tree.root() / "sys/block/nvme1n1/stat");
+    auto sampler = IoSampler::open(SysRoot(tree.root()), {"nvme1n1", "nullb0"});
+    REQUIRE(sampler);
+    REQUIRE(sampler->warnings().size() == 1);
+    CHECK(sampler->warnings()[0].find("sys/block/nvme1n1/stat") != std::string::npos);
+    IoSample sample;
+    REQUIRE(sampler->sample(sample));
+    REQUIRE(sample.devices.size() == 2); // still one slot per device asked for
+    CHECK(sample.devices[0].read_ios == 0);
+    CHECK(sample.devices[1].read_ios == 1);
+    CHECK(sample.irq_counts == std::vector<std::uint64_t>{1, 2, 3});
+}
+
+TEST_CASE("a CPU whose idle table is unknown is held at POLL while its queue is active") {
+    for (const bool broken : {false, true}) {
+        CAPTURE(broken);
+        FakeTree tree;
+        tree.write("sys/devices/system/cpu/cpuidle/current_driver", "intel_idle\n");
+        tree.write("sys/devices/system/cpu/cpuidle/current_governor_ro", "menu\n");
+        if (broken) // C1 (2 us) would fit; what cannot be read might not
+            tree.write("sys/devices/system/cpu/cpu1/cpuidle/state1/residency", "\n");
+        auto topo = discover_topology(SysRoot(tree.root()));
+        REQUIRE(topo);
+        Governor governor(*topo, default_config(), declared_costs(*topo));
+        REQUIRE(governor.devices().size() == 1); // vda, its IRQ 36 completing on CPU 1
+        IoSample sample;
+        sample.irq_counts.assign(40, 0);
+        sample.devices.resize(1);
+        governor.observe(sample, TimePoint{});
+        sample.irq_counts[36] = 2000;
+        sample.devices[0].read_ios = 2000;
+        sample.devices[0].read_ticks_ms = 200;
+        governor.observe(sample, TimePoint{} + std::chrono::milliseconds(5));
+        const auto holds = governor.holds();
+        if (broken) {
+            REQUIRE(holds.percpu.count(1));
+            CHECK(holds.percpu.at(1).limit == LatencyLimit{0});
+        } else {
+            CHECK_FALSE(holds.percpu.count(1)); // every state fits: nothing to hold
+        }
+    }
 }

@@ -42,7 +42,7 @@ constexpr std::string_view policy_keys[] = {
 constexpr std::string_view matcher_keys[] = {"name", "model", "serial", "wwid", "transport"};
 
 // The largest value /dev/cpu_dma_latency accepts: "no limit".
-constexpr std::uint32_t max_limit_us = 2'000'000'000;
+constexpr auto max_limit_us = static_cast<std::uint32_t>(cpu_dma_latency_none);
 
 template <typename T, std::size_t N>
 std::string_view name_of(const Choice<T> (&choices)[N], T value) {
@@ -79,6 +79,38 @@ std::string format_double(double value) {
 
 std::string where(const std::string& source, const toml::source_location& location) {
     return source + ":" + std::to_string(location.line()) + ":" + std::to_string(location.column());
+}
+
+// Whether every '[' of an fnmatch pattern opens a bracket expression that
+// closes: fnmatch would take an unclosed one as a literal '[', so a typo such
+// as "nvme[0n1" would match nothing, silently. A ']' first in the brackets
+// (after an optional '!' or '^') is a member, as are [:class:] names.
+bool glob_brackets_close(std::string_view pattern) {
+    for (size_t i = 0; i < pattern.size(); ++i) {
+        if (pattern[i] == '\\') {
+            ++i;
+            continue;
+        }
+        if (pattern[i] != '[')
+            continue;
+        size_t j = i + 1;
+        if (j < pattern.size() && (pattern[j] == '!' || pattern[j] == '^'))
+            ++j;
+        if (j < pattern.size() && pattern[j] == ']')
+            ++j;
+        for (; j < pattern.size() && pattern[j] != ']'; ++j) {
+            if (pattern.substr(j, 2) == "[:") {
+                const auto end = pattern.find(":]", j + 2);
+                if (end == pattern.npos)
+                    return false;
+                j = end + 1;
+            }
+        }
+        if (j >= pattern.size())
+            return false;
+        i = j;
+    }
+    return true;
 }
 
 // Collects the validation errors of one document and keeps the earliest in
@@ -189,6 +221,24 @@ class Section {
             return std::nullopt;
         }
         return value->as_string().str;
+    }
+
+    // A matcher: a non-empty string that is not blank (a blank one would
+    // match nothing), and for a glob one whose brackets close.
+    std::optional<std::string> matcher(std::string_view key, bool glob) {
+        auto text = string(key);
+        if (!text)
+            return std::nullopt;
+        const auto* value = find(key);
+        if (trim(*text).empty()) {
+            fail_at(*value, key, "must not be blank, got " + in_quotes(*text));
+            return std::nullopt;
+        }
+        if (glob && !glob_brackets_close(*text)) {
+            fail_at(*value, key, "unbalanced '[' in pattern " + in_quotes(*text));
+            return std::nullopt;
+        }
+        return text;
     }
 
     std::optional<bool> boolean(std::string_view key) {
@@ -351,11 +401,11 @@ std::optional<DeviceRule> read_device(Section& section, const Policy& defaults) 
     DeviceRule rule;
     static_cast<PolicyOverrides&>(rule) = read_policy(section);
     DeviceMatch& match = rule.match;
-    match.name = section.string("name").value_or("");
-    match.model = section.string("model").value_or("");
-    match.serial = section.string("serial").value_or("");
-    match.wwid = section.string("wwid").value_or("");
-    match.transport = section.string("transport").value_or("");
+    match.name = section.matcher("name", true).value_or("");
+    match.model = section.matcher("model", true).value_or("");
+    match.serial = section.matcher("serial", false).value_or("");
+    match.wwid = section.matcher("wwid", false).value_or("");
+    match.transport = section.matcher("transport", false).value_or("");
     const bool has_matcher = std::any_of(std::begin(matcher_keys), std::end(matcher_keys),
                                          [&](auto key) { return section.contains(key); });
     if (!has_matcher) {
@@ -475,11 +525,28 @@ Result<Config> parse_config_layers(std::span<const ConfigText> layers) {
 }
 
 bool matches(const DeviceMatch& match, const DeviceIdentity& device) {
-    return (match.name.empty() || glob_matches(match.name, device.name)) &&
+    return (match.name.empty() || glob_matches(match.name, device.name) ||
+            (!device.head.empty() && glob_matches(match.name, device.head))) &&
            (match.model.empty() || glob_matches(match.model, trim(device.model))) &&
            (match.serial.empty() || trim(match.serial) == trim(device.serial)) &&
            (match.wwid.empty() || match.wwid == device.wwid) &&
            (match.transport.empty() || match.transport == device.transport);
+}
+
+std::vector<std::string> unmatched_name_rules(const Config& config,
+                                              std::span<const DeviceIdentity> devices) {
+    std::vector<std::string> warnings;
+    for (const auto& rule : config.devices) {
+        if (rule.match.name.empty())
+            continue;
+        const bool any = std::any_of(devices.begin(), devices.end(), [&](const auto& device) {
+            return matches(rule.match, device);
+        });
+        if (!any)
+            warnings.push_back(rule.origin + ": [[device]] name = \"" + rule.match.name +
+                               "\" matches no governed device");
+    }
+    return warnings;
 }
 
 Policy resolve_policy(const Config& config, const DeviceIdentity& device) {

@@ -163,12 +163,22 @@ struct DeviceIdentity {
     std::string serial{};
     std::string wwid{};
     std::string transport{};
+    // A multipath path disk's head (nvme1n1 for nvme1c0n1): a name matcher
+    // matches either name, so a rule written for the namespace reaches the
+    // paths that carry its IO. Empty for any other disk.
+    std::string head{};
 };
 
 // Whether every matcher the entry gives matches the device. Disks whose
 // queues have no IRQ of their own (loop, null_blk) are governed only when a
 // [[device]] entry matches them.
 bool matches(const DeviceMatch& match, const DeviceIdentity& device);
+
+// One warning per [[device]] entry with a name matcher that matches none of
+// `devices` (the governed ones, or the candidates), naming where it is:
+// "<file:line:column>: [[device]] name = "nvme9n1" matches no governed device".
+std::vector<std::string> unmatched_name_rules(const Config& config,
+                                              std::span<const DeviceIdentity> devices);
 
 // The policy for one device: [defaults] overlaid by every matching [[device]]
 // entry in file order (later entries win per key). Each entry's clamps are

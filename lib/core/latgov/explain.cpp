@@ -201,6 +201,12 @@ std::string explain_cpus(const ExplainInput& in, const LiveStatus* status, CpuSe
     std::sort(cpus.begin(), cpus.end());
     for (int cpu : cpus) {
         auto costs = in.costs.find(cpu);
+        if (const Cpu* c = in.topology.cpu(cpu); c && !c->idle_states_known) {
+            out += fmt::format("\nCPU {}: idle states unknown (their table could not be read): "
+                               "every state but POLL is taken to cost too much\n",
+                               cpu);
+            continue;
+        }
         if (costs == in.costs.end() || costs->second.empty()) {
             out += fmt::format("\nCPU {}: no idle states (no cpuidle driver)\n", cpu);
             continue;
@@ -244,9 +250,18 @@ Result<std::string> explain_device(const ExplainInput& in, std::string_view name
 
     Governor governor(in.topology, in.config, in.costs);
     const GovernedDevice* governed = nullptr;
-    for (const auto& d : governor.devices())
+    std::vector<DeviceIdentity> identities;
+    for (const auto& d : governor.devices()) {
         if (d.name == name)
             governed = &d;
+        if (const BlockDevice* disk = in.topology.device(d.name))
+            identities.push_back({disk->name, disk->model, disk->serial, disk->wwid,
+                                  disk->transport, disk->multipath_head});
+    }
+    // A name rule that reaches nothing is most likely a typo or a disk that
+    // is gone; its device is then governed by the defaults.
+    for (const auto& warning : unmatched_name_rules(in.config, identities))
+        out += "Warning: " + warning + ".\n";
     if (!governed) {
         out += "Not governed: ";
         if (device->queues.empty())

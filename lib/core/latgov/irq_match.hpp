@@ -21,8 +21,8 @@ struct DiskIrqFacts {
     DeviceKind kind = DeviceKind::other;
     std::string controller;  // nvme0, for an NVMe namespace or path
     std::string device_link; // basename of /sys/block/<disk>/device: virtio1, nvme0, ...
-    // The disk's PCI function's MSI IRQs with their smp_affinity_list, in
-    // msi_irqs order; read only for disks without an NVMe naming rule.
+    // The disk's PCI function's MSI IRQs with their smp_affinity_list, by
+    // IRQ number; read only for disks without an NVMe naming rule.
     std::vector<std::pair<int, CpuSet>> msi_affinities;
 };
 
@@ -34,12 +34,20 @@ struct QueueIrq {
 // nullopt when the queue has no IRQ of its own (a poll queue, or a device
 // without per-queue IRQs). The rules, in order:
 //  - poll queue: none.
-//  - NVMe: hctx i is served by I/O queue i+1, IRQ "<ctrl>q<i+1>"; a
-//    controller with a single vector shares queue 0's IRQ "<ctrl>q0".
+//  - NVMe: hctx i is served by I/O queue i+1, IRQ "<ctrl>q<i+1>", and
+//    nothing else: a controller with a single vector names that vector's
+//    second action "<ctrl>q1" too ("nvme0q0,nvme0q1"), and a controller
+//    being reset has freed its I/O queues' IRQs, when "<ctrl>q0" (the admin
+//    queue) completes no I/O.
 //  - virtio-blk: "<device>-req.<i>".
 //  - otherwise (and virtio without that name): the MSI IRQ whose affinity
 //    equals the queue's submitting CPUs (managed IRQs are spread that way).
+//    IRQs whose every action ends in "-config" are left out; an IRQ named
+//    "<device>-virtqueues" or "<device>-req.<n>" wins over the others; two
+//    or more equally good ones are no match, and `warning` (when given) says
+//    which.
 std::optional<QueueIrq> match_queue_irq(const IrqNames& names, const DiskIrqFacts& disk,
-                                        int queue_index, QueueType type, const CpuSet& submit_cpus);
+                                        int queue_index, QueueType type, const CpuSet& submit_cpus,
+                                        std::string* warning = nullptr);
 
 } // namespace latgov

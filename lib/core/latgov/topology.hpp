@@ -27,6 +27,11 @@ struct Cpu {
     // Current pm_qos_resume_latency_us; nullopt = no limit.
     LatencyLimit resume_latency;
     bool resume_latency_known = false; // the file exists and parsed
+    // False when a cpuidle driver is active but the table could not be read
+    // in full (a state or the directory unreadable): idle_states is then
+    // empty and says nothing. The governor assumes every state but POLL
+    // costs too much on such a CPU.
+    bool idle_states_known = true;
 };
 
 enum class QueueType { default_, read, poll };

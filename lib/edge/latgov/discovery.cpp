@@ -8,6 +8,7 @@
 #include <fcntl.h>
 #include <map>
 #include <optional>
+#include <set>
 
 namespace latgov {
 
@@ -74,23 +75,36 @@ Result<IdleState> read_idle_state(const SysRoot& root, const std::string& dir, i
     return state;
 }
 
-Cpu read_cpu(const SysRoot& root, int id, std::vector<std::string>& warnings) {
+// `driver_active`: a cpuidle driver is registered, so every CPU has an idle
+// table to read; one that cannot be read in full is unknown, not empty.
+Cpu read_cpu(const SysRoot& root, int id, bool driver_active, std::vector<std::string>& warnings) {
     Cpu cpu;
     cpu.id = id;
     const std::string dir = std::string(cpu_dir) + "/cpu" + std::to_string(id);
+    auto unknown = [&](const std::string& why) {
+        // A state left out could be a deep one, entered freely under any
+        // limit chosen from the others: the whole table is unusable.
+        cpu.idle_states.clear();
+        cpu.idle_states_known = false;
+        warnings.push_back(why + "; the idle states of cpu" + std::to_string(id) +
+                           " are unknown, its limit assumes every state but POLL costs too much");
+    };
     if (auto states = root.list(dir + "/cpuidle")) {
         for (const auto& entry : *states) {
             auto index = numbered(entry, "state");
             if (!index)
                 continue;
             auto state = read_idle_state(root, dir + "/cpuidle/" + entry, *index);
-            if (state)
-                cpu.idle_states.push_back(std::move(*state));
-            else
-                warnings.push_back(state.error().message + ", ignoring idle state");
+            if (!state) {
+                unknown(state.error().message);
+                break;
+            }
+            cpu.idle_states.push_back(std::move(*state));
         }
         std::sort(cpu.idle_states.begin(), cpu.idle_states.end(),
                   [](const IdleState& a, const IdleState& b) { return a.index < b.index; });
+    } else if (driver_active) {
+        unknown(states.error().message);
     }
     auto qos = read_parsed(root, dir + "/power/pm_qos_resume_latency_us", parse_resume_latency);
     if (qos) {
@@ -170,26 +184,82 @@ struct DiskContext {
     std::vector<std::string>& warnings;
 };
 
-// The MSI IRQs of the PCI function behind a disk and their affinity, for
-// matching queues by mask when no naming rule applies.
+// `abs` with its symlinks followed as the kernel would, inside the root:
+// "/sys/block/sda/device" -> "/sys/devices/pci0000:00/.../0:0:0:0". Nullopt
+// when the links loop.
+std::optional<std::string> follow_links(const SysRoot& root, std::string_view abs) {
+    std::vector<std::string> done;
+    std::vector<std::string> todo; // components still to walk, the next one last
+    auto push = [&todo](std::string_view path) {
+        std::vector<std::string> parts;
+        for (auto part : split(path, '/'))
+            if (!part.empty() && part != ".")
+                parts.emplace_back(part);
+        todo.insert(todo.end(), parts.rbegin(), parts.rend());
+    };
+    push(abs);
+    for (int links = 0; !todo.empty();) {
+        std::string part = std::move(todo.back());
+        todo.pop_back();
+        if (part == "..") {
+            if (!done.empty())
+                done.pop_back();
+            continue;
+        }
+        std::string here;
+        for (const auto& d : done)
+            here += "/" + d;
+        here += "/" + part;
+        auto target = root.read_link(here);
+        if (!target) {
+            done.push_back(std::move(part));
+            continue;
+        }
+        if (++links > 40)
+            return std::nullopt;
+        if (target->starts_with("/"))
+            done.clear();
+        push(*target);
+    }
+    std::string out;
+    for (const auto& d : done)
+        out += "/" + d;
+    return out.empty() ? std::string("/") : out;
+}
+
+// The MSI IRQs of the PCI function behind a disk and their affinity, by IRQ
+// number, for matching queues by mask when no naming rule applies. The
+// function is the nearest parent of the disk's device with msi_irqs, however
+// deep (a SCSI disk sits four levels below its HBA's function).
 std::vector<std::pair<int, CpuSet>> read_msi_affinities(const SysRoot& root,
                                                         const std::string& disk) {
     std::vector<std::pair<int, CpuSet>> out;
-    std::string dir = "/sys/block/" + disk + "/device";
-    for (int depth = 0; depth < 3; ++depth, dir += "/..") {
-        if (auto names = root.list(dir + "/msi_irqs")) {
-            for (const auto& name : *names)
-                if (auto irq = to_int(name))
-                    if (auto cpus = read_irq_cpus(root, *irq))
-                        out.emplace_back(*irq, std::move(cpus->affinity));
-            return out;
-        }
+    auto dir = follow_links(root, "/sys/block/" + disk + "/device");
+    if (!dir)
+        return out;
+    constexpr std::string_view devices = "/sys/devices/";
+    for (std::string at = *dir; at.starts_with(devices) && at.size() > devices.size();
+         at.erase(at.rfind('/'))) {
+        auto names = root.list(at + "/msi_irqs");
+        if (!names)
+            continue;
+        std::vector<int> irqs;
+        for (const auto& name : *names)
+            if (auto irq = to_int(name))
+                irqs.push_back(*irq);
+        std::sort(irqs.begin(), irqs.end()); // listed as text: "100" before "99"
+        for (int irq : irqs)
+            if (auto cpus = read_irq_cpus(root, irq))
+                out.emplace_back(irq, std::move(cpus->affinity));
+        return out;
     }
     return out;
 }
 
+// `nvme_irqs_seen`: the controller's admin queue IRQ "<ctrl>q0" is among the
+// IRQ names, so a queue without one of its own is really without one.
 Result<HardwareQueue> read_queue(const DiskContext& ctx, const BlockDevice& disk,
-                                 const DiskIrqFacts& facts, int index) {
+                                 const DiskIrqFacts& facts, int index, bool nvme_irqs_seen) {
     HardwareQueue queue;
     queue.index = index;
     const std::string hctx = std::to_string(index);
@@ -200,15 +270,31 @@ Result<HardwareQueue> read_queue(const DiskContext& ctx, const BlockDevice& disk
     queue.submit_cpus = std::move(*submit);
     const std::string debug_type =
         "/sys/kernel/debug/block/" + disk.name + "/hctx" + hctx + "/type";
-    if (auto type = ctx.root.read(debug_type))
+    const auto type = ctx.root.read(debug_type);
+    if (type)
         queue.type = parse_queue_type(*type);
 
-    auto irq = match_queue_irq(ctx.irq_names, facts, index, queue.type, queue.submit_cpus);
-    if (!irq && disk.kind == DeviceKind::nvme && queue.type == QueueType::default_) {
-        // NVMe queues without an IRQ are poll queues (seen here when debugfs
-        // is not mounted to say so).
-        queue.type = QueueType::poll;
+    std::string ambiguous;
+    auto irq =
+        match_queue_irq(ctx.irq_names, facts, index, queue.type, queue.submit_cpus, &ambiguous);
+    if (!ambiguous.empty())
+        ctx.warnings.push_back(disk.name + ": " + ambiguous);
+    if (!irq && disk.kind == DeviceKind::nvme && disk.transport == "pcie") {
+        if (!type && nvme_irqs_seen) {
+            // A PCIe controller's queue without an IRQ while its other
+            // vectors are there is a poll queue (debugfs, not mounted here,
+            // would say so).
+            queue.type = QueueType::poll;
+        } else if (queue.type != QueueType::poll && nvme_irqs_seen) {
+            ctx.warnings.push_back(disk.name + ": hardware queue " + hctx + " (" +
+                                   std::string(to_string(queue.type)) + ") has no IRQ " +
+                                   facts.controller + "q" + std::to_string(index + 1) +
+                                   "; taken to complete on its submitting CPUs");
+        }
     }
+    // Any other queue without an IRQ of its own completes where it is
+    // submitted (the else below): NVMe over fabrics (tcp, rdma, fc, loop)
+    // names no IRQ per queue, and without /sys/kernel/irq none is known.
     if (irq) {
         auto cpus = read_irq_cpus(ctx.root, irq->irq);
         if (!cpus)
@@ -297,6 +383,8 @@ Result<std::optional<BlockDevice>> read_disk(const DiskContext& ctx, const std::
         return dev.error();
 
     auto link = ctx.root.link_basename(dir + "/device");
+    if (!link && nvme_name)
+        return link.error(); // the controller (or subsystem) is not known
     const std::string device = link ? *link : std::string{};
     if (path_disk) {
         disk.kind = DeviceKind::nvme;
@@ -328,6 +416,11 @@ Result<std::optional<BlockDevice>> read_disk(const DiskContext& ctx, const std::
         disk.model = ctrl->model;
         disk.serial = ctrl->serial;
         disk.transport = ctrl->transport;
+        // While a controller resets or reconnects its I/O queues' IRQs are
+        // freed: what discovery would read of them is no mapping at all.
+        // The device comes back with the rescan its state change brings.
+        if (!ctrl->state.empty() && ctrl->state != "live")
+            return make_error("controller " + ctrl->name + " is " + ctrl->state + ", not live");
     }
 
     if (disk.kind == DeviceKind::nvme_multipath_head)
@@ -345,8 +438,10 @@ Result<std::optional<BlockDevice>> read_disk(const DiskContext& ctx, const std::
     DiskIrqFacts facts{disk.kind, disk.controller, device, {}};
     if (disk.kind != DeviceKind::nvme)
         facts.msi_affinities = read_msi_affinities(ctx.root, name);
+    const bool nvme_irqs_seen =
+        disk.kind == DeviceKind::nvme && ctx.irq_names.contains(disk.controller + "q0");
     for (int index : indexes) {
-        auto queue = read_queue(ctx, disk, facts, index);
+        auto queue = read_queue(ctx, disk, facts, index, nvme_irqs_seen);
         if (!queue)
             return queue.error();
         disk.queues.push_back(std::move(*queue));
@@ -387,8 +482,9 @@ Result<Topology> discover_topology(const SysRoot& root) {
     if (topo.cpuidle_governor.empty())
         topo.cpuidle_governor =
             read_optional(root, std::string(cpu_dir) + "/cpuidle/current_governor");
+    const bool driver_active = !topo.cpuidle_driver.empty() && topo.cpuidle_driver != "none";
     for (int id : topo.online_cpus)
-        topo.cpus.push_back(read_cpu(root, id, topo.warnings));
+        topo.cpus.push_back(read_cpu(root, id, driver_active, topo.warnings));
 
     if (auto global = read_parsed(root, "/dev/cpu_dma_latency", parse_cpu_dma_latency)) {
         topo.cpu_dma_latency = *global;
@@ -420,6 +516,19 @@ Result<Topology> discover_topology(const SysRoot& root) {
             topo.warnings.push_back(disk.error().message + ", skipping device " + name);
         }
     }
+    // The kernel adds a multipath head once one of its paths is usable (ANA
+    // optimized or non-optimized); until then its paths have nothing to
+    // keep their IO statistics in.
+    std::set<std::string> names;
+    for (const auto& disk : topo.devices)
+        names.insert(disk.name);
+    std::erase_if(topo.devices, [&](const BlockDevice& path) {
+        if (path.multipath_head.empty() || names.contains(path.multipath_head))
+            return false;
+        topo.warnings.push_back("multipath head /sys/block/" + path.multipath_head +
+                                " is missing, skipping device " + path.name);
+        return true;
+    });
     // A multipath head lists its paths.
     for (auto& head : topo.devices) {
         if (head.kind != DeviceKind::nvme_multipath_head)

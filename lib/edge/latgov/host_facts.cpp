@@ -30,10 +30,45 @@ Found found_any(const SysRoot& root, std::initializer_list<std::string_view> pat
     return denied ? Found::unreadable : Found::no;
 }
 
+// A limit in status.json: null (none) or a whole number of microseconds
+// /dev/cpu_dma_latency could hold; anything else is not what latgovd writes.
+// (A struct rather than an optional of LatencyLimit, itself an optional:
+// GCC 12 warns of a maybe-uninitialized member in the nested one.)
+struct StatusLimit {
+    bool valid = false;
+    LatencyLimit limit;
+};
+
+StatusLimit status_limit(const nlohmann::json& value) {
+    if (value.is_null())
+        return {true, LatencyLimit{}};
+    if (!value.is_number_integer() || value.get<std::int64_t>() < 0 ||
+        value.get<std::uint64_t>() > std::numeric_limits<std::uint32_t>::max())
+        return {};
+    return {true, LatencyLimit{value.get<std::uint32_t>()}};
+}
+
+// The CPU number of one entry of status.json's "cpus", nullopt when it is
+// not one.
+std::optional<int> status_cpu(const nlohmann::json& entry) {
+    if (!entry.is_object())
+        return std::nullopt;
+    const auto it = entry.find("cpu");
+    if (it == entry.end() || !it->is_number_integer() || it->get<std::int64_t>() < 0 ||
+        it->get<std::uint64_t>() > static_cast<std::uint64_t>(std::numeric_limits<int>::max()))
+        return std::nullopt;
+    return it->get<int>();
+}
+
 } // namespace
 
-HostFacts read_host_facts(const SysRoot& root, const Topology& topology,
-                          const nlohmann::json& status, const std::filesystem::path& runtime_dir) {
+Result<HostFacts> read_host_facts(const SysRoot& root, const Topology& topology,
+                                  const nlohmann::json& status,
+                                  const std::filesystem::path& runtime_dir) {
+    const std::string status_path = (runtime_dir / "status.json").string();
+    auto malformed = [&](const std::string& key, std::string_view what) {
+        return make_error(status_path + ": " + key + ": " + std::string(what));
+    };
     HostFacts f;
     f.cpuidle_driver = topology.cpuidle_driver;
     f.cpuidle_governor = topology.cpuidle_governor;
@@ -46,11 +81,34 @@ HostFacts read_host_facts(const SysRoot& root, const Topology& topology,
         f.latgov_gone_pid = status_writer_gone(runtime_dir, status);
     if (status.is_object() && !f.latgov_gone_pid) {
         f.latgov_running = true;
-        if (status.contains("global_limit_us") && status["global_limit_us"].is_number())
-            f.latgov_global_limit = status["global_limit_us"].get<std::uint32_t>();
-        for (const auto& c : status.value("cpus", nlohmann::json::array()))
-            if (c.contains("limit_us") && !c["limit_us"].is_null())
-                f.latgov_held_cpus.insert(c["cpu"].get<int>());
+        if (const auto global = status.find("global_limit_us"); global != status.end()) {
+            const auto limit = status_limit(*global);
+            if (!limit.valid)
+                return malformed("global_limit_us",
+                                 "must be null or a number of microseconds, got " + global->dump());
+            f.latgov_global_limit = limit.limit;
+        }
+        const auto cpus = status.find("cpus");
+        if (cpus != status.end() && !cpus->is_array())
+            return malformed("cpus", "must be an array, got " + cpus->dump());
+        for (size_t i = 0; cpus != status.end() && i < cpus->size(); ++i) {
+            const auto& c = (*cpus)[i];
+            const std::string key = "cpus[" + std::to_string(i) + "]";
+            const auto cpu = status_cpu(c);
+            if (!cpu)
+                return malformed(key + ".cpu",
+                                 "must be a CPU number, got " + (c.is_object() && c.contains("cpu")
+                                                                     ? c["cpu"].dump()
+                                                                     : std::string("nothing")));
+            const auto limit = c.find("limit_us");
+            if (limit == c.end())
+                continue;
+            if (!status_limit(*limit).valid)
+                return malformed(key + ".limit_us",
+                                 "must be null or a number of microseconds, got " + limit->dump());
+            if (!limit->is_null())
+                f.latgov_held_cpus.insert(*cpu);
+        }
     }
     f.tracefs_events =
         found_any(root, {"/sys/kernel/tracing/events/block/block_rq_issue/id",
@@ -131,21 +189,27 @@ std::string format_other_holders(const SysRoot& root, const nlohmann::json& stat
     std::vector<std::string> others;
     if (auto bytes = root.read("/dev/cpu_dma_latency"))
         if (auto global = parse_cpu_dma_latency(*bytes); global && *global) {
-            const auto& own = status.value("global_limit_us", nlohmann::json());
-            if (!own.is_number() || own.get<std::uint32_t>() != **global)
+            const auto own = status.is_object()
+                                 ? status_limit(status.value("global_limit_us", nlohmann::json()))
+                                 : StatusLimit{};
+            if (!own.valid || own.limit != *global)
                 others.push_back(fmt::format("/dev/cpu_dma_latency {} us", **global));
         }
-    for (const auto& c : status.value("cpus", nlohmann::json::array())) {
+    const auto cpus = status.is_object() ? status.value("cpus", nlohmann::json::array())
+                                         : nlohmann::json::array();
+    for (const auto& c : cpus.is_array() ? cpus : nlohmann::json::array()) {
+        const auto cpu = status_cpu(c);
+        if (!cpu)
+            continue; // not what latgovd writes: `latgov doctor` says so
         if (!c.value("limit_us", nlohmann::json()).is_null())
             continue; // latgov's own
-        const int cpu = c.value("cpu", -1);
         auto text = root.read(fmt::format("/sys/devices/system/cpu/cpu{}/power/"
                                           "pm_qos_resume_latency_us",
-                                          cpu));
+                                          *cpu));
         if (!text)
             continue;
         if (auto value = parse_resume_latency(trim(*text)); value && *value)
-            others.push_back(fmt::format("cpu{} {}", cpu, format_resume_latency(*value)));
+            others.push_back(fmt::format("cpu{} {}", *cpu, format_resume_latency(*value)));
     }
     return others.empty() ? "other holders: none\n"
                           : fmt::format("other holders (kept, not governed by latgov): {}\n",

@@ -17,8 +17,12 @@ namespace latgov {
 // `status` is latgovd's status.json from `runtime_dir` when there is one,
 // else null. A status whose latgovd is gone (status_writer_gone) holds
 // nothing of latgov's: its CPUs count as held by someone else.
-HostFacts read_host_facts(const SysRoot& root, const Topology& topology,
-                          const nlohmann::json& status, const std::filesystem::path& runtime_dir);
+// A status that is not what latgovd writes (a "cpus" entry without a CPU
+// number, a limit that is not null or a number of microseconds) is an error
+// naming the file and the key ("/run/latgov/status.json: cpus[0].cpu: ...").
+Result<HostFacts> read_host_facts(const SysRoot& root, const Topology& topology,
+                                  const nlohmann::json& status,
+                                  const std::filesystem::path& runtime_dir);
 
 // Whether the latgovd that wrote `status` still runs: it holds
 // `runtime_dir`'s lock, as every latgovd does while it runs (a latgovd

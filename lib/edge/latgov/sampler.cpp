@@ -46,11 +46,15 @@ Result<IoSampler> IoSampler::open(const SysRoot& root, const std::vector<std::st
     auto proc_stat = PreadFile::open(root, "/proc/stat");
     if (!proc_stat)
         return proc_stat.error();
-    std::vector<PreadFile> stats;
+    std::vector<std::optional<PreadFile>> stats;
+    std::vector<std::string> warnings;
     for (const auto& name : devices) {
         auto file = PreadFile::open(root, "/sys/block/" + name + "/stat");
-        if (!file)
-            return file.error();
+        if (!file) {
+            warnings.push_back(file.error().message + "; the IO of " + name + " is not seen");
+            stats.emplace_back();
+            continue;
+        }
         stats.push_back(std::move(*file));
     }
     std::vector<PreadFile> tags;
@@ -61,7 +65,7 @@ Result<IoSampler> IoSampler::open(const SysRoot& root, const std::vector<std::st
             return file.error();
         tags.push_back(std::move(*file));
     }
-    return IoSampler(std::move(*proc_stat), std::move(stats), std::move(tags));
+    return IoSampler(std::move(*proc_stat), std::move(stats), std::move(tags), std::move(warnings));
 }
 
 Result<void> IoSampler::sample(IoSample& out) {
@@ -74,12 +78,16 @@ Result<void> IoSampler::sample(IoSample& out) {
         return make_error("Failed to parse " + proc_stat_.path() + ": " + parsed.error().message);
     out.devices.resize(device_stats_.size());
     for (size_t i = 0; i < device_stats_.size(); ++i) {
-        auto stat_text = device_stats_[i].read();
+        if (!device_stats_[i]) {
+            out.devices[i] = BlockStat{};
+            continue;
+        }
+        auto stat_text = device_stats_[i]->read();
         if (!stat_text)
             return stat_text.error();
         auto stat = parse_block_stat(*stat_text);
         if (!stat)
-            return make_error("Failed to parse " + device_stats_[i].path() + ": " +
+            return make_error("Failed to parse " + device_stats_[i]->path() + ": " +
                               stat.error().message);
         out.devices[i] = *stat;
     }

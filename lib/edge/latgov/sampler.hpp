@@ -10,6 +10,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -36,21 +37,26 @@ class IoSampler {
   public:
     // `devices`: disk names whose /sys/block/<d>/stat is read every tick;
     // `queues`: hardware queues whose debugfs tags are read too (each read
-    // takes the queue's mutex in the kernel: opt-in).
+    // takes the queue's mutex in the kernel: opt-in). A device whose stat
+    // cannot be opened is left out, not the others with it: its slot of
+    // every sample stays zero (no IO seen) and warnings() says which.
     static Result<IoSampler> open(const SysRoot& root, const std::vector<std::string>& devices,
                                   const std::vector<QueueTags>& queues = {});
     // Fails when a file cannot be read any more (a device went away): the
     // caller rescans the topology.
     Result<void> sample(IoSample& out);
+    // One line per device left out at open(), for the caller to log once.
+    const std::vector<std::string>& warnings() const { return warnings_; }
 
   private:
-    IoSampler(PreadFile proc_stat, std::vector<PreadFile> device_stats,
-              std::vector<PreadFile> queue_tags)
+    IoSampler(PreadFile proc_stat, std::vector<std::optional<PreadFile>> device_stats,
+              std::vector<PreadFile> queue_tags, std::vector<std::string> warnings)
         : proc_stat_(std::move(proc_stat)), device_stats_(std::move(device_stats)),
-          queue_tags_(std::move(queue_tags)) {}
+          queue_tags_(std::move(queue_tags)), warnings_(std::move(warnings)) {}
     PreadFile proc_stat_;
-    std::vector<PreadFile> device_stats_;
+    std::vector<std::optional<PreadFile>> device_stats_; // nullopt: left out
     std::vector<PreadFile> queue_tags_;
+    std::vector<std::string> warnings_;
 };
 
 } // namespace latgov
