@@ -1,5 +1,6 @@
 // The governor on plain structs: a topology, samples and times, no files.
 #include "latgov/governor.hpp"
+#include "machines.hpp"
 
 #include <doctest/doctest.h>
 
@@ -555,4 +556,254 @@ TEST_CASE("prearm: a window over two queues of one CPU is one window, one miss")
     CHECK_FALSE(g.any_active());
     CHECK(g.periodic().misses() == 1);
     REQUIRE(g.periodic().period()); // one miss is not two in a row
+}
+
+TEST_CASE("IRQ counts: 32 bits, and a count that went down was reset and says nothing") {
+    CHECK(irq_count_delta(100, 105) == 5);
+    CHECK(irq_count_delta(0xFFFFFFF0u, 0xFFFFFFF3u) == 3);
+    CHECK(irq_count_delta(1000000, 3) == 0); // the IRQ was freed and allocated again
+    CHECK(irq_count_delta(0x1'0000'0005u, 0x0000'0007u) == 2); // only 32 bits count
+    Governor g(machine(), default_config(), declared_costs(machine()));
+    g.observe(sample(4000000, 0, 100, 10), t0);
+    g.observe(sample(4000000, 0, 100, 10), t0 + 5ms);
+    // Queue 0's IRQ count starts again from 2, with no IO on the disk.
+    CHECK_FALSE(g.observe(sample(2, 0, 100, 10), t0 + 10ms));
+    CHECK_FALSE(g.any_active());
+    CHECK(g.observe(sample(4, 0, 102, 11), t0 + 15ms));
+    CHECK(g.holds().percpu.count(0) == 1);
+}
+
+TEST_CASE("a limit that changes on a CPU with other idle costs than the first is a change") {
+    // CPU 1 is calibrated: its C1E costs 30 us, CPU 0's as declared.
+    auto costs = declared_costs(machine());
+    costs.at(1)[2].cost_us = 30.0;
+    Governor g(machine(), default_config(), costs);
+    g.observe(sample(0, 0, 0, 0), t0);
+    // A 100 us mean allows 10 us: CPU 0 keeps C1E (4), CPU 1 only C1 (1).
+    CHECK(g.observe(sample(1000, 1000, 2000, 200), t0 + 5ms));
+    CHECK(g.holds().percpu.at(0).limit == LatencyLimit{4});
+    CHECK(g.holds().percpu.at(1).limit == LatencyLimit{1});
+    // Slower requests (a 550 us mean): CPU 1's C1E fits, CPU 0's limit stays.
+    CHECK(g.observe(sample(1050, 1050, 2100, 300), t0 + 10ms));
+    CHECK(g.holds().percpu.at(0).limit == LatencyLimit{4});
+    CHECK(g.holds().percpu.at(1).limit == LatencyLimit{4});
+}
+
+namespace {
+
+// One request at a time on vda (IRQ 36, completing on CPU 1): issued every
+// `period_us`, each `service_us` long, sampled every `tick`.
+struct OneAtATime {
+    double period_us = 6150;
+    double service_us = 150;
+    IoSample at(TimePoint now) const {
+        const double t_us = std::chrono::duration<double, std::micro>(now - t0).count();
+        // Requests issued at 1000 us + k * period.
+        const double since = t_us - 1000;
+        const auto issued =
+            since < 0 ? std::uint64_t{0} : static_cast<std::uint64_t>(since / period_us) + 1;
+        const auto done = since < service_us
+                              ? std::uint64_t{0}
+                              : static_cast<std::uint64_t>((since - service_us) / period_us) + 1;
+        IoSample s;
+        s.irq_counts.assign(38, 0);
+        s.irq_counts[36] = done;
+        BlockStat stat;
+        stat.read_ios = done;
+        stat.read_ticks_ms =
+            static_cast<std::uint64_t>(static_cast<double>(done) * service_us / 1000);
+        stat.in_flight = issued - done;
+        s.devices = {stat};
+        return s;
+    }
+};
+
+struct Run {
+    int activations = 0;
+    int late_activations = 0; // after the first 500 ms
+    int held_ticks = 0;
+    int unheld_active_ticks = 0;
+};
+
+Run run_ticks(Governor& g, const OneAtATime& io, std::chrono::milliseconds length,
+              std::chrono::milliseconds tick = 5ms) {
+    Run r;
+    g.observe(io.at(t0), t0);
+    for (TimePoint now = t0 + tick; now <= t0 + length; now += tick) {
+        const bool was = g.any_active();
+        g.observe(io.at(now), now);
+        if (!was && g.any_active()) {
+            ++r.activations;
+            if (now - t0 > 500ms)
+                ++r.late_activations;
+        }
+        if (!g.holds().percpu.empty())
+            ++r.held_ticks;
+        else if (g.any_active())
+            ++r.unheld_active_ticks;
+    }
+    return r;
+}
+
+} // namespace
+
+TEST_CASE("a stream whose gaps outlast the tick and the linger learns its gap between releases") {
+    const Topology t = virtio_machine("haltpoll", "haltpoll");
+    for (double period_us : {6150.0, 8150.0}) {
+        CAPTURE(period_us);
+        Governor g(t, default_config(), declared_costs(t));
+        const Run r = run_ticks(g, OneAtATime{period_us, 150}, 3s);
+        const GovernedDevice& vda = g.devices()[0];
+        // The gap is learnt (first between releases, then from windows), and
+        // linger covers it: the stream stays active instead of being
+        // released after each request and taken again.
+        REQUIRE(vda.evidence.gap_us());
+        CHECK(*vda.evidence.gap_us() == doctest::Approx(period_us - 150).epsilon(0.05));
+        CHECK(g.linger_of(vda) >=
+              std::chrono::milliseconds(static_cast<long>(2 * (period_us - 150) / 1000)));
+        // A few spans while the first requests are counted, none after.
+        CHECK(r.activations <= 6);
+        CHECK(r.late_activations == 0);
+        // So windows finish and the experiment alternates: some active
+        // ticks are held, some not.
+        CHECK(vda.evidence.windows() >= 3);
+        CHECK(r.held_ticks > 0);
+        CHECK(r.unheld_active_ticks > 0);
+    }
+}
+
+TEST_CASE("a known verdict at the gap learnt between releases is followed: no hold where it buys "
+          "nothing") {
+    const Topology t = virtio_machine("haltpoll", "haltpoll");
+    EvidenceBook book;
+    book.gaps[gap_class(6000)].verdict = Verdict::no_hold;
+    Governor g(t, default_config(), declared_costs(t), book);
+    const Run r = run_ticks(g, OneAtATime{6150, 150}, 2s);
+    // Held only until the gap was known (the first two spans), not for 2 s.
+    CHECK(r.held_ticks <= 10);
+    CHECK_FALSE(g.devices()[0].decision.hold);
+    CHECK(g.any_active());
+}
+
+TEST_CASE("the haltpoll driver under menu: the declared 1 us is no cost, live IO decides") {
+    const Topology t = virtio_machine("haltpoll", "menu");
+    Governor g(t, default_config(), declared_costs(t));
+    REQUIRE(g.evidence_decides(g.devices()[0]));
+    g.observe(OneAtATime{}.at(t0), t0);
+    g.observe(OneAtATime{}.at(t0 + 5ms), t0 + 5ms);
+    REQUIRE(g.any_active());
+    // Nothing learnt yet: the experiment's first arm holds 0, which
+    // excludes the halt under menu too.
+    REQUIRE(g.holds().percpu.count(1) == 1);
+    CHECK(g.holds().percpu.at(1).limit == LatencyLimit{0});
+}
+
+namespace {
+
+// A closed loop of 4k reads at `cycle_us` per request, 20 ms ticks, on vda
+// and (optionally) a steady stream on vdb.
+struct TwoDisks {
+    std::uint64_t ios = 0;
+    double busy_ms = 0;
+    double carry = 0;
+    std::uint64_t other = 0;
+    IoSample next(double cycle_us, double service_us, bool other_busy) {
+        carry += 20000.0 / cycle_us;
+        const auto n = static_cast<std::uint64_t>(carry);
+        carry -= static_cast<double>(n);
+        ios += n;
+        busy_ms += static_cast<double>(n) * service_us / 1000.0;
+        if (other_busy)
+            other += 50;
+        IoSample s;
+        s.irq_counts.assign(38, 0);
+        s.irq_counts[36] = ios;
+        s.irq_counts[37] = other;
+        BlockStat a;
+        a.read_ios = ios;
+        a.read_ticks_ms = static_cast<std::uint64_t>(busy_ms);
+        BlockStat b;
+        b.read_ios = other;
+        b.read_ticks_ms = other / 10;
+        s.devices = {a, b};
+        return s;
+    }
+};
+
+Topology two_virtio_disks() {
+    Topology t = virtio_machine("haltpoll", "haltpoll");
+    BlockDevice vdb = t.devices[0];
+    vdb.name = "vdb";
+    vdb.dev = "253:16";
+    vdb.queues[0].irq = 37;
+    vdb.queues[0].irq_name = "virtio2-req.0";
+    t.devices.push_back(vdb);
+    return t;
+}
+
+int pairs_of(const Governor& g) {
+    int pairs = 0;
+    for (const auto& [cls, e] : g.evidence().gaps)
+        pairs += e.gains.pairs;
+    return pairs;
+}
+
+} // namespace
+
+TEST_CASE("a window without the hold while another device held the same CPU is not counted") {
+    Config config = default_config();
+    DeviceRule fixed;
+    fixed.match.name = "vdb";
+    fixed.mode = Mode::fixed;
+    fixed.limit_us = 0;
+    fixed.origin = "t.toml:1:1";
+    config.devices.push_back(fixed);
+    const Topology t = two_virtio_disks();
+    Governor g(t, config, declared_costs(t));
+    REQUIRE(g.devices().size() == 2);
+    TwoDisks io;
+    g.observe(io.next(1e9, 40, false), t0);
+    TimePoint now = t0;
+    bool saw_unheld_arm = false;
+    // vdb streams all along and holds CPU 1 at 0: vda's arm without the
+    // hold is held anyway, and its windows must not enter the evidence.
+    for (int i = 1; i < 300; ++i) {
+        now += 20ms;
+        saw_unheld_arm |= g.devices()[0].decision.experimenting && !g.devices()[0].decision.hold;
+        g.observe(io.next(1090, 40, true), now); // CPU 1 held: the held cycle
+    }
+    CHECK(saw_unheld_arm);
+    CHECK(pairs_of(g) == 0);
+    CHECK_FALSE(g.take_evidence_changed());
+    // vdb goes idle: vda's windows without the hold count again.
+    for (int i = 0; i < 300 && pairs_of(g) == 0; ++i) {
+        now += 20ms;
+        const bool held = g.holds().percpu.count(1) == 1;
+        g.observe(io.next(held ? 1090 : 1150, held ? 40 : 50, false), now);
+    }
+    CHECK(pairs_of(g) > 0);
+}
+
+TEST_CASE("a device under dry-run holds nothing, so it runs no experiment and learns nothing") {
+    Config config = default_config();
+    config.defaults.backend = Backend::dry_run;
+    const Topology t = virtio_machine("haltpoll", "haltpoll");
+    Governor g(t, config, declared_costs(t));
+    TwoDisks io;
+    IoSample s = io.next(1e9, 40, false);
+    s.devices.resize(1);
+    g.observe(s, t0);
+    bool changed = false;
+    for (int i = 1; i < 300; ++i) {
+        // As if what dry-run would hold were held: a clear gain.
+        const bool held = g.holds().dry_run.count(1) == 1;
+        s = io.next(held ? 1090 : 1150, held ? 40 : 50, false);
+        s.devices.resize(1);
+        g.observe(s, t0 + i * 20ms);
+        changed |= g.take_evidence_changed();
+    }
+    CHECK(g.devices()[0].evidence.windows() > 0); // it did track its gap
+    CHECK_FALSE(changed);
+    CHECK(pairs_of(g) == 0);
+    CHECK(g.evidence().gaps.empty());
 }

@@ -188,6 +188,37 @@ TEST_CASE("idle queues hold no waiter, whatever iowait other disks cause") {
     CHECK(g.devices()[0].queues[0].waiters.empty());
 }
 
+TEST_CASE("iowait over a span longer than the waiter window is a new baseline, not a waiter") {
+    WaiterCpus w;
+    w.observe_iowait(std::vector<std::uint64_t>{10, 10}, t0);
+    // An idle daemon slept 10 s: CPU 0's iowait grew then, long ago.
+    w.observe_iowait(std::vector<std::uint64_t>{500, 10}, t0 + 10s);
+    CHECK(w.select({0, 1}, t0 + 10s, waiter_window).empty());
+    CHECK_FALSE(w.any(t0 + 10s, waiter_window));
+    // From that baseline, growth at the next tick is now.
+    w.observe_iowait(std::vector<std::uint64_t>{500, 11}, t0 + 10s + 5ms);
+    CHECK(w.select({0, 1}, t0 + 10s + 5ms, waiter_window) == CpuSet{1});
+    // A span within the window still counts.
+    w.observe_iowait(std::vector<std::uint64_t>{501, 11}, t0 + 10s + 5ms + waiter_window);
+    CHECK(w.select({0, 1}, t0 + 10s + 5ms + waiter_window, waiter_window) == CpuSet{0, 1});
+}
+
+TEST_CASE("the first sample after an idle daemon slept takes no waiter from old iowait") {
+    Governor g(virtio_machine(), fixed_zero(), declared_costs(virtio_machine()));
+    g.observe(vda_sample(0, 0, 0, {0, 0}), t0);
+    // 10 s later a request woke the daemon: CPU 0 sat in iowait seconds
+    // ago, CPU 1 issued the request now.
+    g.on_request_issued(253u << 20, 1, t0 + 10s, true);
+    g.observe(vda_sample(2, 2, 0, {300, 0}), t0 + 10s + 5ms);
+    REQUIRE(g.any_active());
+    CHECK(g.devices()[0].queues[0].waiters == CpuSet{1});
+    CHECK(g.holds().percpu.count(0) == 0);
+    // After a rebase too, the next tick's growth counts from it.
+    g.rebase(vda_sample(3, 3, 0, {300, 0}), t0 + 10s + 10ms);
+    g.observe(vda_sample(4, 4, 0, {301, 0}), t0 + 10s + 15ms);
+    CHECK(g.devices()[0].queues[0].waiters == CpuSet{0, 1});
+}
+
 TEST_CASE("request issue counts name the submitting CPUs tick by tick, a cleared read is a "
           "baseline") {
     WaiterCpus w;

@@ -24,7 +24,8 @@
 //             time would turn a 50 us gain on a 170 us request into 4%).
 // Holding is kept when it lowers either measure by a clear margin and worsens
 // neither; it is dropped when both gains are surely below the margin, or
-// either is surely negative (holding must never make latency worse).
+// either is surely negative (holding must never make latency worse), or when
+// no gain is sure after max_pairs (holding buys nothing measurable).
 #pragma once
 
 #include "latgov/calibration.hpp"
@@ -59,9 +60,11 @@ constexpr double gap_class_slack = 1.25;
 // only when the gap leaves the class's bounds by more than 25%, so windows
 // with and without the hold (whose gaps differ by the wake-up saved) do not
 // fall into two classes, and only when two windows in a row leave it on the
-// same side. One odd window is not a new workload: measured here, the window
-// where fio's ramp ended saw a 258 us gap in a 1 ms think-time job, and
-// moving on it cost a 310 ms experiment window without the hold.
+// same side. One odd window is not a new workload: on the development
+// machine (a 2-vCPU KVM guest with the haltpoll cpuidle driver), the one
+// window with an odd gap as fio's ramp ended started an experiment that
+// released the hold for 310 ms (README.md, the run at f7278c6,
+// bench/results/2026-12-01-haltpoll-vda-4/).
 class GapClassTracker {
   public:
     // The class after one more window's gap; the first gap sets it.
@@ -113,7 +116,7 @@ std::string_view to_string(Verdict verdict);
 
 struct EvidenceRules {
     int min_pairs = 4;  // never decide on fewer
-    int max_pairs = 16; // then hold only where every point gain clears the margin
+    int max_pairs = 16; // then, no gain being sure, hold nothing
     // The confidence that makes a difference sure, as a normal quantile: 2.5
     // (one-sided 0.6%). With n pairs the standard errors are multiplied by
     // Student's t with n - 1 degrees of freedom at that confidence.
@@ -121,9 +124,10 @@ struct EvidenceRules {
     double margin = 0.03; // a gain below 3% is not worth holding for
     // After the hold is switched, this long is not measured: in a guest the
     // effect of a switch takes time to show (the host adapts its own
-    // polling and scheduling to how the vCPU sleeps); measured here, 80 ms
-    // windows right after each switch saw a sixth of the gain that a
-    // sustained hold gives.
+    // polling and scheduling to how the vCPU sleeps; README.md, on the
+    // learning in auto mode: on the development machine, a 2-vCPU KVM guest
+    // with the haltpoll cpuidle driver, 80 ms windows flipped back to back
+    // saw a sixth of the gain of a sustained hold).
     std::chrono::milliseconds settle{200};
     // A window ends once it has both; one with too few completions after
     // max_window is dropped.
@@ -162,18 +166,23 @@ struct EvidenceBook {
 // shorter gap carries over to a longer one whose own pairs show no loss
 // (no point estimate below -margin), and a clear "buys nothing" at a longer
 // gap carries over to a shorter one whose own pairs show no gain above the
-// margin. Measured here: 1 ms of think time took 13 pairs and stayed
-// uncertain (cycle +0.9% +- 1.3 of 1.1 ms, service +8.4% +- 4.9) while back-to-back
-// IO had decided "hold" in 7.
+// margin. In bench/results/2026-11-30-haltpoll-vda-2/learnt-evidence (a
+// 2-vCPU KVM guest with the haltpoll cpuidle driver), back-to-back IO
+// decided "hold" in 4 pairs, and the 512-1024 us class, uncertain alone
+// after 5 (wait gain +27% +- 21, service gain +3% +- 18), took it.
 GapEvidence judge_at(const EvidenceBook& book, int cls, const Gains& gains,
                      const EvidenceRules& rules);
 
-// Stamps new verdicts with `now_s` and makes "no-hold" verdicts older than
-// `max_age` uncertain again: what holding buys depends on how idle the CPUs
-// are, and a verdict taken while other work kept them busy (measured here:
-// no gain at a load average of 7 on 2 CPUs, a third off the latency at 3)
-// must not keep a quiet machine unheld for good. "hold" verdicts stay:
-// holding costs poll time only while a CPU would idle. True when it changed.
+// Stamps new verdicts with `now_s` and makes verdicts older than `max_age`
+// uncertain again, to be measured afresh. What holding buys depends on how
+// idle the CPUs are: a "no-hold" taken while other work kept them busy
+// (README.md, on a 2-vCPU KVM guest with the haltpoll cpuidle driver: holding
+// cut QD1 read latency by a third at a load average of 3.9 and not at all at
+// 7.3) must not keep a quiet machine unheld for good, nor a "hold" taken on a
+// quiet one keep a busy one held; and a verdict that noise decided (judge
+// allows that at its confidence) must not stand for good either. A stamp in
+// the future (the clock stepped back) is an unknown age: expired too. True
+// when it changed.
 bool refresh_verdicts(EvidenceBook& book, std::int64_t now_s, std::chrono::seconds max_age);
 
 std::string format_evidence(const EvidenceBook& book);
@@ -187,6 +196,11 @@ struct HoldDecision {
     bool hold = true;
     bool experimenting = false;
     std::optional<int> gap_class;
+    // The class whose verdict decided, and that verdict's evidence: the gap's
+    // own class, or the one across a bound the gap is near (see
+    // gap_class_slack); empty while experimenting.
+    std::optional<int> decided_by;
+    GapEvidence evidence;
 };
 
 // A device's live windows, its gap and, while the effect at that gap is
@@ -202,6 +216,11 @@ class HoldEvidence {
                  bool experiment = true);
     // The device went idle: the window in progress would measure idle time.
     void idle();
+    // The gap of spans of IO too short for a window (the governor measures
+    // it from one release to a later one): it moves the gap and its class
+    // as a window's would, so linger and the decision follow it; nothing is
+    // learnt.
+    void span_gap(double gap_us);
     HoldDecision decide(const EvidenceBook& book) const;
     std::optional<double> gap_us() const { return gap_us_; }
     // The windows finished so far and the last one, for debug logs.

@@ -20,6 +20,12 @@ void LatencyEstimator::add(std::uint64_t ios, std::uint64_t ticks_ms, std::uint3
     ticks_ms_ = 0;
 }
 
+std::uint64_t irq_count_delta(std::uint64_t before, std::uint64_t after) {
+    const auto from = static_cast<std::uint32_t>(before);
+    const auto to = static_cast<std::uint32_t>(after);
+    return to >= from ? std::uint64_t{to} - from : 0;
+}
+
 std::map<int, std::vector<IdleCost>> declared_costs(const Topology& topology) {
     std::map<int, std::vector<IdleCost>> costs;
     for (const auto& cpu : topology.cpus)
@@ -30,7 +36,7 @@ std::map<int, std::vector<IdleCost>> declared_costs(const Topology& topology) {
 namespace {
 
 DeviceIdentity identity_of(const BlockDevice& disk) {
-    return {disk.name, disk.model, disk.serial, disk.wwid, disk.transport};
+    return {disk.name, disk.model, disk.serial, disk.wwid, disk.transport, disk.multipath_head};
 }
 
 bool has_own_irqs(const BlockDevice& disk) {
@@ -45,6 +51,14 @@ Governor::Governor(const Topology& topology, const Config& config,
     : costs_(std::move(costs)),
       kind_(idle_governor_kind(topology.cpuidle_driver, topology.cpuidle_governor)),
       book_(std::move(evidence)) {
+    // A CPU whose idle table could not be read may have a deep state no
+    // limit chosen from the rest would exclude: every state but POLL is
+    // taken to cost too much there, so an active queue holds it at 0.
+    for (const auto& cpu : topology.cpus)
+        if (!cpu.idle_states_known)
+            costs_[cpu.id] = {IdleCost{.name = "unknown",
+                                       .exit_latency_us = 1,
+                                       .cost_us = std::numeric_limits<double>::infinity()}};
     for (const auto& disk : topology.devices)
         if (auto dev = parse_kernel_dev(disk.dev)) {
             known_devs_.push_back(*dev);
@@ -88,12 +102,13 @@ Governor::Governor(const Topology& topology, const Config& config,
 }
 
 void Governor::rebase(const IoSample& sample, TimePoint now) {
-    waiters_.rebase(sample.cpu_iowait, sample.cpu_issues);
+    waiters_.rebase(sample.cpu_iowait, sample.cpu_issues, now);
     previous_ = sample;
     previous_time_ = now;
     for (auto& device : devices_) {
         device.evidence.idle();
         device.was_active = false; // the next tick spans the blind one too
+        device.span_from.reset();  // what the blind span counted is lost
     }
 }
 
@@ -111,7 +126,7 @@ bool Governor::observe(const IoSample& sample, TimePoint now, bool idle_wakes_on
         auto i = static_cast<size_t>(irq);
         if (i >= sample.irq_counts.size() || i >= before.irq_counts.size())
             return 0;
-        return sample.irq_counts[i] - before.irq_counts[i];
+        return irq_count_delta(before.irq_counts[i], sample.irq_counts[i]);
     };
     size_t tag_index = 0; // queue_busy follows queue_tags(): device by device, queue by queue
     bool missed = false;  // a pre-armed window closed without its request
@@ -139,6 +154,9 @@ bool Governor::observe(const IoSample& sample, TimePoint now, bool idle_wakes_on
     }
     if (missed)
         periodic_.miss(); // once per window, however many queues it held
+    // What the span until the next sample holds, for the experiments.
+    for (auto& device : devices_)
+        device.others_held = unheld_arm(device) && held_by_others(device);
     previous_ = sample;
     previous_time_ = now;
     return changed;
@@ -195,14 +213,44 @@ bool Governor::decide(GovernedDevice& device, std::uint64_t ios, std::uint64_t t
     bool changed = false;
     const bool active = std::any_of(device.queues.begin(), device.queues.end(),
                                     [](const GovernedQueue& q) { return q.activity.active; });
+    // Spans of IO too short for a window (a stream whose gaps outlast the
+    // linger is released between its requests) still show the gap: from one
+    // release to a later one, the time per request completed in between
+    // (at least span_min_ios of them). Counted from a release, not from an
+    // onset: an idle daemon does not sample until a request wakes it, and
+    // a tick before an onset is not where the idle before it began. Where
+    // a window finished in between, it measured the gap better.
+    device.span_ios += ios;
+    device.span_busy_ms += static_cast<double>(ticks_ms);
+    if (!active && device.was_active) {
+        const bool counted = device.span_from && device.span_windows == device.evidence.windows();
+        if (!counted || device.span_ios >= span_min_ios) {
+            if (counted) {
+                const IoWindow span{
+                    .seconds = std::chrono::duration<double>(now - *device.span_from).count(),
+                    .ios = device.span_ios,
+                    .busy_ms = device.span_busy_ms};
+                device.evidence.span_gap(span.gap_us());
+            }
+            device.span_from = now;
+            device.span_ios = 0;
+            device.span_busy_ms = 0;
+            device.span_windows = device.evidence.windows();
+        }
+    }
     // Every device tracks its gap (auto linger); only those whose idle costs
-    // are unknown experiment and learn. Only ticks spent wholly active
-    // count: the first one after an onset spans idle time too.
-    if (active && device.was_active) {
+    // are unknown experiment and learn, and not under dry-run, which holds
+    // nothing. Only ticks spent wholly active count: the first one after an
+    // onset spans idle time too. A tick of the arm without the hold during
+    // which another device held some of this one's CPUs (the strictest
+    // limit wins) was held after all: its window is dropped, not counted.
+    const bool learns = evidence_decides(device) && device.policy.backend != Backend::dry_run;
+    const bool spoilt = learns && device.others_held && unheld_arm(device);
+    if (active && device.was_active && !spoilt) {
         if (device.evidence.observe(ios, static_cast<double>(ticks_ms), now - previous_time_, book_,
-                                    device.name, {}, evidence_decides(device)))
+                                    device.name, {}, learns))
             evidence_changed_ = true;
-    } else if (!active) {
+    } else if (!active || spoilt) {
         device.evidence.idle();
     }
     device.was_active = active;
@@ -214,8 +262,63 @@ bool Governor::decide(GovernedDevice& device, std::uint64_t ios, std::uint64_t t
     if (!device.has_limit || limit != device.limit)
         changed = true;
     device.limit = limit;
+    // CPUs with other idle-state costs may ask for another limit, and
+    // change when the first one does not: each is compared.
+    if (device.limit_cpus.empty()) {
+        for (const auto& queue : device.queues) {
+            device.limit_cpus.insert(device.limit_cpus.end(), queue.cpus.begin(), queue.cpus.end());
+            device.limit_cpus.insert(device.limit_cpus.end(), queue.submit_cpus.begin(),
+                                     queue.submit_cpus.end());
+        }
+        std::sort(device.limit_cpus.begin(), device.limit_cpus.end());
+        device.limit_cpus.erase(std::unique(device.limit_cpus.begin(), device.limit_cpus.end()),
+                                device.limit_cpus.end());
+        device.cpu_limits.assign(device.limit_cpus.size(), std::nullopt);
+    }
+    for (std::size_t i = 0; i < device.limit_cpus.size(); ++i) {
+        const LatencyLimit at = limit_for(device, device.limit_cpus[i]);
+        if (!device.has_limit || at != device.cpu_limits[i])
+            changed = true;
+        device.cpu_limits[i] = at;
+    }
     device.has_limit = true;
     return changed;
+}
+
+bool Governor::unheld_arm(const GovernedDevice& device) const {
+    return evidence_decides(device) && device.policy.backend != Backend::dry_run &&
+           device.decision.experimenting && !device.decision.hold;
+}
+
+bool Governor::held_by_others(const GovernedDevice& device) const {
+    const auto mine = [&device](int cpu) {
+        return std::any_of(device.queues.begin(), device.queues.end(), [cpu](const auto& q) {
+            return q.activity.active &&
+                   (std::find(q.cpus.begin(), q.cpus.end(), cpu) != q.cpus.end() ||
+                    std::find(q.waiters.begin(), q.waiters.end(), cpu) != q.waiters.end());
+        });
+    };
+    for (const auto& other : devices_) {
+        if (&other == &device || other.policy.backend == Backend::dry_run)
+            continue;
+        for (const auto& queue : other.queues) {
+            if (!queue.activity.active)
+                continue;
+            for (const CpuSet* cpus : {&queue.cpus, &queue.waiters})
+                for (int cpu : *cpus)
+                    // A global request holds every CPU.
+                    if ((other.policy.backend == Backend::global || mine(cpu)) &&
+                        limit_for(other, cpu))
+                        return true;
+        }
+    }
+    return false;
+}
+
+void Governor::note_others_held() {
+    for (auto& device : devices_)
+        if (!device.others_held)
+            device.others_held = unheld_arm(device) && held_by_others(device);
 }
 
 bool Governor::update_waiters(GovernedDevice& device, TimePoint now) {
@@ -300,6 +403,7 @@ bool Governor::on_request_issued(std::uint32_t dev, int cpu, TimePoint now,
         if (started && prearms(device))
             time_request(d, cpu, issued.value_or(now));
     }
+    note_others_held(); // an onset, or a waiter's CPU, may hold what another learns at
     return activated;
 }
 
@@ -339,6 +443,7 @@ bool Governor::prearm(TimePoint now) {
         // Its submitter will wait for it where it issued the last one.
         waiters_.observe_submit(periodic_cpu_, now);
         update_waiters(device, now);
+        note_others_held();
     }
     return activated;
 }
@@ -552,23 +657,32 @@ std::string Governor::limit_reason(const GovernedDevice& device) const {
                                return g.second.verdict != Verdict::uncertain;
                            }));
     const std::string gap = gap_class_label(*d.gap_class);
-    auto it = book_.gaps.find(*d.gap_class);
-    const Gains gains = it == book_.gaps.end() ? Gains{} : it->second.gains;
-    const std::string figures =
-        fmt::format("{} window pairs, wait {:+.1f}%, service {:+.1f}% with the hold", gains.pairs,
-                    -100 * gains.wait_mean(), -100 * gains.service_mean());
-    if (d.experimenting)
+    const auto figures = [](const Gains& gains) {
+        return fmt::format("{} window pairs, wait {:+.1f}%, service {:+.1f}% with the hold",
+                           gains.pairs, -100 * gains.wait_mean(), -100 * gains.service_mean());
+    };
+    if (d.experimenting || !d.decided_by) {
+        auto it = book_.gaps.find(*d.gap_class);
         return fmt::format("live IO at gaps {}: uncertain, alternating windows with and without "
                            "the hold ({} so far)",
-                           gap, figures);
-    const bool known = it != book_.gaps.end();
+                           gap, figures(it == book_.gaps.end() ? Gains{} : it->second.gains));
+    }
+    // The evidence that decided: the gap's own class's, or that of the class
+    // across a bound the gap is near.
+    const GapEvidence& e = d.evidence;
+    const bool near = *d.decided_by != *d.gap_class;
+    const auto gap_us = device.evidence.gap_us();
     return fmt::format(
-        "live IO at gaps {}: {} ({}{}{})", gap,
-        d.hold ? "holding buys latency" : "holding buys nothing measurable", figures,
-        known && it->second.inferred_from
-            ? ", undecided alone: as at gaps " + gap_class_label(*it->second.inferred_from)
-            : std::string(),
-        known && !it->second.device.empty() ? ", learnt on " + it->second.device : std::string());
+        "live IO at gaps {}: {} ({}{}{}{})", gap,
+        d.hold ? "holding buys latency" : "holding buys nothing measurable",
+        near ? fmt::format(
+                   "as at gaps {}, {} being near their bound: ", gap_class_label(*d.decided_by),
+                   gap_us ? fmt::format("{:.0f} us", *gap_us) : std::string("the gap"))
+             : std::string(),
+        figures(e.gains) + (near ? " there" : ""),
+        e.inferred_from ? ", undecided alone: as at gaps " + gap_class_label(*e.inferred_from)
+                        : std::string(),
+        e.device.empty() ? std::string() : ", learnt on " + e.device);
 }
 
 Holds Governor::holds() const {

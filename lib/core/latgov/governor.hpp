@@ -34,6 +34,14 @@ class LatencyEstimator {
     std::optional<double> mean_us_;
 };
 
+// Interrupts between two reads of one IRQ's count in /proc/stat. The kernel
+// shows each count as 32 bits, and a count starts again from 0 when its IRQ
+// is freed and allocated again (a queue set up anew): the difference is
+// taken modulo 2^32, and a count that went down is a reset, which says
+// nothing (0), as for block_stat_delta's ticks and completions. A real wrap
+// is then lost too: one tick's interrupts, once in 2^32.
+std::uint64_t irq_count_delta(std::uint64_t before, std::uint64_t after);
+
 struct GovernedQueue {
     int index = 0;
     std::optional<int> irq;
@@ -54,6 +62,11 @@ struct GovernedQueue {
     TimePoint prearm_closes{};
 };
 
+// The completions from one release to a later one that measure a gap
+// (Governor::decide): a few, so that one request's place between two ticks
+// does not make it.
+inline constexpr std::uint64_t span_min_ios = 4;
+
 struct GovernedDevice {
     std::string name{};
     std::uint32_t kernel_dev = 0; // MAJOR << 20 | MINOR, as tracepoints show it
@@ -65,11 +78,26 @@ struct GovernedDevice {
     LatencyEstimator latency{};
     LatencyLimit limit{}; // the last limit chosen (for the first completion CPU)
     bool has_limit = false;
+    // Every CPU the device may hold (its queues' completion and submit
+    // CPUs, sorted) and the last limit chosen for each.
+    CpuSet limit_cpus{};
+    std::vector<LatencyLimit> cpu_limits{};
     // Live evidence of what holding buys at this device's gap (auto mode
     // where idle-state costs are unknown), and what it says now.
     HoldEvidence evidence{};
     HoldDecision decision{};
     bool was_active = false; // at the previous sample
+    // Since a release (none before the first, or after a span nothing
+    // observed): completions and summed request time, and the windows
+    // finished before it; the gap between requests where spans of IO are
+    // too short for a window.
+    std::optional<TimePoint> span_from{};
+    std::uint64_t span_ios = 0;
+    double span_busy_ms = 0;
+    std::uint64_t span_windows = 0;
+    // In the experiment's arm without the hold, another device held some
+    // of its CPUs since the last sample: the span was held after all.
+    bool others_held = false;
 };
 
 // What the CPUs should hold, split by backend.
@@ -194,8 +222,9 @@ class Governor {
         if (refresh_verdicts(book_, now_s, max_age))
             evidence_changed_ = true;
     }
-    // Whether the device's limit comes from live evidence (auto mode on a
-    // cpuidle governor whose declared costs are not wake-up costs).
+    // Whether the device's limit comes from live evidence (auto mode under a
+    // cpuidle driver or governor whose declared costs are not wake-up costs:
+    // IdleGovernorKind::zero_only).
     bool evidence_decides(const GovernedDevice& device) const;
     // Which evidence chose the device's limit, in words, for `latgov status`.
     std::string limit_reason(const GovernedDevice& device) const;
@@ -209,6 +238,13 @@ class Governor {
     // there is something to hold.
     bool prearms(const GovernedDevice& device) const;
     LatencyLimit limit_for(const GovernedDevice& device, int cpu) const;
+    // The device learns and its experiment is in the arm without the hold.
+    bool unheld_arm(const GovernedDevice& device) const;
+    // Another device (not under dry-run) holds one of the CPUs this one
+    // would hold: the completion and waiter CPUs of its active queues.
+    bool held_by_others(const GovernedDevice& device) const;
+    // After a queue was activated between samples: who is held by others.
+    void note_others_held();
     // One queue's part of a sample: the requests it completed since the
     // last one, whether its device and the queue itself have IO in flight.
     // True when its activity changed; `missed` when its pre-armed window

@@ -40,7 +40,7 @@ IdleGovernorKind idle_governor_kind(std::string_view driver, std::string_view go
     if (driver.empty() || driver == "none") {
         return IdleGovernorKind::none;
     }
-    if (governor == "haltpoll") {
+    if (driver == "haltpoll" || governor == "haltpoll") {
         return IdleGovernorKind::zero_only;
     }
     return IdleGovernorKind::latency_aware;

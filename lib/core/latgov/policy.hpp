@@ -54,17 +54,20 @@ std::vector<IdleCost> declared_costs(std::span<const IdleState> states);
 // How the running cpuidle governor reacts to a PM QoS limit.
 enum class IdleGovernorKind {
     latency_aware, // menu, teo, ladder: exclude states whose exit latency > limit
-    zero_only,     // haltpoll: honours only a limit of exactly 0
+    zero_only,     // haltpoll: only a limit of exactly 0 has an effect
     none,          // no cpuidle driver: PM QoS has no effect on idle
 };
 
-// driver "none" or "" -> none; governor "haltpoll" -> zero_only; else latency_aware.
+// driver "none" or "" -> none; driver or governor "haltpoll" -> zero_only;
+// else latency_aware. The haltpoll governor honours only 0. The haltpoll
+// driver's one state beyond POLL declares 1 us, so under menu or teo too only
+// a limit of 0 excludes it, and what it declares is not its wake-up cost.
 IdleGovernorKind idle_governor_kind(std::string_view driver, std::string_view governor);
 
 // The mean request latency assumed for a transport (lower-case, as sysfs
 // spells it) until enough completions have been observed:
 //   pcie   80 us  NAND NVMe 4k random read at QD1 (Optane-class is ~10 us).
-//   virtio 40 us  measured here: 36-42 us on the virtio disk with nothing held.
+//   virtio 40 us  36-42 us on a 2-vCPU haltpoll guest's disk, nothing held (docs/platform.md).
 //   loop   20 us  NVMe-oF loop target: in-kernel, no wire, often page cache.
 //   rdma  100 us  NAND read plus ~10-20 us of RDMA fabric round trip.
 //   fc    150 us  NAND read plus FC HBA and switch hops.

@@ -77,7 +77,10 @@ void WaiterCpus::observe_growth(Counters& counters, std::span<const std::uint64_
 }
 
 void WaiterCpus::observe_iowait(std::span<const std::uint64_t> iowait, TimePoint now) {
+    if (iowait_.has_previous && now - iowait_.at > waiter_window)
+        iowait_.has_previous = false; // a new baseline: the span is not now
     observe_growth(iowait_, iowait, now);
+    iowait_.at = now;
 }
 
 void WaiterCpus::observe_issues(std::span<const std::uint64_t> issues, TimePoint now) {
@@ -85,9 +88,9 @@ void WaiterCpus::observe_issues(std::span<const std::uint64_t> issues, TimePoint
 }
 
 void WaiterCpus::rebase(std::span<const std::uint64_t> iowait,
-                        std::span<const std::uint64_t> issues) {
-    iowait_ = {{iowait.begin(), iowait.end()}, true};
-    issues_ = {{issues.begin(), issues.end()}, true};
+                        std::span<const std::uint64_t> issues, TimePoint now) {
+    iowait_ = {{iowait.begin(), iowait.end()}, true, now};
+    issues_ = {{issues.begin(), issues.end()}, true, now};
 }
 
 void WaiterCpus::observe_submit(int cpu, TimePoint now) {

@@ -39,13 +39,17 @@ Result<void> parse_stat_cpu_iowait(std::string_view proc_stat, std::vector<std::
 class WaiterCpus {
   public:
     // A new sample of the per-CPU iowait counters: CPUs whose counter grew
-    // are seen waiting at `now`. The first sample only sets the baseline.
+    // are seen waiting at `now`. The first sample only sets the baseline,
+    // and so does one more than waiter_window after the last (the first
+    // after an idle daemon slept): growth over so long a span may be old,
+    // and counted now it would take a waiter that left long ago.
     void observe_iowait(std::span<const std::uint64_t> iowait, TimePoint now);
     // A new sample of the per-CPU request issue counters, likewise.
     void observe_issues(std::span<const std::uint64_t> issues, TimePoint now);
     // Both counters as they are now, as a baseline: what grew since the
     // last sample (a span nothing observed) shows no waiter.
-    void rebase(std::span<const std::uint64_t> iowait, std::span<const std::uint64_t> issues);
+    void rebase(std::span<const std::uint64_t> iowait, std::span<const std::uint64_t> issues,
+                TimePoint now);
     // A request was issued from `cpu` at `now`.
     void observe_submit(int cpu, TimePoint now);
     // The CPUs of `bound` (sorted) that are waiters at `now`, sorted: seen
@@ -59,6 +63,7 @@ class WaiterCpus {
     struct Counters {
         std::vector<std::uint64_t> previous;
         bool has_previous = false;
+        TimePoint at{}; // when `previous` was read (iowait only)
     };
     void observe_growth(Counters& counters, std::span<const std::uint64_t> now_values,
                         TimePoint now);
