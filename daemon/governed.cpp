@@ -156,8 +156,9 @@ void log_governed_state(const GovernedState& state) {
                      "so auto holds nothing here (fixed limits are still written)");
         break;
     case IdleGovernorKind::zero_only:
-        spdlog::info("cpuidle governor {} honours only a limit of 0: auto holds 0 or nothing",
-                     topology.cpuidle_governor);
+        spdlog::info("cpuidle driver {} with governor {} honours only a limit of 0: auto holds "
+                     "0 or nothing",
+                     topology.cpuidle_driver, topology.cpuidle_governor);
         break;
     case IdleGovernorKind::latency_aware:
         break;
