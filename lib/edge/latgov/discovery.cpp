@@ -189,18 +189,18 @@ struct DiskContext {
 // when the links loop.
 std::optional<std::string> follow_links(const SysRoot& root, std::string_view abs) {
     std::vector<std::string> done;
-    std::vector<std::string> todo; // components still to walk, the next one last
-    auto push = [&todo](std::string_view path) {
+    std::vector<std::string> pending; // components still to walk, the next one last
+    auto push = [&pending](std::string_view path) {
         std::vector<std::string> parts;
         for (auto part : split(path, '/'))
             if (!part.empty() && part != ".")
                 parts.emplace_back(part);
-        todo.insert(todo.end(), parts.rbegin(), parts.rend());
+        pending.insert(pending.end(), parts.rbegin(), parts.rend());
     };
     push(abs);
-    for (int links = 0; !todo.empty();) {
-        std::string part = std::move(todo.back());
-        todo.pop_back();
+    for (int links = 0; !pending.empty();) {
+        std::string part = std::move(pending.back());
+        pending.pop_back();
         if (part == "..") {
             if (!done.empty())
                 done.pop_back();
