@@ -162,7 +162,7 @@ void Daemon::install(GovernedState state, TimePoint now, RescanCause cause) {
     last_online_check_ = now;
     start_kicker();
     spdlog::info("topology scanned ({})", to_string(cause));
-    log_governed_state(*state_);
+    log_governed_state(*state_, config_);
     watch_events();
     // The new governor starts idle: what the old one held is released.
     apply(state_->governor.holds(), now);

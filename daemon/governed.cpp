@@ -146,7 +146,7 @@ void read_issue_counters(GovernedState& state, IoSample& sample) {
     }
 }
 
-void log_governed_state(const GovernedState& state) {
+void log_governed_state(const GovernedState& state, const Config& config) {
     const auto& topology = state.topology;
     spdlog::info("cpuidle driver {}, governor {}; {} online CPUs", topology.cpuidle_driver,
                  topology.cpuidle_governor, topology.online_cpus.size());
@@ -163,6 +163,10 @@ void log_governed_state(const GovernedState& state) {
     case IdleGovernorKind::latency_aware:
         break;
     }
+    // A name rule that reaches no disk is most likely a typo (or a disk
+    // that is gone): the disk it meant runs on the defaults.
+    for (const auto& warning : unmatched_name_rules(config, device_identities(topology)))
+        spdlog::warn("{}", warning);
     if (state.governor.devices().empty())
         spdlog::info("no device to govern");
     for (const auto& d : state.governor.devices()) {

@@ -51,7 +51,8 @@ Result<GovernedState> build_governed_state(const SysRoot& root, const Config& co
 // first active tick is a baseline. Counters that fail are dropped.
 void read_issue_counters(GovernedState& state, IoSample& sample);
 
-// Logs what the state governs and how (one line per device).
-void log_governed_state(const GovernedState& state);
+// Logs what the state governs and how (one line per device), and warns of
+// each [[device]] name rule of `config` that matches no disk.
+void log_governed_state(const GovernedState& state, const Config& config);
 
 } // namespace latgov

@@ -529,6 +529,21 @@ class GovernorTest(HostTestCase):
                                capture_output=True, text=True, timeout=10)
         self.assertEqual(check.returncode, 0, check.stdout + check.stderr)
 
+    def test_09b_name_rule_that_matches_no_disk(self):
+        """A [[device]] name rule that matches no block device is most likely
+        a typo: latgovd warns of it with its file and line at start-up, and
+        not of a rule that matches this machine's disk."""
+        config = (DRY_RUN_CONFIG + f'\n[[device]]\nname = "{DISK}"\nlimit_us = 5\n'
+                  '\n[[device]]\nname = "nvme97n9"\nmode = "off"\n')
+        path = self.write_config(config, "rules.toml")
+        d = self.start_daemon(config_path=path)
+        header = line_of(path, "nvme97n9") - 1  # the rule is named by its [[device]] line
+        d.wait_log(re.escape(f'{path}:{header}:1: [[device]] name = "nvme97n9" matches no '
+                             'block device'))
+        self.assertNotIn(f'name = "{DISK}" matches no', d.log())
+        self.assertEqual(d.stop(), 0)
+        self.assertEqual(read_all(), self.baseline)
+
     def reload(self, d, text):
         with open(os.path.join(self.tmp, "latgov.toml"), "w") as f:
             f.write(text)

@@ -446,8 +446,8 @@ TEST_CASE("a name matcher reaches a multipath path disk by its head's name") {
     const Config config = parsed("[[device]]\nname = \"nvme1n1\"\nmode = \"off\"\n\n"
                                  "[[device]]\nname = \"nvme9n*\"\nmode = \"off\"\n");
     CHECK(resolve_policy(config, path).mode == Mode::off);
-    const std::vector<DeviceIdentity> governed{path};
-    CHECK(unmatched_name_rules(config, governed) ==
+    const std::vector<DeviceIdentity> devices{path};
+    CHECK(unmatched_name_rules(config, devices) ==
           std::vector<std::string>{
-              "t.toml:5:1: [[device]] name = \"nvme9n*\" matches no governed device"});
+              "t.toml:5:1: [[device]] name = \"nvme9n*\" matches no block device"});
 }

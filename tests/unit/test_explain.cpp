@@ -203,8 +203,10 @@ TEST_CASE("explain: a name rule for a multipath namespace governs its paths, and
     topology.devices.push_back(path);
     const std::map<int, std::vector<IdleCost>> costs{{0, {{"POLL", 0, 0, false}}},
                                                      {1, {{"POLL", 0, 0, false}}}};
+    // vda is turned off by its rule: matched all the same, not flagged.
     auto config = parse_config("[[device]]\nname = \"nvme1n1\"\nmode = \"fixed\"\nlimit_us = 5\n\n"
-                               "[[device]]\nname = \"nvme7n1\"\nmode = \"fixed\"\nlimit_us = 9\n",
+                               "[[device]]\nname = \"nvme7n1\"\nmode = \"fixed\"\nlimit_us = 9\n\n"
+                               "[[device]]\nname = \"vd?\"\nmode = \"off\"\n",
                                "t.toml");
     REQUIRE(config);
     const auto text =
@@ -213,8 +215,9 @@ TEST_CASE("explain: a name rule for a multipath namespace governs its paths, and
     INFO(*text);
     CHECK(contains(*text, "Governed by t.toml:1:1 (mode fixed"));
     CHECK(contains(*text, "Warning: t.toml:6:1: [[device]] name = \"nvme7n1\" matches no "
-                          "governed device."));
+                          "block device."));
     CHECK_FALSE(contains(*text, "name = \"nvme1n1\" matches no"));
+    CHECK_FALSE(contains(*text, "name = \"vd?\" matches no"));
 }
 
 TEST_CASE("explain: a CPU whose idle table could not be read says so, not \"no cpuidle "

@@ -544,7 +544,7 @@ std::vector<std::string> unmatched_name_rules(const Config& config,
         });
         if (!any)
             warnings.push_back(rule.origin + ": [[device]] name = \"" + rule.match.name +
-                               "\" matches no governed device");
+                               "\" matches no block device");
     }
     return warnings;
 }

@@ -175,8 +175,9 @@ struct DeviceIdentity {
 bool matches(const DeviceMatch& match, const DeviceIdentity& device);
 
 // One warning per [[device]] entry with a name matcher that matches none of
-// `devices` (the governed ones, or the candidates), naming where it is:
-// "<file:line:column>: [[device]] name = "nvme9n1" matches no governed device".
+// `devices` (every block device of the machine: a rule that turns one off
+// matches it too), naming where it is:
+// "<file:line:column>: [[device]] name = "nvme9n1" matches no block device".
 std::vector<std::string> unmatched_name_rules(const Config& config,
                                               std::span<const DeviceIdentity> devices);
 

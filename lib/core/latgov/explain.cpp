@@ -250,17 +250,12 @@ Result<std::string> explain_device(const ExplainInput& in, std::string_view name
 
     Governor governor(in.topology, in.config, in.costs);
     const GovernedDevice* governed = nullptr;
-    std::vector<DeviceIdentity> identities;
-    for (const auto& d : governor.devices()) {
+    for (const auto& d : governor.devices())
         if (d.name == name)
             governed = &d;
-        if (const BlockDevice* disk = in.topology.device(d.name))
-            identities.push_back({disk->name, disk->model, disk->serial, disk->wwid,
-                                  disk->transport, disk->multipath_head});
-    }
     // A name rule that reaches nothing is most likely a typo or a disk that
     // is gone; its device is then governed by the defaults.
-    for (const auto& warning : unmatched_name_rules(in.config, identities))
+    for (const auto& warning : unmatched_name_rules(in.config, device_identities(in.topology)))
         out += "Warning: " + warning + ".\n";
     if (!governed) {
         out += "Not governed: ";

@@ -26,6 +26,18 @@ std::uint64_t irq_count_delta(std::uint64_t before, std::uint64_t after) {
     return to >= from ? std::uint64_t{to} - from : 0;
 }
 
+DeviceIdentity device_identity(const BlockDevice& disk) {
+    return {disk.name, disk.model, disk.serial, disk.wwid, disk.transport, disk.multipath_head};
+}
+
+std::vector<DeviceIdentity> device_identities(const Topology& topology) {
+    std::vector<DeviceIdentity> out;
+    out.reserve(topology.devices.size());
+    for (const auto& disk : topology.devices)
+        out.push_back(device_identity(disk));
+    return out;
+}
+
 std::map<int, std::vector<IdleCost>> declared_costs(const Topology& topology) {
     std::map<int, std::vector<IdleCost>> costs;
     for (const auto& cpu : topology.cpus)
@@ -34,10 +46,6 @@ std::map<int, std::vector<IdleCost>> declared_costs(const Topology& topology) {
 }
 
 namespace {
-
-DeviceIdentity identity_of(const BlockDevice& disk) {
-    return {disk.name, disk.model, disk.serial, disk.wwid, disk.transport, disk.multipath_head};
-}
 
 bool has_own_irqs(const BlockDevice& disk) {
     return std::any_of(disk.queues.begin(), disk.queues.end(),
@@ -68,7 +76,7 @@ Governor::Governor(const Topology& topology, const Config& config,
     for (const auto& disk : topology.devices) {
         if (disk.queues.empty())
             continue; // a multipath head: its paths carry the IO
-        const auto id = identity_of(disk);
+        const auto id = device_identity(disk);
         const DeviceRule* rule = nullptr;
         for (const auto& r : config.devices)
             if (matches(r.match, id))

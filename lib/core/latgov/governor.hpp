@@ -288,6 +288,11 @@ class Governor {
     std::optional<TimePoint> last_recorded_;
 };
 
+// What [[device]] matchers see of a disk, and of every disk of a topology
+// (multipath heads and disks that no rule governs included).
+DeviceIdentity device_identity(const BlockDevice& disk);
+std::vector<DeviceIdentity> device_identities(const Topology& topology);
+
 // The idle-state costs the kernel declares, per online CPU.
 std::map<int, std::vector<IdleCost>> declared_costs(const Topology& topology);
 
