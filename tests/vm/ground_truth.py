@@ -8,7 +8,8 @@ latgov's schema:
   {"online_cpus": [0, 1], "cpuidle_driver": "acpi_idle", "cpuidle_governor": "menu",
    "cpus": [{"cpu": 0, "resume_latency_us": null,
              "idle_states": [{"index": 0, "name": "POLL", "exit_latency_us": 0,
-                              "target_residency_us": 0, "disabled": false}, ...]}],
+                              "target_residency_us": 0, "disabled": false}, ...],
+             "idle_states_known": true}],
    "devices": [{"name": "nvme0n1", "kind": "nvme", "controller": "nvme0",
                 "queues": [{"index": 0, "type": "default", "irq": 25,
                             "irq_name": "nvme0q1", "completion_cpus": [2],
@@ -299,7 +300,9 @@ def cpus(m):
             "cpu": cpu,
             "resume_latency_us": resume_latency(
                 m.read(f"{base}/cpu{cpu}/power/pm_qos_resume_latency_us")),
-            "idle_states": states})
+            "idle_states": states,
+            # Every state above was read: the table is known.
+            "idle_states_known": True})
     return out
 
 

@@ -20,7 +20,10 @@ json cpu_json(const Cpu& cpu) {
                           {"disabled", s.disabled}});
     return {{"cpu", cpu.id},
             {"resume_latency_us", limit_json(cpu.resume_latency)},
-            {"idle_states", std::move(states)}};
+            {"idle_states", std::move(states)},
+            // False: a cpuidle driver is active but the table could not be
+            // read in full, and idle_states (then empty) says nothing.
+            {"idle_states_known", cpu.idle_states_known}};
 }
 
 json controller_json(const NvmeController& c) {
