@@ -11,8 +11,9 @@ namespace latgov {
 
 namespace {
 
-// A "no-hold" verdict is measured again after this long (see refresh_verdicts).
-constexpr std::chrono::minutes no_hold_max_age{10};
+// A verdict, "hold" or "no-hold", is measured again after this long (see
+// refresh_verdicts).
+constexpr std::chrono::minutes verdict_max_age{10};
 
 } // namespace
 
@@ -45,7 +46,7 @@ bool note_evidence_changes(Governor& governor) {
     governor.refresh_evidence(std::chrono::duration_cast<std::chrono::seconds>(
                                   std::chrono::system_clock::now().time_since_epoch())
                                   .count(),
-                              no_hold_max_age);
+                              verdict_max_age);
     if (!governor.take_evidence_changed())
         return false;
     for (const auto& [cls, e] : governor.evidence().gaps)

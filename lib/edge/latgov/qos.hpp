@@ -31,7 +31,6 @@ class ResumeLatencyFile {
     ResumeLatencyFile(const SysRoot& root, int cpu);
     Result<LatencyLimit> read();
     Result<void> write(LatencyLimit limit);
-    const std::string& path() const { return path_; }
     // True once after a read that found a new file in place of the one
     // read before: the CPU's device was removed and added back, and the
     // value read is the new device's.
