@@ -58,6 +58,43 @@ TEST_CASE("a runtime directory created by another user is refused") {
     CHECK(opened.error().message.find("someone else created it") != std::string::npos);
 }
 
+TEST_CASE("a runtime directory below a directory another user could change is refused") {
+    test::TempDir tmp("latgov-rundir");
+    const auto open_below = [&](const fs::path& above, mode_t mode) {
+        fs::create_directories(above / "run");
+        REQUIRE(::chmod(above.c_str(), mode) == 0);
+        return RuntimeDir::open(above / "run", false);
+    };
+    // Anyone may rename "run" out of a world-writable directory.
+    auto opened = open_below(tmp.path() / "open", 0777);
+    REQUIRE_FALSE(opened);
+    CHECK(opened.error().message ==
+          "Refusing runtime directory " + (tmp.path() / "open/run").string() + ": " +
+              (tmp.path() / "open").string() +
+              " above it is group or others may write it (mode 0777, not sticky), so another "
+              "user could replace it");
+    // Two levels up counts as much as one.
+    fs::create_directories(tmp.path() / "open/a");
+    CHECK_FALSE(RuntimeDir::open_locked(tmp.path() / "open/a/run", true));
+    // Sticky, as /tmp and /dev/shm: only the owner of "run" may rename it.
+    CHECK(open_below(tmp.path() / "sticky", 01777));
+    CHECK(open_below(tmp.path() / "closed", 0755));
+    // A symlink above it is followed: the directory it leads to counts too.
+    fs::create_directory_symlink(tmp.path() / "open", tmp.path() / "link");
+    opened = RuntimeDir::open(tmp.path() / "link/run", false);
+    REQUIRE_FALSE(opened);
+    CHECK(opened.error().message.find((tmp.path() / "open").string() + " above it is group or "
+                                                                       "others may write it") !=
+          std::string::npos);
+    if (::geteuid() == 0) { // another owner can only be made as root
+        fs::create_directories(tmp.path() / "theirs/run");
+        REQUIRE(::chown((tmp.path() / "theirs").c_str(), 65534, 65534) == 0);
+        opened = RuntimeDir::open(tmp.path() / "theirs/run", false);
+        REQUIRE_FALSE(opened);
+        CHECK(opened.error().message.find("above it is owned by uid 65534") != std::string::npos);
+    }
+}
+
 TEST_CASE("a runtime directory that is a symlink is refused") {
     test::TempDir tmp("latgov-rundir");
     fs::create_directory(tmp.path() / "real");

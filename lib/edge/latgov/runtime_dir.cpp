@@ -22,6 +22,55 @@ namespace latgov {
 
 namespace {
 
+// Why `dir`, a directory above the runtime directory, lets someone other
+// than root or this user replace what lies below it; nullopt when it does
+// not. Whoever may write a directory may rename its entries, so could move
+// the checked runtime directory away and put their own in its place, and
+// the files latgov opens there by path (the journal, whose values a restore
+// writes back as root) would be theirs. A sticky directory (/tmp, /dev/shm)
+// lets only an entry's owner rename it. A symlink cannot be changed, only
+// replaced in its own directory, which is checked too.
+std::optional<std::string> unsafe_ancestor(const std::filesystem::path& dir) {
+    struct stat st {};
+    if (::lstat(dir.c_str(), &st) != 0)
+        return "cannot be checked: " + errno_message(errno);
+    if (S_ISLNK(st.st_mode))
+        return std::nullopt;
+    if (st.st_uid != 0 && st.st_uid != ::geteuid())
+        return "owned by uid " + std::to_string(st.st_uid);
+    if ((st.st_mode & (S_IWGRP | S_IWOTH)) != 0 && (st.st_mode & S_ISVTX) == 0)
+        return fmt::format("group or others may write it (mode {:04o}, not sticky)",
+                           st.st_mode & 07777);
+    return std::nullopt;
+}
+
+// Every directory above `path`, as written and with its symlinks resolved,
+// must be safe (unsafe_ancestor).
+Result<void> check_ancestors(const std::filesystem::path& path) {
+    std::error_code ec;
+    const auto written = std::filesystem::absolute(path, ec).lexically_normal();
+    if (ec)
+        return make_error("Failed to resolve " + path.string() + ": " + ec.message());
+    std::vector<std::filesystem::path> above;
+    const auto add_parents = [&above](const std::filesystem::path& of) {
+        for (auto p = of.parent_path(); !p.empty(); p = p.parent_path()) {
+            above.push_back(p);
+            if (p == p.root_path())
+                break;
+        }
+    };
+    add_parents(written);
+    const auto real = std::filesystem::canonical(written, ec);
+    if (ec)
+        return make_error("Failed to resolve " + path.string() + ": " + ec.message());
+    add_parents(real);
+    for (const auto& dir : above)
+        if (auto why = unsafe_ancestor(dir))
+            return make_error("Refusing runtime directory " + path.string() + ": " + dir.string() +
+                              " above it is " + *why + ", so another user could replace it");
+    return {};
+}
+
 std::string joined(const std::string& dir, std::string_view name) {
     return dir + "/" + std::string(name);
 }
@@ -174,6 +223,8 @@ Result<RuntimeDir> RuntimeDir::open(const std::filesystem::path& path, bool crea
         return make_error(
             fmt::format("Refusing runtime directory {}: group or others may write it (mode {:04o})",
                         path.string(), st.st_mode & 07777));
+    if (auto safe = check_ancestors(path); !safe)
+        return safe.error();
     return RuntimeDir(path, std::move(fd));
 }
 
