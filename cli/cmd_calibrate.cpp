@@ -10,6 +10,7 @@
 #include <csignal>
 #include <fmt/format.h>
 #include <fmt/ranges.h>
+#include <limits>
 #include <optional>
 
 namespace latgov::cli {
@@ -30,7 +31,9 @@ int calibrate(const Args& args) {
     for (size_t i = 0; i < args.rest.size(); ++i) {
         const std::string& arg = args.rest[i];
         if (i + 1 >= args.rest.size())
-            return usage_error("calibrate: unknown option or missing value " + arg);
+            return option_error("calibrate", arg,
+                                {"--device", "--cpu", "--rounds", "--ios", "--max-seconds",
+                                 "--file", "--output", "--config", "--runtime-dir"});
         const std::string& value = args.rest[++i];
         auto number = [&](int& out) {
             auto parsed = parse_u64(value);
@@ -42,9 +45,12 @@ int calibrate(const Args& args) {
         int n = 0;
         if (arg == "--device")
             options.device = value;
-        else if (arg == "--cpu" && parse_u64(value))
-            options.cpu = static_cast<int>(*parse_u64(value));
-        else if (arg == "--rounds" && number(options.rounds))
+        else if (arg == "--cpu") {
+            const auto cpu = parse_u64(value);
+            if (!cpu || *cpu > static_cast<std::uint64_t>(std::numeric_limits<int>::max()))
+                return usage_error("calibrate: --cpu takes a CPU number, got " + value);
+            options.cpu = static_cast<int>(*cpu);
+        } else if (arg == "--rounds" && number(options.rounds))
             continue;
         else if (arg == "--ios" && number(options.ios_per_level))
             continue;

@@ -25,7 +25,7 @@ int explain(const Args& args) {
         } else if (!args.rest[i].starts_with("-") && device.empty())
             device = args.rest[i];
         else
-            return usage_error("explain: unknown option " + args.rest[i]);
+            return option_error("explain", args.rest[i], {"--runtime-dir", "--config"});
     }
     if (device.empty())
         return usage_error("explain: which DEVICE? (see `latgov topology`)");

@@ -163,7 +163,7 @@ int status(const Args& args) {
         } else if (args.rest[i] == "--runtime-dir" && i + 1 < args.rest.size()) {
             runtime_dir = args.rest[++i];
         } else {
-            return usage_error("status: unknown option " + args.rest[i]);
+            return option_error("status", args.rest[i], {"--interval", "--runtime-dir"});
         }
     }
     const SysRoot root(args.sysroot);

@@ -5,8 +5,10 @@
 #include "latgov/result.hpp"
 
 #include <filesystem>
+#include <initializer_list>
 #include <nlohmann/json.hpp>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace latgov::cli {
@@ -19,8 +21,14 @@ struct Args {
 
 // Prints "latgov: <message>" and returns the exit status of a failure (1).
 int fail(const std::string& message);
-// Prints the message and the usage text, returns the exit status of a usage error (2).
+// Prints the message and the usage text (of the command being run, once
+// there is one), returns the exit status of a usage error (2).
 int usage_error(const std::string& message);
+// The usage error for `option` of `command` that it does not take, or one
+// of `with_value` given last, without its value ("explain: --config needs a
+// value").
+int option_error(std::string_view command, const std::string& option,
+                 std::initializer_list<std::string_view> with_value);
 // latgovd's status file in `runtime_dir`; the error says why not (missing:
 // latgovd is not running; or not JSON).
 Result<nlohmann::json> load_status(const std::filesystem::path& runtime_dir);

@@ -81,6 +81,9 @@ constexpr Command commands[] = {
     {"calibrate", calibrate}, {"doctor", doctor},     {"explain", explain},
 };
 
+// The command being run, whose part of the usage text a usage error shows.
+std::string_view running_command;
+
 } // namespace
 
 int fail(const std::string& message) {
@@ -89,8 +92,17 @@ int fail(const std::string& message) {
 }
 
 int usage_error(const std::string& message) {
-    fmt::print(stderr, "latgov: {}\n{}", message, usage);
+    fmt::print(stderr, "latgov: {}\n{}", message,
+               running_command.empty() ? usage : command_usage(running_command));
     return 2;
+}
+
+int option_error(std::string_view command, const std::string& option,
+                 std::initializer_list<std::string_view> with_value) {
+    for (const auto takes : with_value)
+        if (option == takes)
+            return usage_error(fmt::format("{}: {} needs a value", command, option));
+    return usage_error(fmt::format("{}: unknown option {}", command, option));
 }
 
 } // namespace latgov::cli
@@ -139,6 +151,7 @@ int main(int argc, char** argv) {
             fmt::print("{}", command_usage(command.name));
             return 0;
         }
+        running_command = command.name;
         return command.run(args);
     }
     return usage_error("unknown command " + args.command);

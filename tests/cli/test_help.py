@@ -82,6 +82,48 @@ class CommandHelp(unittest.TestCase):
         self.assertEqual(out.stdout, "")
 
 
+class OptionErrors(unittest.TestCase):
+    """A usage error names what is wrong, an option left without its value
+    apart from an unknown one, and shows the command's part of the usage."""
+
+    def check(self, args, message, command):
+        out = run("--sysroot", "/nonexistent", *args)
+        self.assertEqual(out.returncode, 2, out.stderr)
+        self.assertIn(f"latgov: {message}\n", out.stderr)
+        self.assertIn(f"Usage: latgov [--sysroot DIR] {command} [OPTIONS]\n", out.stderr)
+        for other in commands():
+            if not command.startswith(other):
+                self.assertNotRegex(out.stderr, rf"(?m)^  {other}\b")
+
+    def test_an_option_without_its_value(self):
+        for args, message, command in (
+                (["explain", "nvme0n1", "--config"], "explain: --config needs a value",
+                 "explain DEVICE"),
+                (["explain", "nvme0n1", "--runtime-dir"], "explain: --runtime-dir needs a value",
+                 "explain DEVICE"),
+                (["status", "--interval"], "status: --interval needs a value", "status"),
+                (["status", "--runtime-dir"], "status: --runtime-dir needs a value", "status"),
+                (["calibrate", "--rounds"], "calibrate: --rounds needs a value", "calibrate")):
+            with self.subTest(args=args):
+                self.check(args, message, command)
+
+    def test_an_unknown_option(self):
+        for args, message, command in (
+                (["status", "--bogus"], "status: unknown option --bogus", "status"),
+                (["explain", "nvme0n1", "--bogus"], "explain: unknown option --bogus",
+                 "explain DEVICE"),
+                (["calibrate", "--bogus"], "calibrate: unknown option --bogus", "calibrate")):
+            with self.subTest(args=args):
+                self.check(args, message, command)
+
+    def test_calibrate_cpu_takes_a_cpu_number(self):
+        # 2^32 would wrap to CPU 0 and 2^32 - 1 to -1 in an int.
+        for value in ("4294967296", "4294967295", "-1", "one"):
+            with self.subTest(value=value):
+                self.check(["calibrate", "--cpu", value],
+                           f"calibrate: --cpu takes a CPU number, got {value}", "calibrate")
+
+
 if __name__ == "__main__":
     if len(sys.argv) < 2 or not os.access(sys.argv[1], os.X_OK):
         sys.exit("usage: test_help.py LATGOV (an executable latgov)")
