@@ -64,6 +64,11 @@ class CalibrateConfig(unittest.TestCase):
         self.root = os.path.join(self.tmp, "root")
         self.cpus = sorted(os.sched_getaffinity(0))
         build_tree(self.root, self.cpus)
+        # The runtime directory goes below /tmp, not the build directory:
+        # latgov refuses one below a directory another user owns, as a
+        # checkout may be.
+        self.run_dir = tempfile.mkdtemp(prefix="latgov-calibrate-run.")
+        self.addCleanup(shutil.rmtree, self.run_dir)
         self.state = os.path.join(self.tmp, "state")
         os.mkdir(self.state)
         self.configured = os.path.join(self.state, "calibration.toml")
@@ -74,7 +79,7 @@ class CalibrateConfig(unittest.TestCase):
 
     def calibrate(self, *args, config=None):
         argv = [LATGOV, "--sysroot", self.root, "calibrate", "--config", config or self.config,
-                "--rounds", "1", "--ios", "10", "--runtime-dir", os.path.join(self.tmp, "run"),
+                "--rounds", "1", "--ios", "10", "--runtime-dir", os.path.join(self.run_dir, "run"),
                 *args]
         out = subprocess.run(argv, capture_output=True, text=True, timeout=60)
         return out.returncode, out.stdout + out.stderr
