@@ -65,6 +65,31 @@ TEST_CASE("explain: a status that is not what latgovd writes is an error naming 
          "cpus[0].held_for[0].queue: expected a whole number, got 0.5"},
         {"/cpus/0/held_for/0", "vda/0", "cpus[0].held_for[0]: expected an object, got \"vda/0\""},
         {"/cpus/1", nullptr, "cpus[1]: expected an object, got null"},
+        // What a dry-run device would hold: both fields, or neither.
+        {"/cpus/1/dry_run_limit_us", "20",
+         "cpus[1].dry_run_limit_us: expected a whole number, got \"20\""},
+        {"/cpus/1/dry_run_limit_us", -5,
+         "cpus[1].dry_run_limit_us: must be in 0..4294967295, got -5"},
+        {"/cpus/1",
+         {{"cpu", 1},
+          {"limit_us", nullptr},
+          {"held_for", nlohmann::json::array()},
+          {"dry_run_limit_us", 20}},
+         "cpus[1].dry_run_for: missing"},
+        {"/cpus/1",
+         {{"cpu", 1},
+          {"limit_us", nullptr},
+          {"held_for", nlohmann::json::array()},
+          {"dry_run_limit_us", 20},
+          {"dry_run_for", "vda/0"}},
+         "cpus[1].dry_run_for: expected an array, got \"vda/0\""},
+        {"/cpus/1",
+         {{"cpu", 1},
+          {"limit_us", nullptr},
+          {"held_for", nlohmann::json::array()},
+          {"dry_run_limit_us", 20},
+          {"dry_run_for", {{{"device", "vda"}, {"queue", "0"}}}}},
+         "cpus[1].dry_run_for[0].queue: expected a whole number, got \"0\""},
     };
     for (const auto& c : cases) {
         INFO(std::string(c.pointer));
@@ -123,6 +148,42 @@ TEST_CASE("explain: fields latgovd may leave empty are optional, and null is not
     text = machine.explain(config, nullptr);
     REQUIRE(text);
     CHECK(contains(*text, "latgovd is not running"));
+}
+
+TEST_CASE("explain: a CPU a dry-run device would hold says at what and for what") {
+    const Machine machine;
+    auto config = parse_config("[[device]]\nname = \"vda\"\nbackend = \"dry-run\"\n", "t.toml");
+    REQUIRE(config);
+    // What latgovd writes under dry-run: nothing held, the would-be limits
+    // beside. CPU 0 is only a waiter, so only dry_run_for names it.
+    auto status = nlohmann::json::parse(R"({
+        "devices": [{"name": "vda", "limit_us": 20, "active_queues": [0]}],
+        "cpus": [{"cpu": 0, "limit_us": null, "held_for": [], "dry_run_limit_us": 20,
+                  "dry_run_for": [{"device": "vda", "queue": 0, "why": "waits"}]},
+                 {"cpu": 1, "limit_us": null, "held_for": [], "dry_run_limit_us": 20,
+                  "dry_run_for": [{"device": "vda", "queue": 0, "why": "completes"}]}]})");
+    auto text = machine.explain(*config, status);
+    REQUIRE(text);
+    INFO(*text);
+    CHECK(contains(*text, "(mode auto, backend dry-run)"));
+    const auto cpu0 = text->find("\nCPU 0 idle states:\n");
+    const auto cpu1 = text->find("\nCPU 1 idle states:\n");
+    REQUIRE(cpu0 != std::string::npos);
+    REQUIRE(cpu1 != std::string::npos);
+    CHECK(text->substr(cpu0, cpu1 - cpu0)
+              .ends_with("  would hold at 20 us (dry-run) for vda/0 (waits)\n"));
+    CHECK(text->substr(cpu1).ends_with("  would hold at 20 us (dry-run) for vda/0 (completes)\n"));
+    CHECK_FALSE(contains(*text, "held now"));
+
+    // A CPU held for one device and that a dry-run device would hold too
+    // says both.
+    status["cpus"][1]["limit_us"] = 0;
+    status["cpus"][1]["held_for"] = {{{"device", "vdb"}, {"queue", 2}, {"why", "completes"}}};
+    text = machine.explain(*config, status);
+    REQUIRE(text);
+    CHECK(contains(*text, "  held now at 0 us (poll only) for vdb/2 (completes)\n  would hold at "
+                          "20 us (dry-run) for vda/0 (completes)\n"));
+    CHECK_FALSE(contains(*text, "not held now"));
 }
 
 TEST_CASE("explain: linger_ms auto falls back to 3 ms whatever number [defaults] gave") {

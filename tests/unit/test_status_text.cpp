@@ -35,6 +35,40 @@ TEST_CASE("status text: each held CPU with why, and the IO events line") {
     CHECK(contains(text, "1     0 (poll)   2.5        vda/0 (completes)\n"));
 }
 
+TEST_CASE("status text: what a dry-run device would hold, in the CPU table") {
+    // What latgovd writes under dry-run: nothing held, the would-be limit
+    // beside.
+    auto status = minimal_status();
+    status["cpus"] = nlohmann::json::parse(R"([
+        {"cpu": 0, "limit_us": null, "held_for": []},
+        {"cpu": 1, "limit_us": null, "held_for": [], "dry_run_limit_us": 20,
+         "dry_run_for": [{"device": "nvme0n1", "queue": 0, "why": "completes"}]}])");
+    status["devices"][0]["backend"] = "dry-run";
+    auto text = format_status(status);
+    INFO(text);
+    CHECK(contains(text, "\n\nCPU   LIMIT_US     HELD_S     BECAUSE OF\n"
+                         "0     -            -          -\n"
+                         "1     20 (dry-run) -          nvme0n1/0 (completes)\n\n"));
+    CHECK(contains(text, "vda          auto   dry-run  50.0           0 (poll)  0\n"));
+
+    // Held for one device, and a dry-run device would hold it too.
+    status["cpus"][1]["limit_us"] = 0;
+    status["cpus"][1]["held_seconds"] = 2.5;
+    status["cpus"][1]["held_for"] = {{{"device", "vda"}, {"queue", 0}, {"why", "completes"}}};
+    text = format_status(status);
+    CHECK(contains(text, "\n\nCPU   LIMIT_US               HELD_S     BECAUSE OF\n"
+                         "0     -                      -          -\n"
+                         "1     0 (poll), 20 (dry-run) 2.5        vda/0 (completes); dry-run: "
+                         "nvme0n1/0 (completes)\n\n"));
+
+    // Without dry-run the table is as it always was.
+    status["cpus"][1].erase("dry_run_limit_us");
+    status["cpus"][1].erase("dry_run_for");
+    CHECK(contains(format_status(status), "\n\nCPU   LIMIT_US   HELD_S     BECAUSE OF\n"
+                                          "0     -          -          -\n"
+                                          "1     0 (poll)   2.5        vda/0 (completes)\n\n"));
+}
+
 TEST_CASE("status text: why nothing is held while the devices cannot be sampled") {
     auto status = minimal_status();
     CHECK_FALSE(contains(format_status(status), "NOT GOVERNING"));

@@ -26,6 +26,10 @@ struct LiveCpu {
     int cpu = 0;
     LatencyLimit limit; // nullopt: not held
     std::vector<HeldFor> held_for;
+    // What a device with backend dry-run would hold it at, and for what;
+    // nullopt: none would.
+    LatencyLimit dry_run_limit;
+    std::vector<HeldFor> dry_run_for;
 };
 
 struct LiveDevice {
@@ -46,6 +50,19 @@ struct LiveStatus {
 LatencyLimit limit_at(const JsonField& object) {
     const auto limit = object.at("limit_us");
     return limit.is_null() ? std::nullopt : LatencyLimit(limit.whole<std::uint32_t>());
+}
+
+// A held_for or dry_run_for list: the queues a CPU is held for.
+std::vector<HeldFor> read_held_for(const JsonField& list) {
+    std::vector<HeldFor> out;
+    for (const auto& q : list.items()) {
+        HeldFor& held = out.emplace_back();
+        held.device = q.at("device").text();
+        held.queue = q.at("queue").whole<int>();
+        if (auto why = q.find("why"))
+            held.why = why->text();
+    }
+    return out;
 }
 
 // Throws std::invalid_argument naming the field that is missing or malformed.
@@ -69,12 +86,11 @@ LiveStatus read_live_status(const nlohmann::json& status) {
         LiveCpu& cpu = live.cpus.emplace_back();
         cpu.cpu = c.at("cpu").whole<int>();
         cpu.limit = limit_at(c);
-        for (const auto& q : c.at("held_for").items()) {
-            HeldFor& held = cpu.held_for.emplace_back();
-            held.device = q.at("device").text();
-            held.queue = q.at("queue").whole<int>();
-            if (auto why = q.find("why"))
-                held.why = why->text();
+        cpu.held_for = read_held_for(c.at("held_for"));
+        // Only where a dry-run device would hold the CPU, and then both.
+        if (auto dry = c.find("dry_run_limit_us")) {
+            cpu.dry_run_limit = dry->whole<std::uint32_t>();
+            cpu.dry_run_for = read_held_for(c.at("dry_run_for"));
         }
     }
     return live;
@@ -186,16 +202,29 @@ std::string explain_queues(const LiveStatus* status, const BlockDevice& device_i
         }))
         out += "COMPLETES ON is the IRQ's smp_affinity_list (online CPUs): this kernel has no "
                "effective_affinity_list to say which of them takes the interrupt.\n";
-    // The waiter CPUs latgovd holds for the device besides its completion CPUs.
+    // The waiter CPUs latgovd holds (or, under dry-run, would hold) for the
+    // device besides its completion CPUs.
     if (status)
         for (const auto& c : status->cpus)
-            for (const auto& q : c.held_for)
-                if (q.device == name && std::find(cpus.begin(), cpus.end(), c.cpu) == cpus.end())
-                    cpus.push_back(c.cpu);
+            for (const auto* list : {&c.held_for, &c.dry_run_for})
+                for (const auto& q : *list)
+                    if (q.device == name &&
+                        std::find(cpus.begin(), cpus.end(), c.cpu) == cpus.end())
+                        cpus.push_back(c.cpu);
     return out;
 }
 
-// Each CPU of `cpus`: its idle states and costs, and what it holds now.
+// "nvme0n1/0 (completes), ...".
+std::string describe_held_for(const std::vector<HeldFor>& held_for) {
+    std::vector<std::string> why;
+    for (const auto& q : held_for)
+        why.push_back(
+            fmt::format("{}/{}{}", q.device, q.queue, q.why ? " (" + *q.why + ")" : std::string()));
+    return fmt::format("{}", fmt::join(why, ", "));
+}
+
+// Each CPU of `cpus`: its idle states and costs, and what it holds now (or,
+// under dry-run, would hold).
 std::string explain_cpus(const ExplainInput& in, const LiveStatus* status, CpuSet cpus) {
     std::string out;
     std::sort(cpus.begin(), cpus.end());
@@ -205,17 +234,17 @@ std::string explain_cpus(const ExplainInput& in, const LiveStatus* status, CpuSe
             out += fmt::format("\nCPU {}: idle states unknown (their table could not be read): "
                                "every state but POLL is taken to cost too much\n",
                                cpu);
-            continue;
-        }
-        if (costs == in.costs.end() || costs->second.empty()) {
+        } else if (costs == in.costs.end() || costs->second.empty()) {
             out += fmt::format("\nCPU {}: no idle states (no cpuidle driver)\n", cpu);
-            continue;
+        } else {
+            out += fmt::format("\nCPU {} idle states:\n  {:<16} {:>8} {:>8}  {}\n", cpu, "STATE",
+                               "EXIT_US", "COST_US", "");
+            for (const auto& s : costs->second)
+                out += fmt::format("  {:<16} {:>8} {:>8.1f}  {}\n", s.name, s.exit_latency_us,
+                                   s.cost_us, s.disabled ? "disabled" : "");
         }
-        out += fmt::format("\nCPU {} idle states:\n  {:<16} {:>8} {:>8}  {}\n", cpu, "STATE",
-                           "EXIT_US", "COST_US", "");
-        for (const auto& s : costs->second)
-            out += fmt::format("  {:<16} {:>8} {:>8.1f}  {}\n", s.name, s.exit_latency_us,
-                               s.cost_us, s.disabled ? "disabled" : "");
+        // A fixed limit is written whatever the idle states: what is held is
+        // said for every CPU.
         const auto* c = [&]() -> const LiveCpu* {
             if (status)
                 for (const auto& e : status->cpus)
@@ -223,16 +252,15 @@ std::string explain_cpus(const ExplainInput& in, const LiveStatus* status, CpuSe
                         return &e;
             return nullptr;
         }();
-        if (c && c->limit) {
-            std::vector<std::string> why;
-            for (const auto& q : c->held_for)
-                why.push_back(fmt::format("{}/{}{}", q.device, q.queue,
-                                          q.why ? " (" + *q.why + ")" : std::string()));
+        if (c && c->limit)
             out += fmt::format("  held now at {} for {}\n", describe_limit(c->limit),
-                               fmt::join(why, ", "));
-        } else {
+                               describe_held_for(c->held_for));
+        // Decided by a device with backend dry-run, and not written.
+        if (c && c->dry_run_limit)
+            out += fmt::format("  would hold at {} (dry-run) for {}\n",
+                               describe_limit(c->dry_run_limit), describe_held_for(c->dry_run_for));
+        if (!c || (!c->limit && !c->dry_run_limit))
             out += "  not held now\n";
-        }
     }
     return out;
 }

@@ -2,7 +2,10 @@
 
 #include "latgov/json.hpp"
 
+#include <algorithm>
 #include <fmt/format.h>
+#include <string>
+#include <vector>
 
 namespace latgov {
 
@@ -75,14 +78,37 @@ std::string format_status(const nlohmann::json& s) {
         out += fmt::format(" for {:.1f} s because of {}", s.at("global_held_seconds").get<double>(),
                            queues(s.at("global_held_for")));
     out += "\n\n";
-    out += fmt::format("{:<5} {:<10} {:<10} {}\n", "CPU", "LIMIT_US", "HELD_S", "BECAUSE OF");
+    // A CPU a device with backend dry-run would hold (only such a CPU has
+    // dry_run_limit_us) shows that limit marked "(dry-run)", after the limit
+    // held, and its queues after those held for.
+    struct CpuRow {
+        int cpu;
+        std::string limit, held_s, because;
+    };
+    std::vector<CpuRow> rows;
+    std::size_t limit_width = 10;
     for (const auto& c : s.at("cpus")) {
-        out += fmt::format(
-            "{:<5} {:<10} {:<10} {}\n", whole<int>(c.at("cpu")), limit(c.at("limit_us")),
-            c.contains("held_seconds") ? fmt::format("{:.1f}", c.at("held_seconds").get<double>())
-                                       : std::string("-"),
-            queues(c.at("held_for")));
+        CpuRow& row = rows.emplace_back();
+        row.cpu = whole<int>(c.at("cpu"));
+        const bool held = !c.at("limit_us").is_null();
+        row.limit = limit(c.at("limit_us"));
+        row.held_s = c.contains("held_seconds")
+                         ? fmt::format("{:.1f}", c.at("held_seconds").get<double>())
+                         : std::string("-");
+        row.because = queues(c.at("held_for"));
+        if (c.contains("dry_run_limit_us") && !c.at("dry_run_limit_us").is_null()) {
+            const auto dry = limit(c.at("dry_run_limit_us")) + " (dry-run)";
+            const auto dry_for = queues(c.at("dry_run_for"));
+            row.limit = held ? row.limit + ", " + dry : dry;
+            row.because = held ? row.because + "; dry-run: " + dry_for : dry_for;
+        }
+        limit_width = std::max(limit_width, row.limit.size());
     }
+    out += fmt::format("{:<5} {:<{}} {:<10} {}\n", "CPU", "LIMIT_US", limit_width, "HELD_S",
+                       "BECAUSE OF");
+    for (const auto& row : rows)
+        out += fmt::format("{:<5} {:<{}} {:<10} {}\n", row.cpu, row.limit, limit_width, row.held_s,
+                           row.because);
     out += fmt::format("\n{:<12} {:<6} {:<8} {:<14} {:<9} {}\n", "DEVICE", "MODE", "BACKEND",
                        "OBSERVED_US", "LIMIT_US", "ACTIVE QUEUES");
     for (const auto& d : s.at("devices")) {
