@@ -1,5 +1,6 @@
-// `latgov doctor`: checks this host for what keeps latgov from working;
-// exit 1 when something needs attention.
+// `latgov doctor`: checks this host (or, under --sysroot, an unpacked
+// snapshot) for what keeps latgov from working; exit 3 when something needs
+// attention, 1 when the check itself failed.
 #include "commands.hpp"
 #include "latgov/config.hpp"
 #include "latgov/discovery.hpp"
@@ -10,15 +11,25 @@
 
 namespace latgov::cli {
 
+namespace {
+
+// Its own status, apart from fail()'s 1 and usage_error()'s 2: a script
+// tells a host that needs a fix from a check that could not run.
+constexpr int exit_needs_attention = 3;
+
+} // namespace
+
 int doctor(const Args& args) {
-    std::filesystem::path runtime_dir{default_runtime_dir};
+    const SysRoot root(args.sysroot);
+    // A snapshot's status is the one inside it: this host's latgovd has no
+    // part in its diagnosis.
+    std::filesystem::path runtime_dir = root.resolve(default_runtime_dir);
     for (size_t i = 0; i < args.rest.size(); ++i) {
         if (args.rest[i] == "--runtime-dir" && i + 1 < args.rest.size())
             runtime_dir = args.rest[++i];
         else
-            return usage_error("doctor: unknown option " + args.rest[i]);
+            return option_error("doctor", args.rest[i], {"--runtime-dir"});
     }
-    const SysRoot root(args.sysroot);
     auto topology = discover_topology(root);
     if (!topology)
         return fail(topology.error().message);
@@ -30,7 +41,7 @@ int doctor(const Args& args) {
     const bool attention = needs_attention(findings);
     fmt::print("{}\n", attention ? "Something needs attention (lines marked FIX)."
                                  : "Nothing needs attention.");
-    return attention ? 1 : 0;
+    return attention ? exit_needs_attention : 0;
 }
 
 } // namespace latgov::cli

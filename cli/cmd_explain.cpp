@@ -12,7 +12,9 @@
 namespace latgov::cli {
 
 int explain(const Args& args) {
-    std::filesystem::path runtime_dir{default_runtime_dir};
+    const SysRoot root(args.sysroot);
+    // A snapshot's status is the one inside it, not this host's latgovd's.
+    std::filesystem::path runtime_dir = root.resolve(default_runtime_dir);
     std::filesystem::path config_file{default_config_file};
     bool config_given = false; // then it must exist, as for latgovd
     std::string device;
@@ -29,7 +31,6 @@ int explain(const Args& args) {
     }
     if (device.empty())
         return usage_error("explain: which DEVICE? (see `latgov topology`)");
-    const SysRoot root(args.sysroot);
     auto topology = discover_topology(root);
     if (!topology)
         return fail(topology.error().message);
@@ -42,7 +43,8 @@ int explain(const Args& args) {
     auto text = explain_device({*topology, *config, costs.per_cpu, costs.source, status}, device);
     if (!text)
         return fail(text.error().message);
-    fmt::print("{}{}", *text, format_writer_gone(runtime_dir, status));
+    // Whether a snapshot's latgovd still runs is not this host's to tell.
+    fmt::print("{}{}", *text, root.is_live() ? format_writer_gone(runtime_dir, status) : "");
     return 0;
 }
 

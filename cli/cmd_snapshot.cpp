@@ -1,5 +1,7 @@
-// `latgov snapshot -o FILE.tar.gz`: capture the files topology discovery reads.
+// `latgov snapshot -o FILE.tar.gz`: capture the files topology discovery and
+// `latgov doctor` read, and latgovd's status file.
 #include "commands.hpp"
+#include "latgov/config.hpp"
 #include "latgov/discovery.hpp"
 #include "latgov/snapshot.hpp"
 
@@ -14,7 +16,7 @@ int snapshot(const Args& args) {
         if ((args.rest[i] == "-o" || args.rest[i] == "--output") && i + 1 < args.rest.size())
             output = args.rest[++i];
         else
-            return usage_error("snapshot: unknown option " + args.rest[i]);
+            return option_error("snapshot", args.rest[i], {"-o", "--output"});
     }
     if (output.empty())
         return usage_error("snapshot: -o FILE.tar.gz is required");
@@ -23,6 +25,7 @@ int snapshot(const Args& args) {
     auto topology = discover_topology(root);
     if (!topology)
         return fail(topology.error().message);
+    capture_doctor_files(root, default_runtime_dir);
     if (auto written = write_snapshot(*root.capture(), output); !written)
         return fail(written.error().message);
     fmt::print(stderr, "latgov: wrote {} ({} paths, {} devices)\n", output,

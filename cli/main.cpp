@@ -23,7 +23,7 @@ Commands:
       [--watch]            redraw in place until Ctrl-C (a plain copy when not a terminal)
       [--interval S]       seconds between --watch refreshes (default 1)
   doctor                   check this host for what keeps latgov from working;
-      [--runtime-dir DIR]  exit 1 when something needs attention
+      [--runtime-dir DIR]  exit 3 when something needs attention
   explain DEVICE           why the device's limit is what it is
       [--config FILE]      default {config_file}
       [--runtime-dir DIR]

@@ -24,4 +24,18 @@ if missing=$("$latgov" --sysroot "$tmp" explain "$device" --config "$tmp/missing
   fail "explain with a missing --config succeeded"
 fi
 grep -q "$tmp/missing.toml" <<< "$missing" || fail "the error does not name the file: $missing"
-echo "PASS explain $device: $rows queues, $tables idle-state tables; a missing --config named"
+# Under --sysroot the status is the one inside the tree (the snapshot's
+# latgovd), not this host's: a CPU it held shows as held, and whether that
+# latgovd still runs is not asked of this host.
+cpu=$(grep -oE "^CPU [0-9]+" <<< "$out" | head -1 | cut -d' ' -f2)
+[[ -n $cpu ]] || fail "no completion CPU listed"
+mkdir -p "$tmp/run/latgov"
+cat > "$tmp/run/latgov/status.json" <<JSON
+{"pid": 4242, "devices": [{"name": "$device", "limit_us": 7, "active_queues": [0]}],
+ "cpus": [{"cpu": $cpu, "limit_us": 7, "held_for": [{"device": "$device", "queue": 0}]}]}
+JSON
+snap=$("$latgov" --sysroot "$tmp" explain "$device" --config "$tmp/empty.toml")
+grep -q "^  held now at 7 us for $device/0" <<< "$snap" ||
+  fail "the tree's status is not read under --sysroot: $snap"
+! grep -q "that wrote this status" <<< "$snap" || fail "a snapshot's latgovd reported gone: $snap"
+echo "PASS explain $device: $rows queues, $tables idle-state tables; a missing --config named; the tree's status read"

@@ -86,6 +86,47 @@ TEST_CASE("each problem is flagged with advice") {
     }
 }
 
+TEST_CASE("a snapshot's missing files are unknown, not a fix, and its latgovd is its status") {
+    auto facts = healthy();
+    facts.snapshot = true;
+    facts.cpu_dma_latency_known = false;
+    facts.tracefs_events = Found::unknown;
+    facts.debugfs_block = Found::unknown;
+    facts.mounts = Found::unknown;
+    facts.has_nvme = true;
+    const auto findings = diagnose(facts);
+    CHECK_FALSE(needs_attention(findings));
+    for (const char* check : {"/dev/cpu_dma_latency", "tracefs", "debugfs", "/run", "NVMe APST"}) {
+        CAPTURE(check);
+        REQUIRE(find(findings, check));
+        CHECK(find(findings, check)->level == Finding::Level::note);
+        CHECK(find(findings, check)->result.find("not in the snapshot") != std::string::npos);
+        CHECK(find(findings, check)->advice.empty());
+    }
+    // Whether a snapshot's latgovd still runs is not this host's to tell.
+    REQUIRE(find(findings, "latgovd"));
+    CHECK(find(findings, "latgovd")->result == "status from the snapshot");
+    CHECK(find(findings, "latgovd")->level == Finding::Level::note);
+    facts.latgov_running = false;
+    CHECK(find(diagnose(facts), "latgovd")->result == "no status in the snapshot");
+    // What the snapshot holds is judged as on the live host.
+    facts.tracefs_events = Found::no;
+    facts.mounts = Found::yes;
+    facts.run_fstype = "ext4";
+    const auto spoiled = diagnose(facts);
+    CHECK(find(spoiled, "tracefs")->level == Finding::Level::attention);
+    CHECK(find(spoiled, "/run")->level == Finding::Level::attention);
+}
+
+TEST_CASE("on the live host /proc/mounts unread is still a fix") {
+    auto facts = healthy();
+    facts.run_fstype.clear();
+    const auto findings = diagnose(facts);
+    CHECK(find(findings, "/run")->result == "file system unknown");
+    CHECK(find(findings, "/run")->level == Finding::Level::attention);
+    CHECK(find(findings, "latgovd")->result == "running (status file found)");
+}
+
 TEST_CASE("latgov's own global hold is not another holder") {
     auto facts = healthy();
     facts.cpu_dma_latency = 0;

@@ -2,6 +2,7 @@
 // a temporary directory.
 #include "latgov/host_facts.hpp"
 #include "latgov/runtime_dir.hpp"
+#include "latgov/snapshot.hpp"
 
 #include <algorithm>
 #include <doctest/doctest.h>
@@ -57,7 +58,10 @@ TEST_CASE("facts from a tree: /run's mount, isolated CPUs, APST, tracefs") {
     CHECK(facts.isolated_cpus == std::set<int>{2, 3});
     CHECK(facts.nvme_ps_max_latency_us == 100000);
     CHECK(facts.tracefs_events == Found::yes);
+    // Its /proc/mounts shows no debugfs: missing on that host, not uncaptured.
     CHECK(facts.debugfs_block == Found::no);
+    CHECK(facts.snapshot);
+    CHECK(facts.mounts == Found::yes);
     CHECK_FALSE(facts.latgov_running);
     CHECK(facts.irqs_by_cpu.at(2) == std::vector<std::string>{"nvme0q3"});
     const auto findings = diagnose(facts);
@@ -91,7 +95,7 @@ TEST_CASE("a status whose latgovd is gone says so, and its holds are no longer l
     const TempTree tree("latgov-writer");
     const fs::path run = tree.root / "run";
     fs::create_directory(run);
-    const SysRoot sys(tree.root);
+    const SysRoot sys; // the live host's: a snapshot's writer is not looked for
     auto status = nlohmann::json::parse(R"({"cpus": [{"cpu": 1, "limit_us": 0}]})");
     status["pid"] = ::getpid(); // written by this process, as if it were latgovd
     {
@@ -128,6 +132,70 @@ TEST_CASE("a status whose latgovd is gone says so, and its holds are no longer l
     CHECK_FALSE(runtime_dir_locked(tree.root / "none"));
     CHECK_FALSE(status_writer_gone(tree.root / "none", status));
     CHECK(status_writer_running(tree.root / "none", status) == std::nullopt);
+}
+
+TEST_CASE("a snapshot's facts: files it lacks are unknown, its status is its own") {
+    const TempTree tree("latgov-snapshot-facts");
+    const SysRoot sys(tree.root);
+    const fs::path run = tree.root / "run/latgov";
+    auto status = nlohmann::json::parse(R"({"cpus": [{"cpu": 1, "limit_us": 0}]})");
+    status["pid"] = 4242; // no lock held here: gone, were it this host's
+    Topology topology;
+    topology.cpuidle_driver = "intel_idle";
+    const auto bare = read_host_facts(sys, topology, status, run);
+    REQUIRE(bare);
+    CHECK(bare->snapshot);
+    CHECK(bare->tracefs_events == Found::unknown);
+    CHECK(bare->debugfs_block == Found::unknown);
+    CHECK(bare->mounts == Found::unknown);
+    CHECK(bare->latgov_running);
+    CHECK_FALSE(bare->latgov_gone_pid);
+    CHECK(bare->latgov_held_cpus == std::set<int>{1});
+    CHECK_FALSE(needs_attention(diagnose(*bare)));
+    // Its /proc/mounts tells: tracefs mounted (the id uncaptured, as a user
+    // may not read it) is unknown; debugfs not mounted is missing.
+    tree.put("/proc/mounts", "sysfs /sys sysfs rw 0 0\ntracefs /sys/kernel/tracing tracefs rw 0 0\n"
+                             "tmpfs /run tmpfs rw 0 0\n");
+    const auto mounted = read_host_facts(sys, Topology{}, nullptr, run);
+    REQUIRE(mounted);
+    CHECK(mounted->mounts == Found::yes);
+    CHECK(mounted->run_fstype == "tmpfs");
+    CHECK(mounted->tracefs_events == Found::unknown);
+    CHECK(mounted->debugfs_block == Found::no);
+    tree.put("/proc/mounts", "sysfs /sys sysfs rw 0 0\ntmpfs /run tmpfs rw 0 0\n");
+    CHECK(read_host_facts(sys, Topology{}, nullptr, run)->tracefs_events == Found::no);
+}
+
+TEST_CASE("the live host's facts are never unknown") {
+    const auto facts = read_host_facts(SysRoot(), Topology{}, nullptr, "/nonexistent");
+    REQUIRE(facts);
+    CHECK_FALSE(facts->snapshot);
+    CHECK(facts->mounts == Found::yes);
+    CHECK(facts->tracefs_events != Found::unknown);
+    CHECK(facts->debugfs_block != Found::unknown);
+}
+
+TEST_CASE("a snapshot keeps the files doctor reads and latgovd's status") {
+    const TempTree tree("latgov-snapshot-capture");
+    tree.put("/proc/mounts", "tmpfs /run tmpfs rw 0 0\n");
+    tree.put("/sys/kernel/tracing/events/block/block_rq_issue/id", "1234\n");
+    tree.put("/sys/module/nvme_core/parameters/default_ps_max_latency_us", "0\n");
+    tree.put("/sys/devices/system/cpu/isolated", "\n");
+    tree.put("/run/latgov/status.json", "{}\n");
+    fs::create_directories(tree.root / "sys/kernel/debug/block");
+    SysRoot sys(tree.root);
+    sys.start_capture();
+    capture_doctor_files(sys, "/run/latgov");
+    const auto& kept = sys.capture()->entries();
+    for (const char* path : {"/proc/mounts", "/sys/kernel/tracing/events/block/block_rq_issue/id",
+                             "/sys/module/nvme_core/parameters/default_ps_max_latency_us",
+                             "/sys/devices/system/cpu/isolated", "/run/latgov/status.json"}) {
+        CAPTURE(path);
+        REQUIRE(kept.contains(path));
+        CHECK(kept.at(path).kind == CapturedEntry::Kind::file);
+    }
+    REQUIRE(kept.contains("/sys/kernel/debug/block"));
+    CHECK(kept.at("/sys/kernel/debug/block").kind == CapturedEntry::Kind::directory);
 }
 
 namespace {

@@ -43,7 +43,9 @@ std::vector<Finding> diagnose(const HostFacts& f) {
         out.push_back({L::ok, "cpuidle driver",
                        fmt::format("{} (governor {})", f.cpuidle_driver, f.cpuidle_governor), ""});
 
-    if (!f.cpu_dma_latency_known)
+    if (!f.cpu_dma_latency_known && f.snapshot)
+        out.push_back({L::note, "/dev/cpu_dma_latency", "unknown (not in the snapshot)", ""});
+    else if (!f.cpu_dma_latency_known)
         out.push_back({L::note, "/dev/cpu_dma_latency", "not readable",
                        "Run as root to see whether another process holds a global limit."});
     else if (f.cpu_dma_latency && f.cpu_dma_latency != f.latgov_global_limit)
@@ -78,6 +80,9 @@ std::vector<Finding> diagnose(const HostFacts& f) {
         out.push_back({L::note, "tracefs", "not readable",
                        "Run as root to see whether block_rq_issue events are available."});
         break;
+    case Found::unknown:
+        out.push_back({L::note, "tracefs", "unknown (not in the snapshot)", ""});
+        break;
     case Found::no:
         out.push_back({L::attention, "tracefs", "block_rq_issue not found",
                        "An idle latgovd cannot sleep until the first request and samples "
@@ -92,6 +97,9 @@ std::vector<Finding> diagnose(const HostFacts& f) {
         out.push_back({L::note, "debugfs", "not readable",
                        "Run as root to see it; only queue_inflight = true needs it."});
         break;
+    case Found::unknown:
+        out.push_back({L::note, "debugfs", "unknown (not in the snapshot)", ""});
+        break;
     case Found::no:
         out.push_back({L::note, "debugfs", "not mounted",
                        "Only queue_inflight = true needs it: `mount -t debugfs none "
@@ -99,7 +107,9 @@ std::vector<Finding> diagnose(const HostFacts& f) {
         break;
     }
 
-    if (f.run_fstype == "tmpfs" || f.run_fstype == "ramfs")
+    if (f.mounts == Found::unknown)
+        out.push_back({L::note, "/run", "file system unknown (not in the snapshot)", ""});
+    else if (f.run_fstype == "tmpfs" || f.run_fstype == "ramfs")
         out.push_back({L::ok, "/run", f.run_fstype, ""});
     else
         out.push_back({L::attention, "/run",
@@ -110,8 +120,11 @@ std::vector<Finding> diagnose(const HostFacts& f) {
 
     if (f.has_nvme) {
         if (!f.nvme_ps_max_latency_us)
-            out.push_back(
-                {L::note, "NVMe APST", "nvme_core default_ps_max_latency_us unknown", ""});
+            out.push_back({L::note, "NVMe APST",
+                           f.snapshot ? "nvme_core default_ps_max_latency_us unknown (not in "
+                                        "the snapshot)"
+                                      : "nvme_core default_ps_max_latency_us unknown",
+                           ""});
         else if (*f.nvme_ps_max_latency_us == 0)
             out.push_back({L::note, "NVMe APST", "disabled (default_ps_max_latency_us=0)",
                            "Drives stay in their operational power states; fine for latency, "
@@ -138,7 +151,14 @@ std::vector<Finding> diagnose(const HostFacts& f) {
     else if (!f.isolated_cpus.empty())
         out.push_back({L::ok, "queue IRQs on isolated CPUs", "none", ""});
 
-    if (f.latgov_gone_pid)
+    // A snapshot's latgovd does not run here: its status is what it held
+    // when the snapshot was taken, whether it still runs is not this host's
+    // to tell.
+    if (f.snapshot)
+        out.push_back({L::note, "latgovd",
+                       f.latgov_running ? "status from the snapshot" : "no status in the snapshot",
+                       ""});
+    else if (f.latgov_gone_pid)
         out.push_back({L::attention, "latgovd",
                        fmt::format("not running; pid {} left its status", *f.latgov_gone_pid),
                        "A latgovd that was killed may have left its limits held: "

@@ -13,14 +13,20 @@
 namespace latgov {
 
 // Whether a file was found; `unreadable` when a directory on the way is
-// closed to this user (tracefs and debugfs are 0700 where mounted).
-enum class Found { no, yes, unreadable };
+// closed to this user (tracefs and debugfs are 0700 where mounted);
+// `unknown` when a captured tree (`--sysroot`) lacks it: the snapshot did
+// not keep it, which says nothing of the host it was taken on.
+enum class Found { no, yes, unreadable, unknown };
 
 struct HostFacts {
+    // Read from a captured tree (`--sysroot` other than /), not this host:
+    // latgovd's state is the snapshot's status file, not a process here.
+    bool snapshot = false;
     std::string cpuidle_driver, cpuidle_governor;
     bool cpu_dma_latency_known = false;
     LatencyLimit cpu_dma_latency;               // the aggregate of every holder
     bool latgov_running = false;                // a status file, its writer running
+                                                // (in a snapshot: a status file)
     std::optional<int> latgov_gone_pid;         // a status file, its writer gone
     LatencyLimit latgov_global_limit;           // what latgov itself holds there
     std::map<int, LatencyLimit> cpu_values;     // each CPU's pm_qos_resume_latency_us
@@ -28,6 +34,7 @@ struct HostFacts {
     Found tracefs_events = Found::no;           // block_rq_issue id
     Found debugfs_block = Found::no;            // /sys/kernel/debug/block
     std::string run_fstype;                     // file system of /run
+    Found mounts = Found::yes;                  // /proc/mounts (unknown: not in the snapshot)
     std::optional<long> nvme_ps_max_latency_us; // nvme_core default_ps_max_latency_us
     bool has_nvme = false;
     std::set<int> isolated_cpus;

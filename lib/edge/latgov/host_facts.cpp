@@ -77,7 +77,8 @@ Result<HostFacts> read_host_facts(const SysRoot& root, const Topology& topology,
     for (const auto& cpu : topology.cpus)
         if (cpu.resume_latency_known)
             f.cpu_values[cpu.id] = cpu.resume_latency;
-    if (status.is_object())
+    f.snapshot = !root.is_live();
+    if (status.is_object() && !f.snapshot)
         f.latgov_gone_pid = status_writer_gone(runtime_dir, status);
     if (status.is_object() && !f.latgov_gone_pid) {
         f.latgov_running = true;
@@ -110,12 +111,27 @@ Result<HostFacts> read_host_facts(const SysRoot& root, const Topology& topology,
                 f.latgov_held_cpus.insert(*cpu);
         }
     }
+    const auto mounts = root.read("/proc/mounts");
+    if (mounts)
+        f.run_fstype = mount_fstype(*mounts, "/run");
+    else if (f.snapshot)
+        f.mounts = Found::unknown;
+    // In a snapshot a file it lacks may have been there uncaptured: unknown,
+    // unless its /proc/mounts shows nothing mounted to hold it.
+    auto may_be_mounted = [&](std::string_view path, std::string_view fstype) {
+        return !mounts || mount_fstype(*mounts, path) == fstype;
+    };
     f.tracefs_events =
         found_any(root, {"/sys/kernel/tracing/events/block/block_rq_issue/id",
                          "/sys/kernel/debug/tracing/events/block/block_rq_issue/id"});
+    if (f.snapshot && f.tracefs_events == Found::no &&
+        (may_be_mounted("/sys/kernel/tracing/events", "tracefs") ||
+         may_be_mounted("/sys/kernel/debug/tracing/events", "tracefs")))
+        f.tracefs_events = Found::unknown;
     f.debugfs_block = found_any(root, {"/sys/kernel/debug/block"});
-    if (auto mounts = root.read("/proc/mounts"))
-        f.run_fstype = mount_fstype(*mounts, "/run");
+    if (f.snapshot && f.debugfs_block == Found::no &&
+        may_be_mounted("/sys/kernel/debug/block", "debugfs"))
+        f.debugfs_block = Found::unknown;
     if (auto ps = root.read("/sys/module/nvme_core/parameters/default_ps_max_latency_us"))
         if (auto value = parse_u64(trim(*ps)))
             f.nvme_ps_max_latency_us = static_cast<long>(*value);

@@ -11,8 +11,21 @@
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
+#include <string_view>
 
 namespace latgov {
+
+// The files read_host_facts reads beyond the topology, as on the live
+// system; `latgov snapshot` keeps them (and /sys/kernel/debug/block, whose
+// presence it checks) so that `--sysroot` gives `latgov doctor` the same.
+inline constexpr std::string_view host_fact_files[] = {
+    "/proc/mounts",
+    "/sys/kernel/tracing/events/block/block_rq_issue/id",
+    "/sys/kernel/debug/tracing/events/block/block_rq_issue/id",
+    "/sys/module/nvme_core/parameters/default_ps_max_latency_us",
+    "/sys/devices/system/cpu/isolated",
+};
+inline constexpr std::string_view host_fact_dirs[] = {"/sys/kernel/debug/block"};
 
 // `status` is latgovd's status.json from `runtime_dir` when there is one,
 // else null. A status whose latgovd is gone (status_writer_gone) holds
@@ -20,6 +33,11 @@ namespace latgov {
 // A status that is not what latgovd writes (a "cpus" entry without a CPU
 // number, a limit that is not null or a number of microseconds) is an error
 // naming the file and the key ("/run/latgov/status.json: cpus[0].cpu: ...").
+// Under a root other than "/" (a snapshot) the facts are the snapshot's
+// (HostFacts::snapshot): a status is what its latgovd held when it was
+// taken, its writer's lock is not looked at, and a file the tree lacks is
+// Found::unknown (tracefs, debugfs, /proc/mounts) unless the tree's
+// /proc/mounts shows that its file system was not mounted.
 Result<HostFacts> read_host_facts(const SysRoot& root, const Topology& topology,
                                   const nlohmann::json& status,
                                   const std::filesystem::path& runtime_dir);
@@ -29,8 +47,8 @@ Result<HostFacts> read_host_facts(const SysRoot& root, const Topology& topology,
 // killed without `latgovd --restore` leaves its last status, and may have
 // left its limits held). nullopt when that cannot be told: the status names
 // no pid, /proc/locks cannot be read, or a holder is of another pid
-// namespace. The live system's, also under --sysroot: the status is read
-// from the live runtime directory.
+// namespace. The live system's, whatever the status: read_host_facts does
+// not ask it of a snapshot's status.
 std::optional<bool> status_writer_running(const std::filesystem::path& runtime_dir,
                                           const nlohmann::json& status);
 

@@ -1,10 +1,41 @@
 #include "latgov/snapshot.hpp"
 
+#include "latgov/host_facts.hpp"
+#include "latgov/status.hpp"
+
 #include <archive.h>
 #include <archive_entry.h>
+#include <cstring>
 #include <memory>
+#include <string>
 
 namespace latgov {
+
+namespace {
+
+// libarchive's message, with the system's reason when it has one and the
+// message does not already say it ("Failed to open '/x/y.tar.gz': No such
+// file or directory").
+std::string archive_reason(archive* ar) {
+    const char* what = archive_error_string(ar);
+    std::string reason = what ? what : "unknown error";
+    if (const int err = archive_errno(ar); err > 0) {
+        const std::string text = std::strerror(err);
+        if (reason.find(text) == std::string::npos)
+            reason += ": " + text;
+    }
+    return reason;
+}
+
+} // namespace
+
+void capture_doctor_files(const SysRoot& root, std::string_view runtime_dir) {
+    for (auto path : host_fact_files)
+        (void)root.read(path);
+    for (auto path : host_fact_dirs)
+        (void)root.exists(path);
+    (void)root.read(std::string(runtime_dir) + "/" + std::string(status_file_name));
+}
 
 Result<void> write_snapshot(const CaptureLog& log, const std::filesystem::path& output) {
     std::unique_ptr<archive, decltype(&archive_write_free)> ar(archive_write_new(),
@@ -12,8 +43,7 @@ Result<void> write_snapshot(const CaptureLog& log, const std::filesystem::path& 
     archive_write_set_format_pax_restricted(ar.get());
     archive_write_add_filter_gzip(ar.get());
     if (archive_write_open_filename(ar.get(), output.c_str()) != ARCHIVE_OK)
-        return make_error("Failed to create " + output.string() + ": " +
-                          archive_error_string(ar.get()));
+        return make_error("Failed to create " + output.string() + ": " + archive_reason(ar.get()));
     std::unique_ptr<archive_entry, decltype(&archive_entry_free)> entry(archive_entry_new(),
                                                                         archive_entry_free);
     for (const auto& [path, captured] : log.entries()) {
@@ -38,15 +68,14 @@ Result<void> write_snapshot(const CaptureLog& log, const std::filesystem::path& 
         }
         if (archive_write_header(ar.get(), entry.get()) != ARCHIVE_OK)
             return make_error("Failed to write " + path + " to " + output.string() + ": " +
-                              archive_error_string(ar.get()));
+                              archive_reason(ar.get()));
         if (captured.kind == CapturedEntry::Kind::file &&
             archive_write_data(ar.get(), captured.content.data(), captured.content.size()) < 0)
             return make_error("Failed to write " + path + " to " + output.string() + ": " +
-                              archive_error_string(ar.get()));
+                              archive_reason(ar.get()));
     }
     if (archive_write_close(ar.get()) != ARCHIVE_OK)
-        return make_error("Failed to finish " + output.string() + ": " +
-                          archive_error_string(ar.get()));
+        return make_error("Failed to finish " + output.string() + ": " + archive_reason(ar.get()));
     return {};
 }
 
