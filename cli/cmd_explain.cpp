@@ -13,15 +13,18 @@ namespace latgov::cli {
 
 int explain(const Args& args) {
     const SysRoot root(args.sysroot);
-    // A snapshot's status is the one inside it, not this host's latgovd's.
+    // A snapshot's status is the one inside it, not this host's latgovd's,
+    // and whether that latgovd runs is not asked of this host.
     std::filesystem::path runtime_dir = root.resolve(default_runtime_dir);
+    bool ask_writer = root.is_live();
     std::filesystem::path config_file{default_config_file};
     bool config_given = false; // then it must exist, as for latgovd
     std::string device;
     for (size_t i = 0; i < args.rest.size(); ++i) {
-        if (args.rest[i] == "--runtime-dir" && i + 1 < args.rest.size())
+        if (args.rest[i] == "--runtime-dir" && i + 1 < args.rest.size()) {
             runtime_dir = args.rest[++i];
-        else if (args.rest[i] == "--config" && i + 1 < args.rest.size()) {
+            ask_writer = true; // a directory of this host
+        } else if (args.rest[i] == "--config" && i + 1 < args.rest.size()) {
             config_file = args.rest[++i];
             config_given = true;
         } else if (!args.rest[i].starts_with("-") && device.empty())
@@ -43,8 +46,7 @@ int explain(const Args& args) {
     auto text = explain_device({*topology, *config, costs.per_cpu, costs.source, status}, device);
     if (!text)
         return fail(text.error().message);
-    // Whether a snapshot's latgovd still runs is not this host's to tell.
-    fmt::print("{}{}", *text, root.is_live() ? format_writer_gone(runtime_dir, status) : "");
+    fmt::print("{}{}", *text, ask_writer ? format_writer_gone(runtime_dir, status) : "");
     return 0;
 }
 

@@ -69,10 +69,17 @@ Wake wait_until(std::chrono::steady_clock::time_point deadline, const sigset_t& 
     }
 }
 
+// Whether the latgovd that wrote `status` is gone, in words (nothing when it
+// runs or when `ask` is false: a snapshot's latgovd does not run here).
+std::string writer_gone(bool ask, const std::filesystem::path& runtime_dir,
+                        const nlohmann::json& status) {
+    return ask ? format_writer_gone(runtime_dir, status) : std::string();
+}
+
 // Shows the status every `interval` until SIGINT (Ctrl-C), SIGTERM or
 // SIGHUP, then exits 0. On a terminal the frame is redrawn in place with the
 // cursor hidden, shown again on the way out, and a resize redraws at once.
-int watch_status(const SysRoot& root, const std::filesystem::path& runtime_dir,
+int watch_status(const SysRoot& root, const std::filesystem::path& runtime_dir, bool ask_writer,
                  std::chrono::milliseconds interval) {
     const bool terminal = isatty(STDOUT_FILENO) == 1;
     sigset_t signals;
@@ -95,7 +102,7 @@ int watch_status(const SysRoot& root, const std::filesystem::path& runtime_dir,
         } else {
             try {
                 body = format_status(*status) + format_other_holders(root, *status) +
-                       format_writer_gone(runtime_dir, *status);
+                       writer_gone(ask_writer, runtime_dir, *status);
             } catch (const std::exception& e) {
                 body = fmt::format("Failed to read {}: {}\n",
                                    (runtime_dir / status_file_name).string(), e.what());
@@ -149,7 +156,7 @@ int status(const Args& args) {
     bool as_json = false;
     bool watch = false;
     std::optional<std::chrono::milliseconds> interval;
-    std::string runtime_dir{default_runtime_dir};
+    std::optional<std::filesystem::path> given_dir;
     for (size_t i = 0; i < args.rest.size(); ++i) {
         if (args.rest[i] == "--json") {
             as_json = true;
@@ -161,18 +168,23 @@ int status(const Args& args) {
                 return usage_error("status: --interval takes whole seconds (1..3600)");
             interval = std::chrono::seconds(*seconds);
         } else if (args.rest[i] == "--runtime-dir" && i + 1 < args.rest.size()) {
-            runtime_dir = args.rest[++i];
+            given_dir = args.rest[++i];
         } else {
             return option_error("status", args.rest[i], {"--interval", "--runtime-dir"});
         }
     }
     const SysRoot root(args.sysroot);
+    // A snapshot's status is the one inside it, not this host's latgovd's,
+    // and whether that latgovd runs is not asked of this host.
+    const std::filesystem::path runtime_dir = given_dir.value_or(root.resolve(default_runtime_dir));
+    const bool ask_writer = given_dir || root.is_live();
     if (watch && as_json)
         return usage_error("status: --watch redraws the text; --json prints once");
     if (interval && !watch)
         return usage_error("status: --interval sets how often --watch redraws; give --watch too");
     if (watch)
-        return watch_status(root, runtime_dir, interval.value_or(std::chrono::seconds(1)));
+        return watch_status(root, runtime_dir, ask_writer,
+                            interval.value_or(std::chrono::seconds(1)));
     auto status = load_status(runtime_dir);
     if (!status)
         return fail(status.error().message);
@@ -180,9 +192,10 @@ int status(const Args& args) {
         // latgovd's document, and whether the latgovd that wrote it still
         // runs (`latgovd_running`, added here, null when that cannot be
         // told; said on stderr too when it does not).
-        const auto gone = format_writer_gone(runtime_dir, *status);
+        const auto gone = writer_gone(ask_writer, runtime_dir, *status);
         if (status->is_object()) {
-            const auto running = status_writer_running(runtime_dir, *status);
+            const auto running =
+                ask_writer ? status_writer_running(runtime_dir, *status) : std::nullopt;
             (*status)["latgovd_running"] =
                 running ? nlohmann::json(*running) : nlohmann::json(nullptr);
         }
@@ -193,10 +206,9 @@ int status(const Args& args) {
     }
     try {
         fmt::print("{}{}{}", format_status(*status), format_other_holders(root, *status),
-                   format_writer_gone(runtime_dir, *status));
+                   writer_gone(ask_writer, runtime_dir, *status));
     } catch (const std::exception& e) {
-        return fail(fmt::format("Failed to read {}: {}",
-                                (std::filesystem::path(runtime_dir) / status_file_name).string(),
+        return fail(fmt::format("Failed to read {}: {}", (runtime_dir / status_file_name).string(),
                                 e.what()));
     }
     return 0;

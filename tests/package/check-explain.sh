@@ -38,4 +38,9 @@ snap=$("$latgov" --sysroot "$tmp" explain "$device" --config "$tmp/empty.toml")
 grep -q "^  held now at 7 us for $device/0" <<< "$snap" ||
   fail "the tree's status is not read under --sysroot: $snap"
 ! grep -q "that wrote this status" <<< "$snap" || fail "a snapshot's latgovd reported gone: $snap"
+# latgov status too: the tree's status, its latgovd neither running nor
+# gone here (not asked: null).
+js=$("$latgov" --sysroot "$tmp" status --json 2>&1) || fail "status --json on the tree failed: $js"
+grep -q '"pid": 4242' <<< "$js" || fail "status --json does not read the tree's status: $js"
+grep -q '"latgovd_running": null' <<< "$js" || fail "status --json asks this host of the snapshot: $js"
 echo "PASS explain $device: $rows queues, $tables idle-state tables; a missing --config named; the tree's status read"
