@@ -6,6 +6,7 @@
 #include "latgov/discovery.hpp"
 #include "latgov/doctor.hpp"
 #include "latgov/host_facts.hpp"
+#include "latgov/status_place.hpp"
 
 #include <fmt/format.h>
 
@@ -21,9 +22,7 @@ constexpr int exit_needs_attention = 3;
 
 int doctor(const Args& args) {
     const SysRoot root(args.sysroot);
-    // A snapshot's status is the one inside it: this host's latgovd has no
-    // part in its diagnosis.
-    std::filesystem::path runtime_dir = root.resolve(default_runtime_dir);
+    std::optional<std::filesystem::path> runtime_dir;
     for (size_t i = 0; i < args.rest.size(); ++i) {
         if (args.rest[i] == "--runtime-dir" && i + 1 < args.rest.size())
             runtime_dir = args.rest[++i];
@@ -33,7 +32,8 @@ int doctor(const Args& args) {
     auto topology = discover_topology(root);
     if (!topology)
         return fail(topology.error().message);
-    const auto facts = read_host_facts(root, *topology, read_status(runtime_dir), runtime_dir);
+    const StatusPlace place(root, runtime_dir);
+    const auto facts = read_host_facts(root, *topology, place.read(), place);
     if (!facts)
         return fail(facts.error().message);
     const auto findings = diagnose(*facts);

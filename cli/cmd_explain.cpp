@@ -6,6 +6,7 @@
 #include "latgov/explain.hpp"
 #include "latgov/host_facts.hpp"
 #include "latgov/idle_costs.hpp"
+#include "latgov/status_place.hpp"
 
 #include <fmt/format.h>
 
@@ -13,17 +14,13 @@ namespace latgov::cli {
 
 int explain(const Args& args) {
     const SysRoot root(args.sysroot);
-    // A snapshot's status is the one inside it, not this host's latgovd's,
-    // and whether that latgovd runs is not asked of this host.
-    std::filesystem::path runtime_dir = root.resolve(default_runtime_dir);
-    bool ask_writer = root.is_live();
+    std::optional<std::filesystem::path> runtime_dir;
     std::filesystem::path config_file{default_config_file};
     bool config_given = false; // then it must exist, as for latgovd
     std::string device;
     for (size_t i = 0; i < args.rest.size(); ++i) {
         if (args.rest[i] == "--runtime-dir" && i + 1 < args.rest.size()) {
             runtime_dir = args.rest[++i];
-            ask_writer = true; // a directory of this host
         } else if (args.rest[i] == "--config" && i + 1 < args.rest.size()) {
             config_file = args.rest[++i];
             config_given = true;
@@ -42,11 +39,12 @@ int explain(const Args& args) {
         return fail(config.error().message);
     // The costs latgovd uses; why a calibration does not apply is in the source.
     const auto costs = load_idle_costs(root, config->daemon, *topology, [](const std::string&) {});
-    const auto status = read_status(runtime_dir);
+    const StatusPlace place(root, runtime_dir);
+    const auto status = place.read();
     auto text = explain_device({*topology, *config, costs.per_cpu, costs.source, status}, device);
     if (!text)
         return fail(text.error().message);
-    fmt::print("{}{}", *text, ask_writer ? format_writer_gone(runtime_dir, status) : "");
+    fmt::print("{}{}", *text, place.of_this_host() ? format_writer_gone(place.dir(), status) : "");
     return 0;
 }
 

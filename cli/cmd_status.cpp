@@ -1,11 +1,10 @@
 // `latgov status [--json] [--watch]`: what latgovd holds now, from its
 // status file, and the limits others hold beside it.
 #include "commands.hpp"
-#include "latgov/config.hpp"
 #include "latgov/host_facts.hpp"
 #include "latgov/parse.hpp"
-#include "latgov/status.hpp"
-#include "latgov/text_file.hpp"
+#include "latgov/status_place.hpp"
+#include "latgov/status_text.hpp"
 
 #include <cerrno>
 #include <chrono>
@@ -70,16 +69,15 @@ Wake wait_until(std::chrono::steady_clock::time_point deadline, const sigset_t& 
 }
 
 // Whether the latgovd that wrote `status` is gone, in words (nothing when it
-// runs or when `ask` is false: a snapshot's latgovd does not run here).
-std::string writer_gone(bool ask, const std::filesystem::path& runtime_dir,
-                        const nlohmann::json& status) {
-    return ask ? format_writer_gone(runtime_dir, status) : std::string();
+// runs or when the status is a snapshot's: its latgovd does not run here).
+std::string writer_gone(const StatusPlace& place, const nlohmann::json& status) {
+    return place.of_this_host() ? format_writer_gone(place.dir(), status) : std::string();
 }
 
 // Shows the status every `interval` until SIGINT (Ctrl-C), SIGTERM or
 // SIGHUP, then exits 0. On a terminal the frame is redrawn in place with the
 // cursor hidden, shown again on the way out, and a resize redraws at once.
-int watch_status(const SysRoot& root, const std::filesystem::path& runtime_dir, bool ask_writer,
+int watch_status(const SysRoot& root, const StatusPlace& place,
                  std::chrono::milliseconds interval) {
     const bool terminal = isatty(STDOUT_FILENO) == 1;
     sigset_t signals;
@@ -95,17 +93,17 @@ int watch_status(const SysRoot& root, const std::filesystem::path& runtime_dir, 
         return fail(fmt::format("Failed to write to standard output: {}", std::strerror(errno)));
     auto next = std::chrono::steady_clock::now();
     for (;;) {
-        const auto status = load_status(runtime_dir);
+        const auto status = place.load();
         std::string body;
         if (!status) {
             body = status.error().message + "\n";
         } else {
             try {
                 body = format_status(*status) + format_other_holders(root, *status) +
-                       writer_gone(ask_writer, runtime_dir, *status);
+                       writer_gone(place, *status);
             } catch (const std::exception& e) {
                 body = fmt::format("Failed to read {}: {}\n",
-                                   (runtime_dir / status_file_name).string(), e.what());
+                                   (place.dir() / status_file_name).string(), e.what());
             }
         }
         const std::time_t now = std::time(nullptr);
@@ -132,26 +130,6 @@ int watch_status(const SysRoot& root, const std::filesystem::path& runtime_dir, 
 
 } // namespace
 
-Result<nlohmann::json> load_status(const std::filesystem::path& runtime_dir) {
-    const auto path = (runtime_dir / status_file_name).string();
-    auto text = read_text_file(path);
-    if (!text) {
-        std::error_code ec;
-        if (!std::filesystem::exists(path, ec) && !ec)
-            return make_error("no status at " + path + ": is latgovd running?");
-        return text.error(); // there, but not readable: says why
-    }
-    auto status = nlohmann::json::parse(*text, nullptr, false);
-    if (status.is_discarded() || !status.is_object())
-        return make_error("Failed to parse " + path + ": not a JSON object");
-    return status;
-}
-
-nlohmann::json read_status(const std::filesystem::path& runtime_dir) {
-    auto status = load_status(runtime_dir);
-    return status ? *status : nlohmann::json(nullptr);
-}
-
 int status(const Args& args) {
     bool as_json = false;
     bool watch = false;
@@ -174,28 +152,24 @@ int status(const Args& args) {
         }
     }
     const SysRoot root(args.sysroot);
-    // A snapshot's status is the one inside it, not this host's latgovd's,
-    // and whether that latgovd runs is not asked of this host.
-    const std::filesystem::path runtime_dir = given_dir.value_or(root.resolve(default_runtime_dir));
-    const bool ask_writer = given_dir || root.is_live();
+    const StatusPlace place(root, given_dir);
     if (watch && as_json)
         return usage_error("status: --watch redraws the text; --json prints once");
     if (interval && !watch)
         return usage_error("status: --interval sets how often --watch redraws; give --watch too");
     if (watch)
-        return watch_status(root, runtime_dir, ask_writer,
-                            interval.value_or(std::chrono::seconds(1)));
-    auto status = load_status(runtime_dir);
+        return watch_status(root, place, interval.value_or(std::chrono::seconds(1)));
+    auto status = place.load();
     if (!status)
         return fail(status.error().message);
     if (as_json) {
         // latgovd's document, and whether the latgovd that wrote it still
         // runs (`latgovd_running`, added here, null when that cannot be
         // told; said on stderr too when it does not).
-        const auto gone = writer_gone(ask_writer, runtime_dir, *status);
+        const auto gone = writer_gone(place, *status);
         if (status->is_object()) {
             const auto running =
-                ask_writer ? status_writer_running(runtime_dir, *status) : std::nullopt;
+                place.of_this_host() ? status_writer_running(place.dir(), *status) : std::nullopt;
             (*status)["latgovd_running"] =
                 running ? nlohmann::json(*running) : nlohmann::json(nullptr);
         }
@@ -206,9 +180,9 @@ int status(const Args& args) {
     }
     try {
         fmt::print("{}{}{}", format_status(*status), format_other_holders(root, *status),
-                   writer_gone(ask_writer, runtime_dir, *status));
+                   writer_gone(place, *status));
     } catch (const std::exception& e) {
-        return fail(fmt::format("Failed to read {}: {}", (runtime_dir / status_file_name).string(),
+        return fail(fmt::format("Failed to read {}: {}", (place.dir() / status_file_name).string(),
                                 e.what()));
     }
     return 0;

@@ -6,6 +6,8 @@
 #  - what the tree lacks (an older snapshot: no /proc/mounts, no tracefs) is
 #    "not in the snapshot", never FIX, and its latgovd is the status inside
 #    the tree, not this host's /run/latgov;
+#  - a status linked out of the tree is not read, and a --runtime-dir of
+#    this host is judged as this host's;
 #  - a new snapshot of the tree keeps what doctor reads;
 #  - a snapshot that cannot be written says why.
 set -uo pipefail
@@ -52,6 +54,26 @@ out=$("$latgov" --sysroot "$tree" doctor); rc=$?
 [[ $rc -eq 0 ]] || fail "the snapshot's own latgovd hold exits $rc, expected 0: $out"
 grep -q "^\[note\] latgovd: status from the snapshot" <<< "$out" ||
   fail "latgovd is not the snapshot's status: $out"
+
+# A status linked to a file outside the tree is looked for inside it: none.
+mv "$tree/run/latgov/status.json" "$tmp/status.json"
+ln -s "$tmp/status.json" "$tree/run/latgov/status.json"
+out=$("$latgov" --sysroot "$tree" doctor); rc=$?
+[[ $rc -eq 3 ]] || fail "a status linked out of the tree exits $rc, expected 3: $out"
+grep -q "^\[note\] latgovd: no status in the snapshot" <<< "$out" ||
+  fail "a status outside the tree was read: $out"
+out=$("$latgov" --sysroot "$tree" status 2>&1); rc=$?
+[[ $rc -eq 1 ]] && grep -q "no status in the snapshot" <<< "$out" ||
+  fail "status read a file outside the tree (exit $rc): $out"
+
+# A runtime directory of this host named beside the tree: its status is
+# this host's, and its writer (pid 4242, holding no lock here) is gone.
+mkdir "$tmp/run" && mv "$tmp/status.json" "$tmp/run/status.json"
+out=$("$latgov" --sysroot "$tree" doctor --runtime-dir "$tmp/run"); rc=$?
+[[ $rc -eq 3 ]] || fail "doctor with a gone writer's status exits $rc, expected 3: $out"
+grep -q "^\[FIX \] latgovd: not running; pid 4242 left its status" <<< "$out" ||
+  fail "the status of --runtime-dir is not judged as this host's: $out"
+rm "$tree/run/latgov/status.json" && mv "$tmp/run/status.json" "$tree/run/latgov/status.json"
 
 # A new snapshot of the tree keeps what doctor reads: its mounts, tracefs
 # and status give verdicts, not "not in the snapshot".

@@ -89,6 +89,7 @@ TEST_CASE("each problem is flagged with advice") {
 TEST_CASE("a snapshot's missing files are unknown, not a fix, and its latgovd is its status") {
     auto facts = healthy();
     facts.snapshot = true;
+    facts.status_from_snapshot = true;
     facts.cpu_dma_latency_known = false;
     facts.tracefs_events = Found::unknown;
     facts.debugfs_block = Found::unknown;
@@ -109,6 +110,11 @@ TEST_CASE("a snapshot's missing files are unknown, not a fix, and its latgovd is
     CHECK(find(findings, "latgovd")->level == Finding::Level::note);
     facts.latgov_running = false;
     CHECK(find(diagnose(facts), "latgovd")->result == "no status in the snapshot");
+    // A status of this host read beside the snapshot is judged as this host's.
+    facts.status_from_snapshot = false;
+    facts.latgov_gone_pid = 4242;
+    CHECK(find(diagnose(facts), "latgovd")->result == "not running; pid 4242 left its status");
+    facts.latgov_gone_pid.reset();
     // What the snapshot holds is judged as on the live host.
     facts.tracefs_events = Found::no;
     facts.mounts = Found::yes;

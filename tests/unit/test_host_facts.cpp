@@ -3,6 +3,7 @@
 #include "latgov/host_facts.hpp"
 #include "latgov/runtime_dir.hpp"
 #include "latgov/snapshot.hpp"
+#include "latgov/status_place.hpp"
 
 #include <algorithm>
 #include <doctest/doctest.h>
@@ -32,6 +33,9 @@ struct TempTree {
     }
 };
 
+// A runtime directory of this host that does not exist.
+const StatusPlace nowhere(SysRoot(), "/nonexistent");
+
 } // namespace
 
 TEST_CASE("facts from a tree: /run's mount, isolated CPUs, APST, tracefs") {
@@ -51,7 +55,8 @@ TEST_CASE("facts from a tree: /run's mount, isolated CPUs, APST, tracefs") {
     q.completion_cpus = {2};
     disk.queues.push_back(q);
     topology.devices.push_back(disk);
-    const auto read = read_host_facts(SysRoot(root), topology, nullptr, root / "run");
+    const auto read =
+        read_host_facts(SysRoot(root), topology, nullptr, StatusPlace(SysRoot(root), root / "run"));
     REQUIRE(read);
     const auto& facts = *read;
     CHECK(facts.run_fstype == "tmpfs");
@@ -105,7 +110,7 @@ TEST_CASE("a status whose latgovd is gone says so, and its holds are no longer l
         CHECK(status_writer_running(run, status) == true);
         CHECK_FALSE(status_writer_gone(run, status));
         CHECK(format_writer_gone(run, status).empty());
-        const auto running = read_host_facts(sys, Topology{}, status, run);
+        const auto running = read_host_facts(sys, Topology{}, status, StatusPlace(sys, run));
         REQUIRE(running);
         CHECK(running->latgov_running);
         CHECK(running->latgov_held_cpus == std::set<int>{1});
@@ -121,7 +126,7 @@ TEST_CASE("a status whose latgovd is gone says so, and its holds are no longer l
     status["pid"] = 4242;
     CHECK(status_writer_gone(run, status) == 4242);
     CHECK(format_writer_gone(run, status).find("(pid 4242) is not running") != std::string::npos);
-    const auto gone = read_host_facts(sys, Topology{}, status, run);
+    const auto gone = read_host_facts(sys, Topology{}, status, StatusPlace(sys, run));
     REQUIRE(gone);
     CHECK_FALSE(gone->latgov_running);
     CHECK(gone->latgov_gone_pid == 4242);
@@ -137,14 +142,16 @@ TEST_CASE("a status whose latgovd is gone says so, and its holds are no longer l
 TEST_CASE("a snapshot's facts: files it lacks are unknown, its status is its own") {
     const TempTree tree("latgov-snapshot-facts");
     const SysRoot sys(tree.root);
-    const fs::path run = tree.root / "run/latgov";
+    const StatusPlace own(sys, std::nullopt); // the snapshot's /run/latgov
+    CHECK(own.dir() == tree.root / "run/latgov");
     auto status = nlohmann::json::parse(R"({"cpus": [{"cpu": 1, "limit_us": 0}]})");
     status["pid"] = 4242; // no lock held here: gone, were it this host's
     Topology topology;
     topology.cpuidle_driver = "intel_idle";
-    const auto bare = read_host_facts(sys, topology, status, run);
+    const auto bare = read_host_facts(sys, topology, status, own);
     REQUIRE(bare);
     CHECK(bare->snapshot);
+    CHECK(bare->status_from_snapshot);
     CHECK(bare->tracefs_events == Found::unknown);
     CHECK(bare->debugfs_block == Found::unknown);
     CHECK(bare->mounts == Found::unknown);
@@ -152,22 +159,71 @@ TEST_CASE("a snapshot's facts: files it lacks are unknown, its status is its own
     CHECK_FALSE(bare->latgov_gone_pid);
     CHECK(bare->latgov_held_cpus == std::set<int>{1});
     CHECK_FALSE(needs_attention(diagnose(*bare)));
+    // A runtime directory of this host named beside the snapshot: its
+    // status is this host's, and its writer is asked (nobody holds its lock).
+    fs::create_directory(tree.root / "run");
+    const auto here = read_host_facts(sys, topology, status, StatusPlace(sys, tree.root / "run"));
+    REQUIRE(here);
+    CHECK(here->snapshot);
+    CHECK_FALSE(here->status_from_snapshot);
+    CHECK(here->latgov_gone_pid == 4242);
+    CHECK(here->latgov_held_cpus.empty());
+    CHECK(needs_attention(diagnose(*here)));
     // Its /proc/mounts tells: tracefs mounted (the id uncaptured, as a user
     // may not read it) is unknown; debugfs not mounted is missing.
     tree.put("/proc/mounts", "sysfs /sys sysfs rw 0 0\ntracefs /sys/kernel/tracing tracefs rw 0 0\n"
                              "tmpfs /run tmpfs rw 0 0\n");
-    const auto mounted = read_host_facts(sys, Topology{}, nullptr, run);
+    const auto mounted = read_host_facts(sys, Topology{}, nullptr, own);
     REQUIRE(mounted);
     CHECK(mounted->mounts == Found::yes);
     CHECK(mounted->run_fstype == "tmpfs");
     CHECK(mounted->tracefs_events == Found::unknown);
     CHECK(mounted->debugfs_block == Found::no);
     tree.put("/proc/mounts", "sysfs /sys sysfs rw 0 0\ntmpfs /run tmpfs rw 0 0\n");
-    CHECK(read_host_facts(sys, Topology{}, nullptr, run)->tracefs_events == Found::no);
+    CHECK(read_host_facts(sys, Topology{}, nullptr, own)->tracefs_events == Found::no);
+}
+
+TEST_CASE("a snapshot's status is read inside the snapshot, this host's by its path") {
+    const TempTree outside("latgov-outside");
+    outside.put("/status.json", R"({"pid": 1, "cpus": []})");
+    const TempTree tree("latgov-status-place");
+    const SysRoot sys(tree.root);
+    const StatusPlace snapshot(sys, std::nullopt);
+    CHECK_FALSE(snapshot.of_this_host());
+    const std::string file = (tree.root / "run/latgov/status.json").string();
+    auto loaded = snapshot.load();
+    REQUIRE_FALSE(loaded);
+    CHECK(loaded.error().message == "no status in the snapshot (" + file + ")");
+    // A link in the tree to a file outside it resolves inside the tree.
+    fs::create_directories(tree.root / "run/latgov");
+    fs::create_symlink(outside.root / "status.json", file);
+    loaded = snapshot.load();
+    REQUIRE_FALSE(loaded);
+    CHECK(loaded.error().message == "no status in the snapshot (" + file + ")");
+    CHECK(snapshot.read().is_null());
+    fs::remove(file);
+    tree.put("/run/latgov/status.json", "[]");
+    loaded = snapshot.load();
+    REQUIRE_FALSE(loaded);
+    CHECK(loaded.error().message == "Failed to parse " + file + ": not a JSON object");
+    tree.put("/run/latgov/status.json", R"({"pid": 7})");
+    loaded = snapshot.load();
+    REQUIRE(loaded);
+    CHECK(loaded->at("pid") == 7);
+    // A directory of this host, named beside the snapshot, is read by path.
+    const StatusPlace here(sys, outside.root);
+    CHECK(here.of_this_host());
+    loaded = here.load();
+    REQUIRE(loaded);
+    CHECK(loaded->at("pid") == 1);
+    loaded = StatusPlace(sys, outside.root / "none").load();
+    REQUIRE_FALSE(loaded);
+    CHECK(loaded.error().message ==
+          "no status at " + (outside.root / "none/status.json").string() + ": is latgovd running?");
 }
 
 TEST_CASE("the live host's facts are never unknown") {
-    const auto facts = read_host_facts(SysRoot(), Topology{}, nullptr, "/nonexistent");
+    const auto facts = read_host_facts(SysRoot(), Topology{}, nullptr, nowhere);
     REQUIRE(facts);
     CHECK_FALSE(facts->snapshot);
     CHECK(facts->mounts == Found::yes);
@@ -204,7 +260,7 @@ namespace {
 // this process is root, is left in a child that drops to nobody.
 Found tracefs_unprivileged() {
     if (::geteuid() != 0)
-        return read_host_facts(SysRoot(), Topology{}, nullptr, "/nonexistent")->tracefs_events;
+        return read_host_facts(SysRoot(), Topology{}, nullptr, nowhere)->tracefs_events;
     int fds[2];
     REQUIRE(::pipe(fds) == 0);
     const pid_t child = ::fork();
@@ -212,10 +268,10 @@ Found tracefs_unprivileged() {
     if (child == 0) {
         char result = 'x';
         if (::setresgid(65534, 65534, 65534) == 0 && ::setresuid(65534, 65534, 65534) == 0)
-            result =
-                static_cast<char>('0' + static_cast<int>(read_host_facts(SysRoot(), Topology{},
-                                                                         nullptr, "/nonexistent")
-                                                             ->tracefs_events));
+            result = static_cast<char>(
+                '0' +
+                static_cast<int>(
+                    read_host_facts(SysRoot(), Topology{}, nullptr, nowhere)->tracefs_events));
         (void)!::write(fds[1], &result, 1);
         ::_exit(0);
     }
@@ -237,8 +293,7 @@ TEST_CASE("tracefs closed to this user is unreadable, not missing") {
     const Found unprivileged = tracefs_unprivileged();
     CAPTURE(static_cast<int>(unprivileged));
     if (::geteuid() == 0) {
-        const Found root =
-            read_host_facts(SysRoot(), Topology{}, nullptr, "/nonexistent")->tracefs_events;
+        const Found root = read_host_facts(SysRoot(), Topology{}, nullptr, nowhere)->tracefs_events;
         CAPTURE(static_cast<int>(root));
         REQUIRE(root != Found::unreadable); // root may look everywhere
         CHECK((unprivileged == root || unprivileged == Found::unreadable));
@@ -258,7 +313,8 @@ TEST_CASE("a malformed status is an error naming the file and key, not an abort"
     const SysRoot sys(tree.root);
     const std::string file = (run / "status.json").string();
     auto error_of = [&](const char* text) {
-        auto facts = read_host_facts(sys, Topology{}, nlohmann::json::parse(text), run);
+        auto facts =
+            read_host_facts(sys, Topology{}, nlohmann::json::parse(text), StatusPlace(sys, run));
         REQUIRE_FALSE(facts);
         return facts.error().message;
     };
@@ -275,7 +331,7 @@ TEST_CASE("a malformed status is an error naming the file and key, not an abort"
     auto good = read_host_facts(
         sys, Topology{},
         nlohmann::json::parse(R"({"global_limit_us": 7, "cpus": [{"cpu": 3, "limit_us": 0}]})"),
-        run);
+        StatusPlace(sys, run));
     REQUIRE(good);
     CHECK(good->latgov_global_limit == LatencyLimit{7});
     CHECK(good->latgov_held_cpus == std::set<int>{3});

@@ -180,6 +180,9 @@ TEST_CASE("a file larger than its kind's cap is an error naming it") {
     CHECK(read_cap("/sys/kernel/debug/block/vda/hctx0/tags") == 1024 * 1024);
     CHECK(read_cap("/proc/stat") == 64 * 1024 * 1024);
     CHECK(read_cap("/dev/cpu_dma_latency") == 1024 * 1024);
+    // latgovd's status lists every CPU and queue: as when read by path.
+    CHECK(read_cap("/run/latgov/status.json") == max_text_file_bytes);
+    CHECK(read_cap("/run/latgovx/status.json") == 1024 * 1024);
 
     sparse(t.root / "sys/block/vda/stat", 64 * 1024 + 1);
     auto attr = root.read("/sys/block/vda/stat");

@@ -154,7 +154,7 @@ std::vector<Finding> diagnose(const HostFacts& f) {
     // A snapshot's latgovd does not run here: its status is what it held
     // when the snapshot was taken, whether it still runs is not this host's
     // to tell.
-    if (f.snapshot)
+    if (f.status_from_snapshot)
         out.push_back({L::note, "latgovd",
                        f.latgov_running ? "status from the snapshot" : "no status in the snapshot",
                        ""});

@@ -19,9 +19,12 @@ namespace latgov {
 enum class Found { no, yes, unreadable, unknown };
 
 struct HostFacts {
-    // Read from a captured tree (`--sysroot` other than /), not this host:
-    // latgovd's state is the snapshot's status file, not a process here.
+    // Read from a captured tree (`--sysroot` other than /), not this host.
     bool snapshot = false;
+    // latgovd's state is the snapshot's status file, not a process here
+    // (a snapshot read with a runtime directory of this host has a status
+    // of this host).
+    bool status_from_snapshot = false;
     std::string cpuidle_driver, cpuidle_governor;
     bool cpu_dma_latency_known = false;
     LatencyLimit cpu_dma_latency;               // the aggregate of every holder

@@ -63,9 +63,8 @@ std::optional<int> status_cpu(const nlohmann::json& entry) {
 } // namespace
 
 Result<HostFacts> read_host_facts(const SysRoot& root, const Topology& topology,
-                                  const nlohmann::json& status,
-                                  const std::filesystem::path& runtime_dir) {
-    const std::string status_path = (runtime_dir / "status.json").string();
+                                  const nlohmann::json& status, const StatusPlace& place) {
+    const std::string status_path = (place.dir() / status_file_name).string();
     auto malformed = [&](const std::string& key, std::string_view what) {
         return make_error(status_path + ": " + key + ": " + std::string(what));
     };
@@ -78,8 +77,9 @@ Result<HostFacts> read_host_facts(const SysRoot& root, const Topology& topology,
         if (cpu.resume_latency_known)
             f.cpu_values[cpu.id] = cpu.resume_latency;
     f.snapshot = !root.is_live();
-    if (status.is_object() && !f.snapshot)
-        f.latgov_gone_pid = status_writer_gone(runtime_dir, status);
+    f.status_from_snapshot = !place.of_this_host();
+    if (status.is_object() && place.of_this_host())
+        f.latgov_gone_pid = status_writer_gone(place.dir(), status);
     if (status.is_object() && !f.latgov_gone_pid) {
         f.latgov_running = true;
         if (const auto global = status.find("global_limit_us"); global != status.end()) {

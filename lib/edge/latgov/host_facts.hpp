@@ -4,6 +4,7 @@
 #pragma once
 
 #include "latgov/doctor.hpp"
+#include "latgov/status_place.hpp"
 #include "latgov/sysroot.hpp"
 #include "latgov/topology.hpp"
 
@@ -27,20 +28,20 @@ inline constexpr std::string_view host_fact_files[] = {
 };
 inline constexpr std::string_view host_fact_dirs[] = {"/sys/kernel/debug/block"};
 
-// `status` is latgovd's status.json from `runtime_dir` when there is one,
+// `status` is latgovd's status.json, read from `place`, when there is one,
 // else null. A status whose latgovd is gone (status_writer_gone) holds
 // nothing of latgov's: its CPUs count as held by someone else.
 // A status that is not what latgovd writes (a "cpus" entry without a CPU
 // number, a limit that is not null or a number of microseconds) is an error
 // naming the file and the key ("/run/latgov/status.json: cpus[0].cpu: ...").
 // Under a root other than "/" (a snapshot) the facts are the snapshot's
-// (HostFacts::snapshot): a status is what its latgovd held when it was
-// taken, its writer's lock is not looked at, and a file the tree lacks is
-// Found::unknown (tracefs, debugfs, /proc/mounts) unless the tree's
-// /proc/mounts shows that its file system was not mounted.
+// (HostFacts::snapshot), and a file the tree lacks is Found::unknown
+// (tracefs, debugfs, /proc/mounts) unless the tree's /proc/mounts shows
+// that its file system was not mounted. A status from the snapshot
+// (HostFacts::status_from_snapshot) is what its latgovd held when it was
+// taken: its writer's lock is not looked at.
 Result<HostFacts> read_host_facts(const SysRoot& root, const Topology& topology,
-                                  const nlohmann::json& status,
-                                  const std::filesystem::path& runtime_dir);
+                                  const nlohmann::json& status, const StatusPlace& place);
 
 // Whether the latgovd that wrote `status` still runs: it holds
 // `runtime_dir`'s lock, as every latgovd does while it runs (a latgovd

@@ -7,6 +7,7 @@
 #include "latgov/qos.hpp"
 #include "latgov/result.hpp"
 #include "latgov/runtime_dir.hpp"
+#include "latgov/status_place.hpp"
 #include "latgov/status_text.hpp"
 
 #include <chrono>
@@ -38,8 +39,6 @@ struct StatusInput {
 // CPU, one per governed device, the global hold, the IO event state and the
 // onset delays.
 nlohmann::ordered_json build_status(const StatusInput& input);
-// The status file's name in the runtime directory.
-inline constexpr std::string_view status_file_name = "status.json";
 // Atomically, as status_file_name in the runtime directory (readable by all).
 Result<void> write_status(const RuntimeDir& dir, const nlohmann::ordered_json& status);
 

@@ -1,7 +1,9 @@
 #include "latgov/sysroot.hpp"
 
+#include "latgov/config.hpp"
 #include "latgov/fd.hpp"
 #include "latgov/parse.hpp"
+#include "latgov/text_file.hpp"
 
 #include <algorithm>
 #include <cerrno>
@@ -79,6 +81,9 @@ std::size_t read_cap(std::string_view abs) {
         return sysfs_cap;
     if (abs.starts_with("/proc/"))
         return procfs_cap;
+    if (abs.starts_with(default_runtime_dir) &&
+        abs.substr(default_runtime_dir.size()).starts_with('/'))
+        return max_text_file_bytes;
     return other_cap;
 }
 

@@ -47,6 +47,8 @@ class CaptureLog {
 //    per CPU, a few KiB on the largest machines.
 //  - /proc text: 64 MiB. /proc/cpuinfo and /proc/stat grow with CPUs and
 //    IRQs: a few MiB on machines with thousands of CPUs.
+//  - latgovd's runtime directory (/run/latgov/...): max_text_file_bytes, as
+//    when it is read by path. Its status lists every CPU and queue.
 //  - anything else (/dev/cpu_dma_latency, ...): 1 MiB.
 std::size_t read_cap(std::string_view abs);
 
