@@ -882,7 +882,7 @@ bool Daemon::open_runtime_dir() {
         spdlog::error("{}", dir.error().message);
         return false;
     }
-    // The lock also covers the CPUs' directory: another runtime directory
+    // The lock also covers /dev/cpu_dma_latency: another runtime directory
     // must not write the same per-CPU files.
     if (auto guarded = dir->guard_cpus(root_); !guarded) {
         spdlog::error("{}", guarded.error().message);

@@ -230,6 +230,53 @@ class FaultTest(HostTestCase):
         self.assertEqual(d.stop(), 0)
         self.assert_back(self.baseline, "after stop")
 
+    def test_03b_other_runtime_dirs_share_one_cpu_lock(self):
+        """A writer with another runtime directory is refused while latgovd
+        runs, also from a service's own sysfs instance (PrivateNetwork= in
+        a recent systemd mounts one, whose inodes and flocks are not the
+        host's); and no other user can take either lock to keep latgovd or
+        its restore out."""
+        d = self.start_daemon(config_path=self.config())
+        other = os.path.join(self.tmp, "other-run")
+        os.mkdir(other, 0o755)  # there: --restore locks it
+        plain = self.run_cmd(self.latgovd, "--restore", "--runtime-dir", other)
+        self.assertEqual(plain.returncode, 1, plain.stderr)
+        self.assertIn("Failed to lock /dev/cpu_dma_latency", plain.stderr)
+        self.assertIn(f"(pid {d.proc.pid})", plain.stderr)
+        own_sysfs = ["unshare", "--mount", "--net", "--", "sh", "-c",
+                     'mount -t sysfs sysfs /sys && exec "$0" "$@"']
+        cpus = os.stat("/sys/devices/system/cpu")
+        seen = self.run_cmd(*own_sysfs, "stat", "-c", "%d:%i", "/sys/devices/system/cpu")
+        self.assertEqual(seen.returncode, 0, seen.stderr)
+        self.assertNotEqual(seen.stdout.strip(), f"{cpus.st_dev}:{cpus.st_ino}",
+                            "a new network namespace's sysfs is the host's instance here: "
+                            "the case this test is about cannot be made")
+        inside = self.run_cmd(*own_sysfs, self.latgovd, "--restore", "--runtime-dir", other)
+        self.assertEqual(inside.returncode, 1, inside.stderr)
+        self.assertIn("Failed to lock /dev/cpu_dma_latency", inside.stderr)
+        self.assertEqual(d.stop(), 0)
+        # Another user: the CPUs' sysfs directory is theirs to flock, the
+        # runtime directory (readable by name only) and the node are not.
+        os.chmod(self.tmp, 0o755)
+        nobody = ["setpriv", "--reuid", "65534", "--regid", "65534", "--clear-groups"]
+        for path in ("/sys/devices/system/cpu", d.runtime_dir, "/dev/cpu_dma_latency"):
+            with self.subTest(path=path):
+                held = subprocess.Popen(nobody + ["flock", "-n", path, "sleep", "30"],
+                                        stderr=subprocess.PIPE, text=True)
+                try:
+                    time.sleep(0.3)
+                    locked = held.poll() is None
+                    self.assertEqual(locked, path == "/sys/devices/system/cpu",
+                                     f"another user's flock on {path}: "
+                                     f"{'held' if locked else held.stderr.read()}")
+                    restore = self.run_cmd(self.latgovd, "--restore", "--runtime-dir",
+                                           d.runtime_dir)
+                    self.assertEqual(restore.returncode, 0, restore.stderr)
+                finally:
+                    held.kill()
+                    held.communicate()
+        self.assert_back(self.baseline, "after stop")
+
     def test_04_dry_run_changes_nothing(self):
         """--dry-run next to what a killed latgovd left: no restore, no
         journal or status write, no PM QoS write."""

@@ -9,10 +9,13 @@
 #include "scratch.hpp"
 
 #include <doctest/doctest.h>
+#include <fcntl.h>
 #include <filesystem>
 #include <fstream>
+#include <optional>
 #include <sstream>
 #include <string>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -32,6 +35,57 @@ TEST_CASE("a new runtime directory is created ours and not writable by others") 
     REQUIRE(::stat(dir.c_str(), &st) == 0);
     CHECK(st.st_uid == ::geteuid());
     CHECK((st.st_mode & 022) == 0);
+    CHECK((st.st_mode & 07777) == runtime_dir_mode);
+}
+
+namespace {
+
+// Whether a user other than root and this one (nobody) can open `dir` to
+// flock it; nullopt when not root, where no such user can be made.
+std::optional<bool> nobody_can_lock(const fs::path& dir) {
+    if (::geteuid() != 0)
+        return std::nullopt;
+    const pid_t child = ::fork();
+    REQUIRE(child >= 0);
+    if (child == 0) {
+        if (::setresgid(65534, 65534, 65534) != 0 || ::setresuid(65534, 65534, 65534) != 0)
+            ::_exit(2);
+        const int fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+        ::_exit(fd >= 0 && ::flock(fd, LOCK_EX | LOCK_NB) == 0 ? 0 : 1);
+    }
+    int status = 0;
+    REQUIRE(::waitpid(child, &status, 0) == child);
+    REQUIRE(WIFEXITED(status));
+    REQUIRE(WEXITSTATUS(status) != 2);
+    return WEXITSTATUS(status) == 0;
+}
+
+} // namespace
+
+TEST_CASE("others may read a runtime directory's files by name but not lock it") {
+    test::TempDir tmp("latgov-rundir");
+    const auto dir = tmp.path() / "run";
+    REQUIRE(::chmod(tmp.path().c_str(), 0755) == 0); // others may reach it
+    fs::create_directory(dir);
+    REQUIRE(::chmod(dir.c_str(), 0755) == 0);
+    if (const auto before = nobody_can_lock(dir))
+        CHECK(*before); // what the narrowing below takes away
+    auto opened = RuntimeDir::open(dir, false);
+    REQUIRE(opened);
+    struct stat st {};
+    REQUIRE(::stat(dir.c_str(), &st) == 0);
+    CHECK((st.st_mode & 07777) == 0711);
+    if (const auto after = nobody_can_lock(dir)) {
+        CHECK_FALSE(*after);
+    } else {
+        MESSAGE("not root: another user's lock is not tried here (the test command runs as "
+                "root, where it is)");
+    }
+    // Only the read bits go: a narrower mode stays as it is.
+    REQUIRE(::chmod(dir.c_str(), 0700) == 0);
+    REQUIRE(RuntimeDir::open(dir, false));
+    REQUIRE(::stat(dir.c_str(), &st) == 0);
+    CHECK((st.st_mode & 07777) == 0700);
 }
 
 TEST_CASE("a runtime directory others may write is refused") {
@@ -128,7 +182,15 @@ TEST_CASE("only one process-wide owner holds the runtime directory's lock") {
 TEST_CASE("runtime directories that guard the same CPUs lock each other out") {
     test::TempDir tmp("latgov-rundir");
     fs::create_directories(tmp.path() / "root/sys/devices/system/cpu/cpu0");
+    fs::create_directories(tmp.path() / "root/dev");
+    std::ofstream(tmp.path() / "root/dev/cpu_dma_latency") << "";
     const SysRoot root(tmp.path() / "root");
+    // Anyone may open the CPUs' sysfs directory and flock it: that lock is
+    // not the guard's, and keeps no latgovd out.
+    const int cpus = ::open((tmp.path() / "root/sys/devices/system/cpu").c_str(),
+                            O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    REQUIRE(cpus >= 0);
+    REQUIRE(::flock(cpus, LOCK_EX | LOCK_NB) == 0);
     auto first = RuntimeDir::open(tmp.path() / "run-a", true);
     auto second = RuntimeDir::open(tmp.path() / "run-b", true);
     REQUIRE(first);
@@ -138,7 +200,7 @@ TEST_CASE("runtime directories that guard the same CPUs lock each other out") {
     REQUIRE(first->lock());
     auto locked = second->lock();
     REQUIRE_FALSE(locked);
-    CHECK(locked.error().message.find((tmp.path() / "root/sys/devices/system/cpu").string()) !=
+    CHECK(locked.error().message.find((tmp.path() / "root/dev/cpu_dma_latency").string()) !=
           std::string::npos);
     CHECK(locked.error().message.find("another runtime directory") != std::string::npos);
     CHECK(locked.error().message.find("(pid " + std::to_string(::getpid()) + ")") !=
@@ -149,7 +211,8 @@ TEST_CASE("runtime directories that guard the same CPUs lock each other out") {
     CHECK(second->lock());
     CHECK(runtime_dir_locked(tmp.path() / "run-b") == true);
 
-    // A tree without the CPUs' directory has nothing to guard.
+    ::close(cpus);
+    // A tree without /dev/cpu_dma_latency has nothing to guard.
     auto third = RuntimeDir::open(tmp.path() / "run-c", true);
     REQUIRE(third);
     CHECK(third->guard_cpus(SysRoot(tmp.path() / "empty")));

@@ -201,7 +201,7 @@ Result<RuntimeDir> RuntimeDir::open(const std::filesystem::path& path, bool crea
     if (create) {
         std::error_code ec;
         std::filesystem::create_directories(path.parent_path(), ec);
-        if (::mkdir(path.c_str(), 0755) != 0 && errno != EEXIST)
+        if (::mkdir(path.c_str(), runtime_dir_mode) != 0 && errno != EEXIST)
             return make_error("Failed to create " + path.string() + ": " + errno_message(errno));
     }
     Fd fd(::open(path.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
@@ -225,6 +225,12 @@ Result<RuntimeDir> RuntimeDir::open(const std::filesystem::path& path, bool crea
                         path.string(), st.st_mode & 07777));
     if (auto safe = check_ancestors(path); !safe)
         return safe.error();
+    // Whoever can open the directory can flock it: readable by others, it
+    // would let any user keep latgovd and `latgovd --restore` out.
+    if ((st.st_mode & (S_IRGRP | S_IROTH)) != 0 &&
+        ::fchmod(fd.get(), st.st_mode & 07777 & ~static_cast<mode_t>(S_IRGRP | S_IROTH)) != 0)
+        return make_error(fmt::format("Failed to make {} unreadable to others (mode {:04o}): {}",
+                                      path.string(), st.st_mode & 07777, errno_message(errno)));
     return RuntimeDir(path, std::move(fd));
 }
 
@@ -280,8 +286,8 @@ std::optional<bool> runtime_dir_locked(const std::filesystem::path& path) {
 }
 
 Result<void> RuntimeDir::guard_cpus(const SysRoot& root) {
-    constexpr std::string_view cpus = "/sys/devices/system/cpu";
-    auto fd = root.open(cpus, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    constexpr std::string_view cpus = "/dev/cpu_dma_latency";
+    auto fd = root.open(cpus, O_RDONLY | O_CLOEXEC);
     if (!fd && errno == ENOENT)
         return {};
     const std::string shown = root.resolve(cpus).string();

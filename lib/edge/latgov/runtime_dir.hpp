@@ -22,10 +22,16 @@ class SysRoot;
 // huge planted file from exhausting memory.
 constexpr size_t max_state_file_bytes = 1 << 20;
 
+// Others may read its files by name (status.json) but not list it: open
+// for reading, they could flock it.
+constexpr mode_t runtime_dir_mode = 0711;
+
 class RuntimeDir {
   public:
-    // Opens `path`, creating it (and missing parents) mode 0755 when
-    // `create`. Refuses a symlink, a non-directory, a directory owned by
+    // Opens `path`, creating it (and missing parents) mode runtime_dir_mode
+    // when `create`; one that group or others may read is narrowed to that
+    // (others cannot open it to take its lock). Refuses a symlink, a
+    // non-directory, a directory owned by
     // another user, or one that group or others may write: any of those
     // lets a local user plant files that root would act on. Refuses it too
     // below a directory (as written or with symlinks resolved) that a user
@@ -44,12 +50,16 @@ class RuntimeDir {
     std::string busy_message() const;
     // open(), then lock(), for callers that say nothing more of either.
     static Result<RuntimeDir> open_locked(const std::filesystem::path& path, bool create);
-    // Makes try_lock() and lock() also take an exclusive flock on the
-    // directory of the CPUs' PM QoS files (<root>/sys/devices/system/cpu),
-    // after the runtime directory's: writers with different runtime
-    // directories (so different journals) would otherwise write the same
-    // files. When that one is busy, neither is held. A tree without that
-    // directory has no CPU files to guard.
+    // Makes try_lock() and lock() also take an exclusive flock on
+    // <root>/dev/cpu_dma_latency, after the runtime directory's: writers
+    // with different runtime directories (so different journals) would
+    // otherwise write the same PM QoS files. That node, not the CPUs' sysfs
+    // directory: only root may open it (anyone may open a sysfs directory,
+    // and so hold its lock), and it is the same inode in a service whose
+    // PrivateNetwork= gives it a sysfs instance of its own (whose inodes,
+    // and flocks, are not the host's). Opening it adds a PM QoS request at
+    // the default, which constrains nothing. When that lock is busy,
+    // neither is held. A tree without the node has nothing to guard.
     Result<void> guard_cpus(const SysRoot& root);
 
     const std::filesystem::path& path() const { return path_; }
