@@ -10,8 +10,9 @@ Optional: LATGOV_TEST_RUNTIME_BASE, where the per-test runtime dirs go
 (default /dev/shm: tmpfs, like /run in production).
 
 The tests read and write nothing of the machine's own latgov state: every
-configuration names a calibration file in the test's temporary directory,
-and a test fails if /var/lib/latgov changed under it.
+configuration names a calibration, evidence and metrics file in the test's
+temporary directory, and a test fails if /var/lib/latgov or node_exporter's
+latgov.prom changed under it.
 """
 
 import ctypes
@@ -45,6 +46,9 @@ CPU_SYS = "/sys/devices/system/cpu"
 NO_GLOBAL_LIMIT = 2000000000
 EXIT_CONFIG = 78
 MACHINE_STATE = "/var/lib/latgov"
+# The metrics file latgovd writes by default where node_exporter's textfile
+# directory exists (lib/core/latgov/config.hpp).
+MACHINE_METRICS = "/var/lib/prometheus/node-exporter/latgov.prom"
 # status.json io_events when a perf event wakes an idle daemon, and when
 # perf events were refused and it samples instead.
 EVENTS_ON = "sleeping until the first request"
@@ -195,6 +199,28 @@ def cpuidle_governor():
     return ""
 
 
+# What PM QoS can do on a host, by its cpuidle driver and governor
+# (IdleGovernorKind in lib/core/latgov/policy.hpp).
+NO_IDLE_DRIVER = "none"  # no cpuidle driver: nothing can be held
+ZERO_ONLY = "zero_only"  # haltpoll: only a limit of exactly 0 has an effect
+LATENCY_AWARE = "latency_aware"  # menu, teo, ...: the idle states' costs decide
+
+
+def idle_governor_kind(driver=None, governor=None):
+    """The host's kind by latgovd's rule, checked in this order: driver
+    "none" (or none read) -> NO_IDLE_DRIVER, whatever the governor; the
+    haltpoll driver or the haltpoll governor -> ZERO_ONLY; else
+    LATENCY_AWARE. driver, governor: this machine's (cpuidle_driver(),
+    cpuidle_governor()) unless given."""
+    driver = cpuidle_driver() if driver is None else driver
+    governor = cpuidle_governor() if governor is None else governor
+    if driver in ("", "none"):
+        return NO_IDLE_DRIVER
+    if "haltpoll" in (driver, governor):
+        return ZERO_ONLY
+    return LATENCY_AWARE
+
+
 def idle_states(cpu):
     """cpu's idle states as sysfs lists them: [{index, name, latency, disabled}]."""
     base = f"{CPU_SYS}/cpu{cpu}/cpuidle"
@@ -212,10 +238,10 @@ def idle_states(cpu):
 
 def idle_costs_text(declared_because):
     """status.json's idle_costs where the declared latencies stand, for the
-    reason given: under the haltpoll governor the status adds that auto mode
-    uses no cost at all."""
+    reason given: where only 0 counts (the haltpoll driver or governor, with a
+    driver) the status adds that auto mode uses no cost at all."""
     text = f"declared ({declared_because})"
-    if cpuidle_governor() == "haltpoll":
+    if idle_governor_kind() == ZERO_ONLY:
         text += "; under haltpoll auto mode uses no cost: live IO decides (limit_from)"
     return text
 
@@ -230,16 +256,17 @@ def expected_auto_limit(states, allowed_us, driver, governor, costs=None):
     the wake-up cost allowed is allowed_us (latency_fraction x the device's
     mean request latency), computed here from the rule the README states, not
     from latgov's code: with no cpuidle driver, nothing (PM QoS cannot act);
-    under the haltpoll governor no cost decides, neither the declared 1 us
+    under the haltpoll driver or governor no cost decides, neither the declared 1 us
     (not the wake-up cost) nor a measured one: LIVE_EVIDENCE, live IO
     windows with and without the hold choose 0 or nothing; else states whose
     cost fits are kept and deeper ones excluded; nothing if all fit; else the
     deepest fitting declared latency below the shallowest misfit (0 = poll
     only). costs: {state name: measured cost}, declared latencies where absent.
     Returns (limit, None or LIVE_EVIDENCE; the states that do not fit)."""
-    if driver in ("", "none"):
+    kind = idle_governor_kind(driver, governor)
+    if kind == NO_IDLE_DRIVER:
         return None, []
-    if governor == "haltpoll":
+    if kind == ZERO_ONLY:
         return LIVE_EVIDENCE, []
     costs = costs or {}
     enabled = [s for s in states if not s["disabled"]]
@@ -844,9 +871,11 @@ class HostTestCase(unittest.TestCase):
                          f"per-CPU resume latency limits are not all \"0\" before the "
                          f"test: {self.baseline}")
         self.machine_state = tree_state(MACHINE_STATE)
+        self.machine_metrics = tree_state(MACHINE_METRICS)
         self.tmp = tempfile.mkdtemp(prefix="latgov-host-", dir=self.runtime_base)
         self.calibration_file = os.path.join(self.tmp, "calibration.toml")
         self.evidence_file = os.path.join(self.tmp, "evidence")
+        self.metrics_file = os.path.join(self.tmp, "metrics.prom")
         self.daemons = []
         self.fios = []
 
@@ -870,6 +899,8 @@ class HostTestCase(unittest.TestCase):
         shutil.rmtree(self.tmp, ignore_errors=True)
         self.assertEqual(tree_state(MACHINE_STATE), self.machine_state,
                          f"the test changed the machine's {MACHINE_STATE}")
+        self.assertEqual(tree_state(MACHINE_METRICS), self.machine_metrics,
+                         f"the test wrote the machine's {MACHINE_METRICS}")
 
     def _failed(self):
         outcome = getattr(self, "_outcome", None)
@@ -882,11 +913,14 @@ class HostTestCase(unittest.TestCase):
 
     def write_config(self, text, name="latgov.toml"):
         """Writes a configuration into the test's directory. A [daemon]
-        section that names no calibration_file / evidence_file gets the
-        test's own (absent unless the test writes it): the machine's
-        /var/lib/latgov/calibration.toml and evidence must not decide a test,
-        nor a test write what the machine's latgovd learnt."""
-        own = {"calibration_file": self.calibration_file, "evidence_file": self.evidence_file}
+        section that names no calibration_file / evidence_file / metrics_file
+        gets the test's own (absent unless the test or latgovd writes it):
+        the machine's /var/lib/latgov/calibration.toml and evidence must not
+        decide a test, nor a test write what the machine's latgovd learnt or
+        the metrics node_exporter serves (the default metrics file, written
+        wherever its directory exists)."""
+        own = {"calibration_file": self.calibration_file, "evidence_file": self.evidence_file,
+               "metrics_file": self.metrics_file}
         if "[daemon]" not in text:
             text = "[daemon]\n\n" + text
         for key, path in own.items():
@@ -1073,8 +1107,9 @@ class HostTestCase(unittest.TestCase):
         d = self.start_daemon(config_text or FIXED_CONFIG, config_path=config_path,
                               prefix=prefix)
         driver, governor = cpuidle_driver(), cpuidle_governor()
+        kind = idle_governor_kind(driver, governor)
         states = idle_states(self.comp)
-        fio = self.start_fio(3 if governor == "haltpoll" else 2)
+        fio = self.start_fio(3 if kind == ZERO_ONLY else 2)
         fio.wait_io_start()
 
         def observed(st):
@@ -1106,7 +1141,7 @@ class HostTestCase(unittest.TestCase):
             return st, want
         self.assertEqual(dev["limit_us"], want, st)
         self.assertTrue(dev["limit_from"].startswith(
-            "no cpuidle driver" if want is None and driver in ("", "none")
+            "no cpuidle driver" if want is None and kind == NO_IDLE_DRIVER
             else "idle-state costs against latency_fraction"), dev)
         sysfs = "0" if want is None else ("n/a" if want == 0 else str(want))
         if want is not None:
@@ -1119,8 +1154,8 @@ class HostTestCase(unittest.TestCase):
             self.assert_held_throughout(watched, sysfs, f"cpu {self.comp}")
             self.assert_released(lambda: read_cpu(self.comp), "0", fio, watched,
                                  f"cpu {self.comp}")
-        if driver == "none":
-            self.assertEqual(st["cpuidle_driver"], "none", st)
+        if kind == NO_IDLE_DRIVER:
+            self.assertEqual(st["cpuidle_driver"], driver, st)
             self.assertRegex(d.log(), r"no cpuidle driver.*auto holds nothing")
             # Nothing to hold: latgovd only watches, and no request wakes it.
             self.assertTrue(st["io_events"].startswith(WATCH_ONLY), st)

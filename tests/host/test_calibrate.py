@@ -14,8 +14,9 @@ import time
 import tomllib
 
 from hostlib import (
-    CPU_SYS, CSTATES_DISK, DISK, FIO_FILE, HostTestCase, cpuidle_driver, cstates_calibration,
-    idle_costs_text, idle_states, log, read_all, read_cpu, write_cpu,
+    CPU_SYS, CSTATES_DISK, DISK, FIO_FILE, NO_IDLE_DRIVER, ZERO_ONLY, HostTestCase,
+    cpuidle_driver, cstates_calibration, idle_costs_text, idle_governor_kind, idle_states, log,
+    read_all, read_cpu, write_cpu,
 )
 
 CALIBRATED_CONFIG = """\
@@ -134,11 +135,15 @@ class CalibrateTest(HostTestCase):
                             for lv in levels)
         log(f"  levels: {medians}")
         driver = sysfs_cpuidle_driver()
-        if driver == "haltpoll":
-            # Every enabled non-POLL state of the studied CPU is listed under
-            # the name the kernel gives it ("haltpoll idle"), and its cost is
-            # what the level that admits it adds over poll-only: a property
-            # of the file, not a number of one machine.
+        kind = idle_governor_kind(driver)
+        if kind == ZERO_ONLY:
+            # The haltpoll driver or governor: only a limit of 0 counts, so
+            # the levels are poll and none. Every enabled non-POLL state of
+            # the studied CPU is listed under the name the kernel gives it
+            # ("haltpoll idle"), and its cost is what the level that admits
+            # it (none) adds over poll-only: a property of the file, not a
+            # number of one machine.
+            self.assertEqual(names, ["poll", "none"], names)
             states = {s["name"]: s for s in cal.get("state", [])}
             kernel_states = idle_state_names(self.comp)
             self.assertTrue(kernel_states, f"cpu{self.comp} has no non-POLL idle state")
@@ -149,7 +154,7 @@ class CalibrateTest(HostTestCase):
                 log(f"  {name}: declared {states[name]['declared_exit_latency_us']} us, "
                     f"measured {cost:.1f} us")
                 self.assertAlmostEqual(cost, max(0.0, none - poll), delta=0.02, msg=states)
-        elif driver in ("", "none"):
+        elif kind == NO_IDLE_DRIVER:
             # No cpuidle driver: the kernel lists no idle state, and the
             # calibration none (its two levels, poll and none, are checked
             # above).
@@ -291,7 +296,7 @@ class CalibrateTest(HostTestCase):
             cal = f.read()
         names = [s["name"] for s in self.load(path).get("state", [])]
         driver = cpuidle_driver()
-        if driver in ("", "none"):
+        if idle_governor_kind(driver) == NO_IDLE_DRIVER:
             # No idle state to measure: the file lists none, and with no
             # driver auto holds nothing whatever the costs (run_auto).
             self.assertEqual(names, [], cal)

@@ -25,9 +25,9 @@ import unittest
 
 from hostlib import (
     DEFAULT_LINGER_MS, DISK, EXIT_CONFIG, FIXED_CONFIG, NO_GLOBAL_LIMIT, STEADY_INTERVAL_MS,
-    FIO_FILE, LIVE_EVIDENCE, HostTestCase, idle_costs_text, irq_count,
-    cpuidle_driver, disk_devno, disk_of, journal_cpus, log, read_all, read_cpu, read_global,
-    write_cpu,
+    FIO_FILE, LIVE_EVIDENCE, NO_IDLE_DRIVER, HostTestCase, idle_costs_text, idle_governor_kind,
+    irq_count, cpuidle_driver, disk_devno, disk_of, journal_cpus, log, read_all, read_cpu,
+    read_global, write_cpu,
 )
 
 SOURCE_DIR = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
@@ -496,7 +496,7 @@ class GovernorTest(HostTestCase):
                                                     f"{self.calibration_file})"), st)
         dev = {x["name"]: x for x in st["devices"]}[DISK]
         driver = cpuidle_driver()
-        if driver in ("", "none"):
+        if idle_governor_kind(driver) == NO_IDLE_DRIVER:
             self.assertIsNone(dev["limit_us"], dev)
             self.assertTrue(dev["limit_from"].startswith("no cpuidle driver"), dev)
         elif want == LIVE_EVIDENCE:

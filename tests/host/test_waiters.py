@@ -28,8 +28,8 @@ import time
 import unittest
 
 from hostlib import (
-    DISK, FIO_FILE, HostTestCase, cpuidle_driver, cpuidle_governor, log, online_cpus, read_all,
-    read_cpu, write_cpu,
+    DISK, FIO_FILE, NO_IDLE_DRIVER, ZERO_ONLY, HostTestCase, cpuidle_driver, cpuidle_governor,
+    idle_governor_kind, log, online_cpus, read_all, read_cpu, write_cpu,
 )
 
 SYNC_FILE = "/var/tmp/latgov-host-test-sync.dat"
@@ -364,15 +364,17 @@ class WaitersTest(HostTestCase):
         """Default auto mode, no calibration file, no evidence. No cpuidle
         driver: nothing held, status says why, nothing learnt, every CPU as
         it was. A latency-aware governor: the declared costs decide, no live
-        IO. haltpoll: where holding by hand clearly pays right now (>= 15%),
-        auto learns it from live IO, ends up holding 0, persists it, and the
-        next start reuses it without measuring again; where it buys < 3%,
-        auto does not decide to hold; in between, whatever it decided, its
-        status agrees with what it holds (check_verdict_consistent)."""
-        driver = cpuidle_driver()
+        IO. haltpoll (the driver or the governor): where holding by hand
+        clearly pays right now (>= 15%), auto learns it from live IO, ends up
+        holding 0, persists it, and the next start reuses it without
+        measuring again; where it buys < 3%, auto does not decide to hold; in
+        between, whatever it decided, its status agrees with what it holds
+        (check_verdict_consistent)."""
+        driver, governor = cpuidle_driver(), cpuidle_governor()
+        kind = idle_governor_kind(driver, governor)
         config = AUTO_NO_CALIBRATION.format(
             calibration=os.path.join(self.tmp, "no-calibration.toml"), evidence=self.evidence)
-        gain = self.reference_gain() if cpuidle_governor() == "haltpoll" else None
+        gain = self.reference_gain() if kind == ZERO_ONLY else None
         d = self.start_daemon(config)
         job = self.start_job(direct_reads, self.other, 10)
         timeline = []
@@ -382,9 +384,9 @@ class WaitersTest(HostTestCase):
         job.wait()
         st = self.read_status(d)
         dev = next(x for x in st["devices"] if x["name"] == DISK)
-        log(f"  driver {driver}: {DISK} limit from: {dev['limit_from']}")
+        log(f"  driver {driver}, governor {governor}: {DISK} limit from: {dev['limit_from']}")
         log(f"  evidence: {st['evidence']}")
-        if driver == "none":
+        if kind == NO_IDLE_DRIVER:
             self.assertEqual([t for t in timeline if t[1] != "0" or t[2] != "0"], [],
                              "auto held something with no cpuidle driver")
             self.assertTrue(dev["limit_from"].startswith("no cpuidle driver"), dev)
@@ -394,7 +396,7 @@ class WaitersTest(HostTestCase):
             self.assertEqual(d.stop(), 0)
             self.assertEqual(read_all(), self.baseline, "a CPU's PM QoS file changed")
             return
-        if cpuidle_governor() != "haltpoll":
+        if kind != ZERO_ONLY:
             # A latency-aware governor (menu, teo): the declared exit
             # latencies are the costs, and decide without live IO
             # (host.governor's run_auto checks the limit they call for).

@@ -7,7 +7,9 @@
 # 127.0.0.1) serves latgov's metrics in a scrape; latgovd exits 0 on SIGTERM,
 # removes the file and leaves every CPU's pm_qos_resume_latency_us as it was;
 # a reload that names another file removes the old one. Then --metrics-file: a file it names is written in place of the
-# configured one, and "" writes none.
+# configured one, and "" writes none. Its calibration, evidence and metrics
+# files and runtime directory are its own: the machine's /var/lib/latgov and
+# node_exporter's latgov.prom are neither read nor written.
 # Root, fio and the host test bed (vda) are required.
 # TOOLS_DIR holds promtool and node_exporter (scripts/prometheus-tools).
 set -euo pipefail
@@ -35,6 +37,11 @@ qos_files=(/sys/devices/system/cpu/cpu[0-9]*/power/pm_qos_resume_latency_us)
 [[ -f ${qos_files[0]} ]] || { fail "no per-CPU pm_qos_resume_latency_us files"; exit 1; }
 qos() { local f; for f in "${qos_files[@]}"; do echo "${f#/sys/devices/system/cpu/} $(< "$f")"; done; }
 qos_before=$(qos)
+# The machine's latgov state and the file latgovd writes by default where
+# node_exporter's textfile directory exists.
+machine_files=(/var/lib/latgov /var/lib/prometheus/node-exporter/latgov.prom)
+machine() { find "${machine_files[@]}" -printf '%p %s %T@\n' 2>/dev/null | sort || true; }
+machine_before=$(machine)
 
 tmp=$(mktemp -d /dev/shm/latgov-metrics.XXXXXX)
 daemon_pid="" exporter_pid="" fio_pid=""
@@ -50,6 +57,8 @@ cat > "$tmp/latgov.toml" <<TOML
 [daemon]
 status_interval_ms = 100
 metrics_file = "$prom"
+calibration_file = "$tmp/calibration.toml"
+evidence_file = "$tmp/evidence"
 
 [defaults]
 mode = "fixed"
@@ -63,6 +72,11 @@ TOML
 daemon_pid=$!
 for ((i = 0; i < 100; i++)); do [[ -s $prom ]] && break; sleep 0.1; done
 if [[ -s $prom ]]; then pass "latgovd wrote $prom"; else fail "no metrics file after 10 s"; cat "$tmp/latgovd.log"; exit 1; fi
+# The idle costs name the calibration file it read: its own.
+costs=$(python3 -c 'import json, sys; print(json.load(open(sys.argv[1]))["idle_costs"])' \
+    "$tmp/run/status.json" 2>&1 || true)
+if [[ $costs == *"no calibration at $tmp/calibration.toml"* ]]; then pass "idle costs: $costs"
+else fail "idle costs not from its own calibration file: $costs"; fi
 
 # QD1 direct reads for longer than the 5 s the metrics are watched, so the IO
 # cannot be over before a refresh shows it
@@ -148,6 +162,9 @@ if [[ -s $tmp/run/status.json && $files -eq 0 ]]; then pass '--metrics-file "": 
 else fail "--metrics-file \"\": status.json $([[ -s $tmp/run/status.json ]] && echo written || echo absent), $files file(s) in the textfile directory"; fi
 kill -TERM "$daemon_pid"; wait "$daemon_pid" || true; daemon_pid=""
 
+machine_after=$(machine)
+if [[ $machine_after == "$machine_before" ]]; then pass "${machine_files[*]} as before"
+else fail "the machine's latgov files changed:"; diff <(echo "$machine_before") <(echo "$machine_after") || true; fi
 qos_after=$(qos)
 if [[ $qos_after == "$qos_before" ]]; then pass "every CPU's pm_qos_resume_latency_us as before (${#qos_files[@]} CPUs)"
 else fail "pm_qos_resume_latency_us changed:"; diff <(echo "$qos_before") <(echo "$qos_after") || true; fi
