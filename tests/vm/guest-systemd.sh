@@ -238,6 +238,17 @@ lg_check "journal: an add uevent on $disk reached latgovd (AF_NETLINK, PrivateNe
   grep -q "rescanning after .* uevent(s), the last: add block" <<< "$(journal)"
 lg_check "idle: every CPU reads \"0\" ($(lg_qos_all))" lg_none_held
 
+# --- another runtime directory beside the unit ------------------------------------
+# Its journal would not know the unit's limits: refused by the lock every
+# writer shares, /dev/cpu_dma_latency (the unit's sandbox may give it a
+# sysfs of its own, whose inodes another process's flock does not see).
+lg_check "$runtime is not listable by others ($(stat -c %a "$runtime"))" test "$(stat -c %a "$runtime")" = 711
+mkdir -p /tmp/other-run
+rc=0; out=$("$latgovd" --restore --runtime-dir /tmp/other-run 2>&1) || rc=$?
+lg_check "latgovd --restore with another runtime directory exits 1 (rc $rc)" test "$rc" = 1
+lg_check "... naming the unit's latgovd as the holder of /dev/cpu_dma_latency: $out" \
+  grep -q "Failed to lock /dev/cpu_dma_latency: .*(pid $(show MainPID))" <<< "$out"
+
 # --- IO: the completion CPU is held -------------------------------------------
 if fio_bg "$fio_seconds"; then
   held_only_comp "fio from CPU $k" || true
