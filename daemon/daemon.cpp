@@ -882,6 +882,8 @@ bool Daemon::open_runtime_dir() {
         spdlog::error("{}", dir.error().message);
         return false;
     }
+    if (const auto narrowed = dir->narrowed_message(); !narrowed.empty())
+        spdlog::info("{}", narrowed);
     // The lock also covers /dev/cpu_dma_latency: another runtime directory
     // must not write the same per-CPU files.
     if (auto guarded = dir->guard_cpus(root_); !guarded) {

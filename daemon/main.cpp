@@ -132,6 +132,8 @@ int restore(const Options& options, const Result<Config>& config) {
         spdlog::error("{}", dir.error().message);
         return 1;
     }
+    if (const auto narrowed = dir->narrowed_message(); !narrowed.empty())
+        spdlog::info("{}", narrowed);
     if (auto guarded = dir->guard_cpus(SysRoot(options.sysroot)); !guarded) {
         spdlog::error("{}", guarded.error().message);
         return 1;

@@ -75,6 +75,10 @@ TEST_CASE("others may read a runtime directory's files by name but not lock it")
     struct stat st {};
     REQUIRE(::stat(dir.c_str(), &st) == 0);
     CHECK((st.st_mode & 07777) == 0711);
+    CHECK(opened->narrowed_from() == mode_t{0755});
+    CHECK(opened->narrowed_message().starts_with("made " + dir.string() +
+                                                 " unreadable to group and others (mode 0755 -> "
+                                                 "0711)"));
     if (const auto after = nobody_can_lock(dir)) {
         CHECK_FALSE(*after);
     } else {
@@ -83,7 +87,10 @@ TEST_CASE("others may read a runtime directory's files by name but not lock it")
     }
     // Only the read bits go: a narrower mode stays as it is.
     REQUIRE(::chmod(dir.c_str(), 0700) == 0);
-    REQUIRE(RuntimeDir::open(dir, false));
+    opened = RuntimeDir::open(dir, false);
+    REQUIRE(opened);
+    CHECK_FALSE(opened->narrowed_from());
+    CHECK(opened->narrowed_message().empty());
     REQUIRE(::stat(dir.c_str(), &st) == 0);
     CHECK((st.st_mode & 07777) == 0700);
 }
@@ -212,7 +219,22 @@ TEST_CASE("runtime directories that guard the same CPUs lock each other out") {
     CHECK(runtime_dir_locked(tmp.path() / "run-b") == true);
 
     ::close(cpus);
-    // A tree without /dev/cpu_dma_latency has nothing to guard.
+
+    // Without the node (a private /dev), the CPUs' directory is the lock.
+    fs::remove(tmp.path() / "root/dev/cpu_dma_latency");
+    auto fourth = RuntimeDir::open(tmp.path() / "run-d", true);
+    auto fifth = RuntimeDir::open(tmp.path() / "run-e", true);
+    REQUIRE(fourth);
+    REQUIRE(fifth);
+    REQUIRE(fourth->guard_cpus(root));
+    REQUIRE(fifth->guard_cpus(root));
+    REQUIRE(fourth->lock());
+    locked = fifth->lock();
+    REQUIRE_FALSE(locked);
+    CHECK(locked.error().message.find((tmp.path() / "root/sys/devices/system/cpu").string() +
+                                      ": a latgovd") != std::string::npos);
+
+    // A tree with neither has nothing to guard.
     auto third = RuntimeDir::open(tmp.path() / "run-c", true);
     REQUIRE(third);
     CHECK(third->guard_cpus(SysRoot(tmp.path() / "empty")));

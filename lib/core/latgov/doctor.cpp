@@ -54,7 +54,8 @@ std::vector<Finding> diagnose(const HostFacts& f) {
              fmt::format("held at {} by another process", describe_limit(f.cpu_dma_latency)),
              "A global limit (tuned's force_latency, a database, an admin) applies to "
              "every CPU at all times and makes per-queue limits moot. Find the holder "
-             "with `fuser -v /dev/cpu_dma_latency`."});
+             "with `fuser -v /dev/cpu_dma_latency` (latgovd and latgov are listed too: "
+             "they open it for their lock)."});
     else
         out.push_back({L::ok, "/dev/cpu_dma_latency",
                        f.cpu_dma_latency ? "held by latgov only" : "no holder", ""});

@@ -227,11 +227,17 @@ Result<RuntimeDir> RuntimeDir::open(const std::filesystem::path& path, bool crea
         return safe.error();
     // Whoever can open the directory can flock it: readable by others, it
     // would let any user keep latgovd and `latgovd --restore` out.
-    if ((st.st_mode & (S_IRGRP | S_IROTH)) != 0 &&
-        ::fchmod(fd.get(), st.st_mode & 07777 & ~static_cast<mode_t>(S_IRGRP | S_IROTH)) != 0)
-        return make_error(fmt::format("Failed to make {} unreadable to others (mode {:04o}): {}",
-                                      path.string(), st.st_mode & 07777, errno_message(errno)));
-    return RuntimeDir(path, std::move(fd));
+    std::optional<mode_t> narrowed_from;
+    if ((st.st_mode & (S_IRGRP | S_IROTH)) != 0) {
+        if (::fchmod(fd.get(), st.st_mode & 07777 & ~static_cast<mode_t>(S_IRGRP | S_IROTH)) != 0)
+            return make_error(
+                fmt::format("Failed to make {} unreadable to others (mode {:04o}): {}",
+                            path.string(), st.st_mode & 07777, errno_message(errno)));
+        narrowed_from = st.st_mode & 07777;
+    }
+    RuntimeDir dir(path, std::move(fd));
+    dir.narrowed_from_ = narrowed_from;
+    return dir;
 }
 
 namespace {
@@ -285,12 +291,27 @@ std::optional<bool> runtime_dir_locked(const std::filesystem::path& path) {
     return !holders->empty();
 }
 
+std::string RuntimeDir::narrowed_message() const {
+    if (!narrowed_from_)
+        return "";
+    return fmt::format("made {} unreadable to group and others (mode {:04o} -> {:04o}): whoever "
+                       "can open it can lock it; its files stay readable by name",
+                       path_.string(), *narrowed_from_,
+                       *narrowed_from_ & ~static_cast<mode_t>(S_IRGRP | S_IROTH));
+}
+
 Result<void> RuntimeDir::guard_cpus(const SysRoot& root) {
-    constexpr std::string_view cpus = "/dev/cpu_dma_latency";
-    auto fd = root.open(cpus, O_RDONLY | O_CLOEXEC);
-    if (!fd && errno == ENOENT)
-        return {};
-    const std::string shown = root.resolve(cpus).string();
+    std::string_view lock = "/dev/cpu_dma_latency";
+    auto fd = root.open(lock, O_RDONLY | O_CLOEXEC);
+    if (!fd && (errno == ENOENT || errno == EPERM || errno == EACCES)) {
+        // No node here, or a device cgroup that denies it: the CPUs' own
+        // directory, as before there was a node to lock.
+        lock = "/sys/devices/system/cpu";
+        fd = root.open(lock, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+        if (!fd && errno == ENOENT)
+            return {};
+    }
+    const std::string shown = root.resolve(lock).string();
     if (!fd)
         return make_error("Failed to open " + shown + ": " + errno_message(errno));
     cpus_path_ = shown;

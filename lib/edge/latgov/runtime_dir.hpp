@@ -58,12 +58,20 @@ class RuntimeDir {
     // and so hold its lock), and it is the same inode in a service whose
     // PrivateNetwork= gives it a sysfs instance of its own (whose inodes,
     // and flocks, are not the host's). Opening it adds a PM QoS request at
-    // the default, which constrains nothing. When that lock is busy,
-    // neither is held. A tree without the node has nothing to guard.
+    // the default, which constrains nothing. Where the node is missing or
+    // denied (a private /dev, a device cgroup), the lock is on
+    // <root>/sys/devices/system/cpu instead, which keeps such a writer apart
+    // only from others that lock it too. When that lock is busy, neither is
+    // held. A tree with neither has nothing to guard.
     Result<void> guard_cpus(const SysRoot& root);
 
     const std::filesystem::path& path() const { return path_; }
     int fd() const { return fd_.get(); }
+    // The mode open() found when it took the read bits of group and others
+    // away; nullopt when it left the mode as it was.
+    std::optional<mode_t> narrowed_from() const { return narrowed_from_; }
+    // That, as a line for the log; "" when nothing was narrowed.
+    std::string narrowed_message() const;
 
     // nullopt when the file does not exist.
     Result<std::optional<std::string>> read(std::string_view name,
@@ -78,6 +86,7 @@ class RuntimeDir {
     RuntimeDir(std::filesystem::path path, Fd fd) : path_(std::move(path)), fd_(std::move(fd)) {}
     std::filesystem::path path_;
     Fd fd_;
+    std::optional<mode_t> narrowed_from_;
     std::string cpus_path_; // guard_cpus()
     Fd cpus_fd_;
     bool cpus_busy_ = false; // the last try_lock() found the CPUs' lock taken
