@@ -1175,8 +1175,10 @@ class HostTestCase(unittest.TestCase):
         1 us would never hold). Window pairs were counted (none is a
         failure), and after stop they are in evidence_file. status_shows_hold: a status written while
         the CPU held must be among those read (status written often).
-        No other CPU is touched meanwhile, but fio's with waiters on."""
-        snapshots, cpu_values, stray = [], set(), {}
+        No other CPU is touched meanwhile, but fio's with waiters on (and,
+        on a host with more CPUs, one that status.json shows held for a task
+        of the host that waits for this disk)."""
+        snapshots, cpu_values, stray, waiting = [], set(), {}, set()
         may_hold = {self.comp, self.submit_cpu} if waiters else {self.comp}
         while fio.running():
             cpu_values.add(read_cpu(self.comp))
@@ -1189,6 +1191,9 @@ class HostTestCase(unittest.TestCase):
                 dev = {x["name"]: x for x in st["devices"]}[DISK]
                 cpu = {c["cpu"]: c for c in st["cpus"]}[self.comp]
                 snapshots.append((dev, cpu, st["evidence"]))
+                waiting |= {c["cpu"] for c in st["cpus"]
+                            if any(h["device"] == DISK and h["why"] == "waits"
+                                   for h in c["held_for"])}
             cpu_values.add(read_cpu(self.comp))
             time.sleep(0.01)
         fio.wait()
@@ -1211,7 +1216,11 @@ class HostTestCase(unittest.TestCase):
             self.assertEqual(cpu["limit_us"], want, (dev, cpu))
             for e in evidence:
                 self.assertIn(e["verdict"], ("hold", "no-hold", "uncertain"), e)
-        self.assertEqual(stray, {}, f"CPUs other than {sorted(may_hold)} constrained under fio")
+        if waiters and stray.keys() & waiting:
+            log(f"  also held for waiters of this host: cpus {sorted(stray.keys() & waiting)}")
+        unexplained = {c: v for c, v in stray.items() if not (waiters and c in waiting)}
+        self.assertEqual(unexplained, {}, f"CPUs other than {sorted(may_hold)} constrained "
+                                          f"under fio (status showed waiters on {sorted(waiting)})")
         self.assertLessEqual(cpu_values, {"0", "n/a"}, "a limit other than 0 or nothing")
         self.assertIn("n/a", cpu_values, "never held: the first live window holds")
         if status_shows_hold:

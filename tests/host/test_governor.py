@@ -261,9 +261,15 @@ class GovernorTest(HostTestCase):
             self.assertEqual(cpus[cpu]["limit_us"], 0, st)
             self.assertEqual(cpus[cpu]["held_for"], held_for, st)
         for cpu, c in cpus.items():
-            if cpu not in (self.comp, self.submit_cpu):
-                self.assertIsNone(c["limit_us"], st)
-                self.assertEqual(c["held_for"], [], st)
+            if cpu in (self.comp, self.submit_cpu):
+                continue
+            if c["held_for"] and all(h["why"] == "waits" for h in c["held_for"]):
+                # On a host with more CPUs: another task there waits for
+                # this disk (a background sync write), as status says.
+                log(f"  cpu {cpu} held too, for a waiter of this host: {c['held_for']}")
+                continue
+            self.assertIsNone(c["limit_us"], st)
+            self.assertEqual(c["held_for"], [], st)
         dev = next(x for x in st["devices"] if x["name"] == DISK)
         self.assertTrue(dev["waiter_cpus"], dev)
         self.assertIn({"queue": 0, "cpu": self.submit_cpu}, dev["waiters"], dev)
