@@ -31,13 +31,13 @@ class RuntimeDir {
     // Opens `path`, creating it (and missing parents) mode runtime_dir_mode
     // when `create`; one that group or others may read is narrowed to that
     // (others cannot open it to take its lock). Refuses a symlink, a
-    // non-directory, a directory owned by
-    // another user, or one that group or others may write: any of those
-    // lets a local user plant files that root would act on. Refuses it too
-    // below a directory (as written or with symlinks resolved) that a user
-    // other than root or this one owns, or that group or others may write
-    // without the sticky bit: such a user could rename it away and put
-    // their own in its place, and files are opened in it by path.
+    // non-directory, a directory owned by another user, or one that group
+    // or others may write: any of those lets a local user plant files that
+    // root would act on. Refuses it too below a directory (as written or
+    // with symlinks resolved) that a user other than root or this one owns,
+    // or that group or others may write without the sticky bit: such a user
+    // could rename it away and put their own in its place, and files are
+    // opened in it by path.
     static Result<RuntimeDir> open(const std::filesystem::path& path, bool create);
 
     // An exclusive, non-blocking flock on the directory: one writer of PM
