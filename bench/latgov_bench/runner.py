@@ -746,6 +746,9 @@ class Runner:
                 self.note_coverage(rnd, wl, row)
         if row["latgovd_rc"] not in ("", 0, None):
             status += "; latgovd exit %s" % row["latgovd_rc"]
+        if mode == "latgov":  # --dry-run writes no status
+            if why := sampler.status.not_governing(self.target.disk):
+                status = why if status == "ok" else status + "; " + why
         row["status"] = status
         return row
 

@@ -93,9 +93,16 @@ class StatusTally:
     idle_costs: str | None = None
     onset: dict = field(default_factory=dict)
     prearm: dict = field(default_factory=dict)
+    governed: set[str] = field(default_factory=set)  # devices in a mode other than off
+    sampling_error: str = ""  # the last one a status named
 
     def add(self, st: dict) -> None:
         self.samples += 1
+        for d in st.get("devices", []):
+            if isinstance(d, dict) and d.get("mode") not in (None, "off"):
+                self.governed.add(str(d.get("name")))
+        if st.get("sampling_error"):
+            self.sampling_error = str(st["sampling_error"])
         self.idle_costs = st.get("idle_costs", self.idle_costs)
         if isinstance(st.get("onset_delay"), dict):
             self.onset = st["onset_delay"]
@@ -120,6 +127,19 @@ class StatusTally:
             self.onset = st["onset_delay"]
         if isinstance(st.get("prearm"), dict):
             self.prearm = st["prearm"]
+
+    def not_governing(self, disk: str | None) -> str:
+        """Why latgovd did not govern `disk` through the window, as a run's
+        status; "" when it did. A latgov run that did not is no latgov
+        result: it would read as "off"."""
+        if self.samples == 0:
+            return "latgovd wrote no status during the window"
+        if self.sampling_error:
+            return "latgovd could not sample: %s" % self.sampling_error
+        if disk and disk not in self.governed:
+            return "latgovd did not govern %s (governed: %s)" % (
+                disk, ", ".join(sorted(self.governed)) or "nothing")
+        return ""
 
     def result(self) -> dict:
         return {

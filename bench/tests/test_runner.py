@@ -80,7 +80,8 @@ class FakeSession(Session):
 
     def start_daemon(self, mode, log_path, cpus):
         status = self.runtime_dir / "status.json"
-        status.write_text(json.dumps({"onset_delay": {"count": 3, "p99_us": 50.0}}))
+        status.write_text(json.dumps({"onset_delay": {"count": 3, "p99_us": 50.0},
+                                      **self.daemon_status}))
         self.daemon = FakeDaemon()
         return status
 
@@ -103,6 +104,7 @@ def fake_runner(tmp_path, monkeypatch):
     s.fio_calls = []
     s.jobs = []
     s.warm_ios = 10000
+    s.daemon_status = {"devices": [{"name": "vda", "mode": "auto"}], "sampling_error": None}
     s.runtime_dir = tmp_path / "run"
     s.runtime_dir.mkdir()
     raw = tmp_path / "raw"
@@ -144,8 +146,25 @@ def test_each_run_reads_the_waiters_irq_affinity_and_uses_the_rounds_seed(tmp_pa
 def test_the_last_status_read_comes_after_the_window(tmp_path, monkeypatch):
     r, s, status_reads = fake_runner(tmp_path, monkeypatch)
     row = r.one_run(1, 1, 1, WORKLOAD_BY_NAME["qd1-randread-4k"], "latgov")
+    assert row["status"] == "ok", row["status"]
     assert status_reads == [0.25]  # latgovd's status interval, from its config
     assert (row["onset_count"], row["onset_p99_us"]) == (3, 50.0)
+
+
+@pytest.mark.parametrize("status, error", [
+    ({"devices": [{"name": "vdb", "mode": "auto"}, {"name": "vda", "mode": "off"}]},
+     "latgovd did not govern vda (governed: vdb)"),
+    ({"devices": []}, "latgovd did not govern vda (governed: nothing)"),
+    ({"devices": [{"name": "vda", "mode": "auto"}], "sampling_error": "Failed to read x"},
+     "latgovd could not sample: Failed to read x"),
+])
+def test_a_latgov_run_whose_latgovd_did_not_govern_the_disk_fails(tmp_path, monkeypatch,
+                                                                   status, error):
+    """It would read as "off" in the results."""
+    r, s, _ = fake_runner(tmp_path, monkeypatch)
+    s.daemon_status = status
+    row = r.one_run(1, 1, 1, WORKLOAD_BY_NAME["qd1-randread-4k"], "latgov")
+    assert row["status"] == error
 
 
 def test_a_warmup_goes_through_the_rounds_offsets_before_its_runs(tmp_path, monkeypatch):

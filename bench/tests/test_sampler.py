@@ -52,6 +52,16 @@ def test_status_gives_limits_and_the_last_onset_statistics():
     assert r["onset_on_issuing_cpu"] == 3
 
 
+def test_a_status_tells_whether_latgovd_governed_the_disk():
+    s = StatusTally()
+    assert s.not_governing("vda") == "latgovd wrote no status during the window"
+    s.add({"devices": [{"name": "vda", "mode": "fixed"}], "sampling_error": None})
+    assert s.not_governing("vda") == ""
+    assert s.not_governing("nvme0n1") == "latgovd did not govern nvme0n1 (governed: vda)"
+    s.add({"devices": [], "sampling_error": "Failed to parse /proc/stat"})
+    assert s.not_governing("vda") == "latgovd could not sample: Failed to parse /proc/stat"
+
+
 def test_a_final_status_gives_counters_not_a_held_sample():
     s = StatusTally()
     s.add({"cpus": [{"cpu": 0, "limit_us": 0}], "onset_delay": {"count": 3, "p99_us": 90.0}})
