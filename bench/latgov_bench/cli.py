@@ -36,7 +36,7 @@ SYSTEM_PYTHON = "/usr/bin/python3"
 
 DESCRIPTION = """\
 Modes (each round runs every mode once per workload, after one unmeasured
-warm-up of that workload; the modes' order rotated per round):
+warm-up of that workload; the modes' order rotated and reversed by turns):
   off            no constraint, latgovd not running
   static         /dev/cpu_dma_latency held at 0 for the whole run
   latgov         latgovd on its default policy (or --latgov-config)
@@ -555,12 +555,19 @@ def run(args: argparse.Namespace, session: Session, root: SysRoot) -> int:
 def schedule(rounds: int, workloads: list[str],
              modes: list[str]) -> list[tuple[int, str, int, str]]:
     """(round, workload, order in round, mode) of every run, in the order
-    they run: each round every workload under every mode, the modes'
-    order rotated by one each round."""
+    they run: each round every workload under every mode. The modes'
+    order alternates between a rotation and its reverse: the modes as
+    given, reversed, rotated by one, that reversed, and so on. Over
+    2 x len(modes) rounds each mode runs in each place equally often, and
+    with three modes also right after each other mode equally often: no
+    mode mostly follows the same one, as under a plain rotation (where
+    latgov would follow static in every round but one of three)."""
     plan = []
     for rnd in range(1, rounds + 1):
-        k = (rnd - 1) % len(modes)
+        k = (rnd - 1) // 2 % len(modes)
         order = modes[k:] + modes[:k]
+        if rnd % 2 == 0:
+            order = order[::-1]
         for w in workloads:
             for i, mode in enumerate(order):
                 plan.append((rnd, w, i + 1, mode))

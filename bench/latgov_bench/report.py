@@ -168,6 +168,38 @@ def warmup_line(rows: list[dict], warmups: list[dict], meta: RunMeta) -> str:
     return text
 
 
+def run_orders(rows: list[dict]) -> dict[int, list[str]]:
+    """Each round's modes in the order they ran (of its first workload);
+    rows that do not record their order are left out."""
+    orders: dict[int, list[tuple[int, str]]] = {}
+    first_workload: dict[int, str] = {}
+    for r in rows:
+        if not str(r.get("order_in_round", "")).strip():
+            continue
+        rnd = int(r["round"])
+        if first_workload.setdefault(rnd, r["workload"]) == r["workload"]:
+            orders.setdefault(rnd, []).append((int(r["order_in_round"]), r["mode"]))
+    return {rnd: [m for _, m in sorted(o)] for rnd, o in sorted(orders.items())}
+
+
+def round_orders(orders: dict[int, list[str]]) -> str:
+    return "- order in each round: %s" % "; ".join(
+        "r%d %s" % (rnd, " > ".join(o)) for rnd, o in orders.items())
+
+
+def predecessors(orders: dict[int, list[str]], modes: list[str]) -> str:
+    """How often each mode ran right after each other one in a round: a
+    mode that mostly follows the same one carries what that one left (a
+    warm CPU, a host that stopped idling)."""
+    after = {m: {p: 0 for p in modes if p != m} for m in modes}
+    for order in orders.values():
+        for before, mode in zip(order, order[1:]):
+            if mode in after and before in after[mode]:
+                after[mode][before] += 1
+    return "- run right after, per mode: %s" % "; ".join(
+        "%s after %s" % (m, ", ".join("%s %d" % kv for kv in after[m].items())) for m in modes)
+
+
 def first_slots(rows: list[dict], modes: list[str]) -> str:
     """How many rounds each mode ran first in: the same for every mode only
     when the rounds are a multiple of the modes."""
@@ -212,10 +244,14 @@ def header(rows: list[dict], meta: RunMeta, agg: Aggregate) -> list[str]:
     L.append("- fio %s; per run %g s measured after %g s ramp (idle workload: %g s burst, "
              "then %g s with no IO, measured)" % (meta.fio_version, s.runtime, s.ramp,
                                                   s.burst_sec, s.idle_sec))
-    L.append("- modes, interleaved, order rotated each round: %s; rounds: %d"
-             % (", ".join(s.modes), s.rounds))
+    L.append("- modes, interleaved: %s; rounds: %d" % (", ".join(s.modes), s.rounds))
     if rows:
+        orders = run_orders(rows)
+        if orders:
+            L.append(round_orders(orders))
         L.append(first_slots(rows, s.modes))
+        if orders:
+            L.append(predecessors(orders, s.modes))
     seeds = sorted({(int(r["round"]), r["fio_randseed"]) for r in rows
                     if r.get("fio_randseed")})
     if seeds:

@@ -100,11 +100,26 @@ def test_a_foreign_latgovd_or_constraint_is_named(tmp_path):
         "latgovd (pid 77: /usr/sbin/latgovd)", "cpu0 pm_qos_resume_latency_us is n/a"]
 
 
-def test_the_schedule_rotates_the_modes_each_round():
+def test_the_schedule_rotates_and_reverses_the_modes_by_turns():
     plan = schedule(2, ["a", "b"], ["off", "static", "latgov"])
     assert plan[:3] == [(1, "a", 1, "off"), (1, "a", 2, "static"), (1, "a", 3, "latgov")]
-    assert plan[6:9] == [(2, "a", 1, "static"), (2, "a", 2, "latgov"), (2, "a", 3, "off")]
+    assert plan[6:9] == [(2, "a", 1, "latgov"), (2, "a", 2, "static"), (2, "a", 3, "off")]
     assert len(plan) == 12
+    modes = ["off", "static", "latgov"]
+    orders = [[m for r, w, _, m in schedule(6, ["a"], modes) if r == rnd]
+              for rnd in range(1, 7)]
+    assert orders[2] == ["static", "latgov", "off"]  # round 3: rotated by one
+    # Over six rounds: each mode once per place per two rounds, and right
+    # after each other mode twice.
+    for place in range(3):
+        assert sorted(o[place] for o in orders) == sorted(modes * 2)
+    pairs = [(o[i], o[i + 1]) for o in orders for i in range(2)]
+    assert {p: pairs.count(p) for p in set(pairs)} == {
+        (a, b): 2 for a in modes for b in modes if a != b}
+    # Five rounds, as the targets ask: latgov follows static at most twice
+    # (a plain rotation: four times), and follows off too.
+    five = pairs[:10]
+    assert five.count(("static", "latgov")) == 2 and five.count(("off", "latgov")) == 1
 
 
 def test_each_rounds_runs_of_a_workload_follow_its_warmup():

@@ -254,6 +254,10 @@ def test_the_report_counts_first_slots_and_says_when_no_warmup_ran(haltpoll):
     assert ("- first in its round: off 1, static 1, latgov 0 (of 2 rounds); unequal, as 2 "
             "rounds do not divide among 3 modes: round 1 runs them in the order given\n"
             in text)
+    # What the run did, from its rows (a plain rotation then).
+    assert "- order in each round: r1 off > static > latgov; r2 static > latgov > off\n" in text
+    assert ("- run right after, per mode: off after static 0, latgov 1; static after off 1, "
+            "latgov 0; latgov after off 0, static 2\n" in text)
     assert "- no warm-up runs (none in results.csv)" in text
 
 
