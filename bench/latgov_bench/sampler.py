@@ -129,7 +129,7 @@ class StatusTally:
             self.prearm = st["prearm"]
 
     def not_governing(self, disk: str | None) -> str:
-        """Why latgovd did not govern `disk` through the window, as a run's
+        """Why latgovd did not govern `disk` during the window, as a run's
         status; "" when it did. A latgov run that did not is no latgov
         result: it would read as "off"."""
         if self.samples == 0:

@@ -198,12 +198,15 @@ TEST_CASE("runtime directories that guard the same CPUs lock each other out") {
                             O_RDONLY | O_DIRECTORY | O_CLOEXEC);
     REQUIRE(cpus >= 0);
     REQUIRE(::flock(cpus, LOCK_EX | LOCK_NB) == 0);
-    auto first = RuntimeDir::open(tmp.path() / "run-a", true);
-    auto second = RuntimeDir::open(tmp.path() / "run-b", true);
-    REQUIRE(first);
-    REQUIRE(second);
-    REQUIRE(first->guard_cpus(root));
-    REQUIRE(second->guard_cpus(root));
+    // A runtime directory that guards the tree's CPUs, not locked yet.
+    const auto guarded = [&](const char* name) {
+        auto dir = RuntimeDir::open(tmp.path() / name, true);
+        REQUIRE(dir);
+        REQUIRE(dir->guard_cpus(root));
+        return std::optional<RuntimeDir>(std::move(*dir));
+    };
+    auto first = guarded("run-a");
+    auto second = guarded("run-b");
     REQUIRE(first->lock());
     auto locked = second->lock();
     REQUIRE_FALSE(locked);
@@ -214,7 +217,7 @@ TEST_CASE("runtime directories that guard the same CPUs lock each other out") {
           std::string::npos);
     // Not half locked: its own runtime directory stays free.
     CHECK(runtime_dir_locked(tmp.path() / "run-b") == false);
-    { auto gone = std::move(*first); } // the owner exits
+    first.reset(); // the owner exits
     CHECK(second->lock());
     CHECK(runtime_dir_locked(tmp.path() / "run-b") == true);
 
@@ -222,12 +225,8 @@ TEST_CASE("runtime directories that guard the same CPUs lock each other out") {
 
     // Without the node (a private /dev), the CPUs' directory is the lock.
     fs::remove(tmp.path() / "root/dev/cpu_dma_latency");
-    auto fourth = RuntimeDir::open(tmp.path() / "run-d", true);
-    auto fifth = RuntimeDir::open(tmp.path() / "run-e", true);
-    REQUIRE(fourth);
-    REQUIRE(fifth);
-    REQUIRE(fourth->guard_cpus(root));
-    REQUIRE(fifth->guard_cpus(root));
+    auto fourth = guarded("run-d");
+    auto fifth = guarded("run-e");
     REQUIRE(fourth->lock());
     locked = fifth->lock();
     REQUIRE_FALSE(locked);
