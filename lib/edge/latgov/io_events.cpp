@@ -21,8 +21,8 @@ namespace {
 
 constexpr std::size_t ring_pages = 8; // data pages; a power of two
 
-long perf_event_open(perf_event_attr* attr, int cpu) {
-    return ::syscall(SYS_perf_event_open, attr, -1, cpu, -1, PERF_FLAG_FD_CLOEXEC);
+bool set_filter(const Fd& event, const std::string& filter) {
+    return filter.empty() || ::ioctl(event.get(), PERF_EVENT_IOC_SET_FILTER, filter.c_str()) == 0;
 }
 
 } // namespace
@@ -79,6 +79,28 @@ std::vector<std::string> wakeup_filters(const WatchedDevs& watched, std::size_t 
     return filters;
 }
 
+Result<Fd> open_block_rq_issue_event(perf_event_attr attr, const TracepointFormat& tp, int cpu,
+                                     const std::string& narrowed_filter, const std::string& plain,
+                                     bool& narrowed, std::string& applied) {
+    attr.size = sizeof attr;
+    attr.type = PERF_TYPE_TRACEPOINT;
+    attr.config = tp.id;
+    const long fd = ::syscall(SYS_perf_event_open, &attr, -1, cpu, -1, PERF_FLAG_FD_CLOEXEC);
+    if (fd < 0)
+        return make_error("Failed to open a block_rq_issue perf event on cpu " +
+                          std::to_string(cpu) + ": " + errno_message(errno));
+    Fd event(static_cast<int>(fd));
+    if (narrowed && set_filter(event, narrowed_filter)) {
+        applied = narrowed_filter;
+        return event;
+    }
+    narrowed = false; // refused once: not asked again
+    if (!set_filter(event, plain))
+        return make_error("Failed to set filter \"" + plain + "\": " + errno_message(errno));
+    applied = plain;
+    return event;
+}
+
 Result<IoIssueEvents> IoIssueEvents::open(const SysRoot& root, const std::vector<int>& cpus,
                                           const WatchedDevs& watched, IssueWakeup wakeup) {
     auto tp = read_block_rq_issue_format(root);
@@ -100,9 +122,6 @@ Result<IoIssueEvents> IoIssueEvents::open(const SysRoot& root, const std::vector
     for (int cpu : cpus) {
         for (std::size_t i = 0; i < parts.size(); ++i) {
             perf_event_attr attr{};
-            attr.size = sizeof attr;
-            attr.type = PERF_TYPE_TRACEPOINT;
-            attr.config = tp->id;
             attr.sample_period = 1;
             attr.sample_type = PERF_SAMPLE_TIME | PERF_SAMPLE_RAW;
             if (wakeup == IssueWakeup::each_request) {
@@ -116,27 +135,12 @@ Result<IoIssueEvents> IoIssueEvents::open(const SysRoot& root, const std::vector
             attr.disabled = 1;
             attr.use_clockid = 1;
             attr.clockid = CLOCK_MONOTONIC;
-            long fd = perf_event_open(&attr, cpu);
-            if (fd < 0)
-                return make_error("Failed to open a block_rq_issue perf event on cpu " +
-                                  std::to_string(cpu) + ": " + errno_message(errno));
-            Fd event(static_cast<int>(fd));
-            std::string filter = narrowed ? own_requests_excluded(parts[i]) : parts[i];
-            if (!filter.empty() &&
-                ::ioctl(event.get(), PERF_EVENT_IOC_SET_FILTER, filter.c_str()) != 0) {
-                if (!narrowed)
-                    return make_error("Failed to set filter \"" + filter +
-                                      "\": " + errno_message(errno));
-                // A kernel that cannot filter on comm: the devices alone.
-                narrowed = false;
-                filter = parts[i];
-                if (!filter.empty() &&
-                    ::ioctl(event.get(), PERF_EVENT_IOC_SET_FILTER, filter.c_str()) != 0)
-                    return make_error("Failed to set filter \"" + filter +
-                                      "\": " + errno_message(errno));
-            }
-            filters[i] = filter;
-            auto ring = PerfRing::map(std::move(event), ring_pages);
+            // The devices alone where the kernel cannot filter on comm.
+            auto event = open_block_rq_issue_event(attr, *tp, cpu, own_requests_excluded(parts[i]),
+                                                   parts[i], narrowed, filters[i]);
+            if (!event)
+                return event.error();
+            auto ring = PerfRing::map(std::move(*event), ring_pages);
             if (!ring)
                 return ring.error();
             events.events_.push_back({cpu, std::move(*ring), false});

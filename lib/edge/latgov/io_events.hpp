@@ -24,6 +24,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <functional>
+#include <linux/perf_event.h>
 #include <string>
 #include <vector>
 
@@ -48,6 +49,15 @@ std::string own_requests_excluded(const std::string& filter);
 // each within `max_length`, together matching the requests of `watched`
 // that latgovd did not issue.
 std::vector<std::string> wakeup_filters(const WatchedDevs& watched, std::size_t max_length);
+
+// A block_rq_issue perf event on `cpu` (`attr` says the rest, `tp` which
+// tracepoint) with `narrowed_filter` set, or `plain` where the kernel
+// refuses the narrowing. `narrowed` is the caller's, over all its events:
+// false once a narrowing was refused, and then `plain` is set from the
+// start. "" sets no filter. `applied` gets the filter that was set.
+Result<Fd> open_block_rq_issue_event(perf_event_attr attr, const TracepointFormat& tp, int cpu,
+                                     const std::string& narrowed_filter, const std::string& plain,
+                                     bool& narrowed, std::string& applied);
 
 // Whether a request wakes the reader. Waking latgovd for a request costs
 // that request (on a KVM guest, isolated reads were 1.04-1.17 of their

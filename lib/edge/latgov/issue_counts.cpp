@@ -5,8 +5,6 @@
 #include <algorithm>
 #include <cerrno>
 #include <linux/perf_event.h>
-#include <sys/ioctl.h>
-#include <sys/syscall.h>
 #include <unistd.h>
 
 namespace latgov {
@@ -29,33 +27,15 @@ Result<IssueCounters> IssueCounters::open(const SysRoot& root, const std::vector
     for (int cpu : cpus) {
         CpuCounter counter{cpu, {}};
         for (const auto& part : parts) {
-            perf_event_attr attr{};
-            attr.size = sizeof attr;
-            attr.type = PERF_TYPE_TRACEPOINT;
-            attr.config = tp->id;
-            const long fd =
-                ::syscall(SYS_perf_event_open, &attr, -1, cpu, -1, PERF_FLAG_FD_CLOEXEC);
-            if (fd < 0)
-                return make_error("Failed to open a block_rq_issue counter on cpu " +
-                                  std::to_string(cpu) + ": " + errno_message(errno));
-            Fd event(static_cast<int>(fd));
-            std::string filter = !narrowed      ? part
-                                 : part.empty() ? std::string(waited)
-                                                : "(" + part + ") && " + std::string(waited);
-            if (!filter.empty() &&
-                ::ioctl(event.get(), PERF_EVENT_IOC_SET_FILTER, filter.c_str()) != 0) {
-                if (!narrowed)
-                    return make_error("Failed to set filter \"" + filter +
-                                      "\": " + errno_message(errno));
-                // A kernel whose filters cannot glob: count every request of the disks.
-                narrowed = false;
-                filter = part;
-                if (!filter.empty() &&
-                    ::ioctl(event.get(), PERF_EVENT_IOC_SET_FILTER, filter.c_str()) != 0)
-                    return make_error("Failed to set filter \"" + filter +
-                                      "\": " + errno_message(errno));
-            }
-            counter.fds.push_back(std::move(event));
+            const std::string filter =
+                part.empty() ? std::string(waited) : "(" + part + ") && " + std::string(waited);
+            std::string applied;
+            // Where the kernel cannot glob: every request of the disks.
+            auto event = open_block_rq_issue_event(perf_event_attr{}, *tp, cpu, filter, part,
+                                                   narrowed, applied);
+            if (!event)
+                return event.error();
+            counter.fds.push_back(std::move(*event));
         }
         counters.counters_.push_back(std::move(counter));
     }
