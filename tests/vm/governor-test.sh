@@ -13,43 +13,24 @@
 # or the guest did not finish, 2 on usage errors. Needs root.
 set -euo pipefail
 
-here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
-usage() { sed -n '2,/^set -euo/p' "$0" | sed -e '$d' -e 's/^# \{0,1\}//'; }
+. "$(dirname "${BASH_SOURCE[0]}")/host-lib.sh"
 
 multipath=1 timeout=600
 while [[ $# -gt 0 ]]; do
   case "$1" in
     --no-multipath) multipath=0; shift;;
     --timeout) timeout=$2; shift 2;;
-    -h|--help) usage; exit 0;;
+    -h|--help) lg_usage; exit 0;;
     --) shift; break;;
-    -*) echo "governor-test: unknown option $1" >&2; exit 2;;
+    -*) echo "$lg_test: unknown option $1" >&2; exit 2;;
     *) break;;
   esac
 done
-[[ $# -eq 2 ]] || { usage >&2; exit 2; }
-bins=()
-for b in "$1" "$2"; do
-  p=$(realpath -e -- "$b" 2>/dev/null) || { echo "governor-test: no such file: $b" >&2; exit 2; }
-  [[ -x $p ]] || { echo "governor-test: not executable: $p" >&2; exit 2; }
-  bins+=("$p")
-done
-if [[ $EUID -ne 0 ]]; then echo "governor-test: needs root" >&2; exit 2; fi
-command -v fio >/dev/null || { echo "FAIL governor-test: fio is not installed" ; exit 1; }
+[[ $# -eq 2 ]] || { lg_usage >&2; exit 2; }
+lg_binaries "$1" "$2"
+lg_host_ready
 
 # a second controller with 2 queues (2 CPUs each) for the IRQ move by hotplug
 vmargs=(--cpus 4 --ctrl 4 --ctrl 2) gargs=(--irq-move)
 if [[ $multipath = 1 ]]; then vmargs+=(--multipath 2); gargs+=(--multipath); fi
-
-start=$SECONDS
-rc=0
-"$here/nvme-vm" "${vmargs[@]}" --timeout "$timeout" -- \
-  /bin/bash "$here/guest-governor.sh" "${gargs[@]}" "${bins[@]}" || rc=$?
-secs=$((SECONDS - start))
-if [[ $rc -eq 0 ]]; then
-  echo "PASS governor-test (${secs}s, nvme-vm ${vmargs[*]})"
-elif [[ $rc -eq 125 ]]; then
-  echo "FAIL governor-test (${secs}s): the guest did not finish"; exit 1
-else
-  echo "FAIL governor-test (${secs}s): guest rc $rc"; exit 1
-fi
+lg_boot "$timeout" "${vmargs[@]}" -- /bin/bash "$lg_here/guest-governor.sh" "${gargs[@]}" "${bins[@]}"

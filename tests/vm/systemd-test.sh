@@ -17,40 +17,23 @@
 # usage errors. Needs root and systemd installed on the host.
 set -euo pipefail
 
-here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
-usage() { sed -n '2,/^set -euo/p' "$0" | sed -e '$d' -e 's/^# \{0,1\}//'; }
+. "$(dirname "${BASH_SOURCE[0]}")/host-lib.sh"
 
-unit=$here/../../systemd/latgov.service timeout=600
+unit=$lg_here/../../systemd/latgov.service timeout=600
 while [[ $# -gt 0 ]]; do
   case "$1" in
     --unit) unit=$2; shift 2;;
     --timeout) timeout=$2; shift 2;;
-    -h|--help) usage; exit 0;;
+    -h|--help) lg_usage; exit 0;;
     --) shift; break;;
-    -*) echo "systemd-test: unknown option $1" >&2; exit 2;;
+    -*) echo "$lg_test: unknown option $1" >&2; exit 2;;
     *) break;;
   esac
 done
-[[ $# -eq 2 ]] || { usage >&2; exit 2; }
-bins=()
-for b in "$1" "$2"; do
-  p=$(realpath -e -- "$b" 2>/dev/null) || { echo "systemd-test: no such file: $b" >&2; exit 2; }
-  [[ -x $p ]] || { echo "systemd-test: not executable: $p" >&2; exit 2; }
-  bins+=("$p")
-done
-unit=$(realpath -e -- "$unit" 2>/dev/null) || { echo "systemd-test: no unit file" >&2; exit 2; }
-if [[ $EUID -ne 0 ]]; then echo "systemd-test: needs root" >&2; exit 2; fi
-command -v fio >/dev/null || { echo "FAIL systemd-test: fio is not installed"; exit 1; }
+[[ $# -eq 2 ]] || { lg_usage >&2; exit 2; }
+lg_binaries "$1" "$2"
+unit=$(realpath -e -- "$unit" 2>/dev/null) || { echo "$lg_test: no unit file" >&2; exit 2; }
+lg_host_ready
 
-start=$SECONDS
-rc=0
-"$here/nvme-vm" --systemd --cpus 4 --ctrl 4 --timeout "$timeout" -- \
-  /bin/bash "$here/guest-systemd.sh" "$unit" "${bins[@]}" || rc=$?
-secs=$((SECONDS - start))
-if [[ $rc -eq 0 ]]; then
-  echo "PASS systemd-test (${secs}s)"
-elif [[ $rc -eq 125 ]]; then
-  echo "FAIL systemd-test (${secs}s): the guest did not finish"; exit 1
-else
-  echo "FAIL systemd-test (${secs}s): guest rc $rc"; exit 1
-fi
+lg_boot "$timeout" --systemd --cpus 4 --ctrl 4 -- \
+  /bin/bash "$lg_here/guest-systemd.sh" "$unit" "${bins[@]}"

@@ -12,25 +12,13 @@
 # usage errors. Needs root.
 set -euo pipefail
 
-here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+. "$(dirname "${BASH_SOURCE[0]}")/host-lib.sh"
+
 timeout=400
 if [[ ${1:-} = --timeout ]]; then timeout=$2; shift 2; fi
-[[ $# -eq 2 ]] || { sed -n '2,/^set -euo/p' "$0" | sed -e '$d' -e 's/^# \{0,1\}//' >&2; exit 2; }
-bins=()
-for b in "$1" "$2"; do
-  p=$(realpath -e -- "$b" 2>/dev/null) || { echo "waiters-test: no such file: $b" >&2; exit 2; }
-  bins+=("$p")
-done
-if [[ $EUID -ne 0 ]]; then echo "waiters-test: needs root" >&2; exit 2; fi
-command -v fio >/dev/null || { echo "FAIL waiters-test: fio is not installed"; exit 1; }
+[[ $# -eq 2 ]] || { lg_usage >&2; exit 2; }
+lg_binaries "$1" "$2"
+lg_host_ready
 
-start=$SECONDS
-rc=0
-"$here/nvme-vm" --cpus 4 --ctrl 2 --cstates 1,20,200 --timeout "$timeout" -- \
-  python3 "$here/guest-waiters.py" "${bins[@]}" || rc=$?
-secs=$((SECONDS - start))
-case $rc in
-  0) echo "PASS waiters-test (${secs}s)";;
-  125) echo "FAIL waiters-test (${secs}s): the guest did not finish"; exit 1;;
-  *) echo "FAIL waiters-test (${secs}s): guest rc $rc"; exit 1;;
-esac
+lg_boot "$timeout" --cpus 4 --ctrl 2 --cstates 1,20,200 -- \
+  python3 "$lg_here/guest-waiters.py" "${bins[@]}"
