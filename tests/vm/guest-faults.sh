@@ -153,21 +153,7 @@ fio_start() { # CPU DISK -> pid in LG_FIO_PID; keeps reading through errors
 
 # --- latgovd -------------------------------------------------------------------
 rt=$(mktemp -d /run/latgov-faults.XXXXXX)
-cat > "$rt/latgov.toml" <<EOF
-[daemon]
-log_level = "debug"
-status_interval_ms = 50
-
-# fio's own time between two QD1 reads reaches tens of ms under emulation:
-# keep a queue active for $linger_ms ms after its last completion.
-# Only the completion CPUs are held: where a waiter sleeps depends on the
-# scheduler, and this test is about the map of queues, IRQs and CPUs.
-[defaults]
-mode = "fixed"
-limit_us = 0
-linger_ms = $linger_ms
-waiter_cpus = false
-EOF
+lg_fixed_config "$rt/latgov.toml" "$linger_ms"
 "$latgovd" --config "$rt/latgov.toml" --runtime-dir "$rt" > "$rt/latgovd.log" 2>&1 &
 dpid=$!
 fioA="" fioB=""

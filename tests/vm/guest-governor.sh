@@ -71,26 +71,8 @@ distinct=$(for k in $test_cpus; do echo "${comp_of[$k]}"; done | sort -u | wc -l
 [[ $distinct -ge 2 ]] || lg_fail "topology: the tested CPUs complete on fewer than 2 CPUs ($distinct); the layout does not exercise the per-queue map"
 
 rt=$(mktemp -d /run/latgov-vmtest.XXXXXX)
-cat > "$rt/latgov.toml" <<EOF
-[daemon]
-log_level = "debug"
-status_interval_ms = 50
-
-# Under software emulation fio's own user-space time between two QD1 reads
-# reaches tens of ms (the guest's CPUs are emulated), so the 3 ms default
-# linger would release and re-take the hold between reads: keep the queue
-# active for 300 ms after its last completion. Release must come within
-# linger + a few ticks of the end of the IO.
-
-# These checks are about the CPUs that complete each queue's IO; where fio
-# runs on a CPU whose queue's IRQ lands elsewhere (the multipath case) the
-# waiter CPU would be held too: that is the waiter test's subject, off here.
-[defaults]
-mode = "fixed"
-limit_us = 0
-linger_ms = $linger_ms
-waiter_cpus = false
-EOF
+# Release must come within linger + a few ticks of the end of the IO.
+lg_fixed_config "$rt/latgov.toml" "$linger_ms"
 lg_none_held || { lg_fail "before latgovd: some CPU is not at \"0\": $(lg_qos_all)"; exit 1; }
 
 "$latgovd" --config "$rt/latgov.toml" --runtime-dir "$rt" > "$rt/latgovd.log" 2>&1 &
