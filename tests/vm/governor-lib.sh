@@ -78,7 +78,6 @@ lg_wait_only_held() {
   done
 }
 
-# --- topology, read independently of latgov ---------------------------------
 # lg_fixed_config FILE LINGER_MS: the configuration of the fixed-policy
 # tests (guest-governor.sh, guest-faults.sh): a 0 us limit on the CPUs that
 # complete each queue's IO, held for LINGER_MS after its last completion.
@@ -103,6 +102,7 @@ waiter_cpus = false
 EOF
 }
 
+# --- topology, read independently of latgov ---------------------------------
 lg_expand_cpus() { # "0-2,5" or "0, 1, 2" -> "0 1 2 5"
   local part lo hi out=() i
   IFS=',' read -r -a parts <<< "${1// /}"

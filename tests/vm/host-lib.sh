@@ -1,9 +1,10 @@
 # host-lib.sh: what the *-test.sh wrappers share, each of which boots one
 # nvme-vm guest on the host and runs a guest-side test in it. Sourced, not
-# run; the wrapper's own name (governor-test, ...) heads every line it prints.
+# run; every line it prints names the wrapper
+# (governor-test, ...).
 #
 # Exit status of a wrapper: 0 if every check passed, 1 if any failed or the
-# guest did not finish, 2 on usage errors (no root among them).
+# guest did not finish, 2 on usage errors, running without root among them.
 # shellcheck shell=bash
 
 lg_here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
