@@ -2,6 +2,7 @@
 
 #include <cstring>
 #include <doctest/doctest.h>
+#include <string>
 
 using namespace latgov;
 
@@ -11,6 +12,28 @@ TEST_CASE("cpu lists in sysfs and blk-mq spellings") {
     CHECK(*parse_cpu_list("5") == CpuSet{5});
     CHECK(parse_cpu_list("\n")->empty());
     CHECK(*parse_cpu_list("3,1,1") == CpuSet{1, 3});
+}
+
+TEST_CASE("a cpu list that repeats wide ranges gives each CPU once, however long") {
+    CHECK(*parse_cpu_list("4-7,0-5,6,2-3") == CpuSet{0, 1, 2, 3, 4, 5, 6, 7});
+    std::string repeated;
+    for (int i = 0; i < 8000; ++i)
+        repeated += "0-65535,";
+    repeated += "7";
+    auto cpus = parse_cpu_list(repeated);
+    REQUIRE(cpus);
+    CHECK(cpus->size() == 65536);
+    CHECK(cpus->back() == 65535);
+    CHECK_FALSE(parse_cpu_list("0-65536"));
+}
+
+TEST_CASE("32-bit values: a larger one is an error, not a truncation") {
+    CHECK(*parse_u32("4294967295\n") == 4294967295u);
+    auto big = parse_u32("4294967297\n");
+    REQUIRE_FALSE(big);
+    CHECK(big.error().message.find("\"4294967297\"") != std::string::npos);
+    CHECK_FALSE(parse_u32("-1"));
+    CHECK_FALSE(parse_u32("n/a"));
 }
 
 TEST_CASE("malformed cpu lists are rejected with the offending item") {

@@ -4,6 +4,7 @@
 #include <array>
 #include <charconv>
 #include <cstring>
+#include <utility>
 
 namespace latgov {
 
@@ -37,7 +38,9 @@ std::string in_quotes(std::string_view text) {
 }
 
 Result<CpuSet> parse_cpu_list(std::string_view text) {
+    constexpr int max_cpu = 65535;
     CpuSet cpus;
+    std::vector<std::pair<int, int>> ranges;
     text = trim(text);
     if (text.empty())
         return cpus;
@@ -55,13 +58,19 @@ Result<CpuSet> parse_cpu_list(std::string_view text) {
                    !parse_whole(item.substr(dash + 1), hi)) {
             return make_error("bad CPU range " + in_quotes(item) + " in list " + in_quotes(text));
         }
-        if (lo < 0 || hi < lo || hi > 65535)
+        if (lo < 0 || hi < lo || hi > max_cpu)
             return make_error("bad CPU range " + in_quotes(item) + " in list " + in_quotes(text));
-        for (int cpu = lo; cpu <= hi; ++cpu)
-            cpus.push_back(cpu);
+        ranges.emplace_back(lo, hi);
     }
-    std::sort(cpus.begin(), cpus.end());
-    cpus.erase(std::unique(cpus.begin(), cpus.end()), cpus.end());
+    // Merged before they are expanded: a list that repeats a wide range
+    // still gives at most max_cpu + 1 CPUs, however long its text.
+    std::sort(ranges.begin(), ranges.end());
+    int next = 0; // the lowest CPU not yet in `cpus`
+    for (auto [lo, hi] : ranges) {
+        for (int cpu = std::max(lo, next); cpu <= hi; ++cpu)
+            cpus.push_back(cpu);
+        next = std::max(next, hi + 1);
+    }
     return cpus;
 }
 
@@ -85,6 +94,13 @@ Result<std::uint64_t> parse_u64(std::string_view text) {
     std::uint64_t value = 0;
     if (!parse_whole(trim(text), value))
         return make_error("expected an unsigned number, got " + in_quotes(trim(text)));
+    return value;
+}
+
+Result<std::uint32_t> parse_u32(std::string_view text) {
+    std::uint32_t value = 0;
+    if (!parse_whole(trim(text), value))
+        return make_error("expected an unsigned 32-bit number, got " + in_quotes(trim(text)));
     return value;
 }
 

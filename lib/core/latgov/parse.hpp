@@ -49,6 +49,9 @@ bool parse_whole(std::string_view text, T& out) {
 }
 
 Result<std::uint64_t> parse_u64(std::string_view text);
+// For values the kernel keeps in 32 bits (cpuidle latencies, NVMe queue
+// counts and namespace IDs): a larger one is an error, not a truncation.
+Result<std::uint32_t> parse_u32(std::string_view text);
 
 // Where the first byte that is not well-formed UTF-8 sits, 1-based line and
 // column; nullopt when all of it is. TOML text must be UTF-8, and the TOML
