@@ -376,6 +376,13 @@ TEST_CASE("an unparsable idle state makes the CPU's whole idle table unknown") {
     CHECK_FALSE(topo->cpus[1].idle_states_known);
     CHECK(topo->cpus[1].idle_states.empty()); // not POLL alone, as if C1 were not there
     CHECK(has_warning(*topo, "cpu1/cpuidle/state1/latency", "idle states of cpu1 are unknown"));
+    // A latency beyond 32 bits is not one the kernel wrote: unknown too,
+    // not cut to its low bits (4294967297 would read as 1 us).
+    tree.write("sys/devices/system/cpu/cpu1/cpuidle/state1/latency", "4294967297\n");
+    topo = discover_topology(SysRoot(tree.root()));
+    REQUIRE(topo);
+    CHECK_FALSE(topo->cpus[1].idle_states_known);
+    CHECK(has_warning(*topo, "cpu1/cpuidle/state1/latency", "\"4294967297\""));
 }
 
 TEST_CASE(
@@ -477,6 +484,29 @@ TEST_CASE("multipath paths whose head is not there yet are left out with a warni
     auto sampler = IoSampler::open(SysRoot(tree.root()), governor.stat_sources());
     REQUIRE(sampler);
     CHECK(sampler->warnings().empty());
+}
+
+TEST_CASE("an NVMe queue count or namespace ID that does not parse is unknown, with a warning") {
+    MultipathTree tree;
+    const auto ctrl = tree.root() / "sys/devices/pci0000:00/0000:00:04.0/nvme/nvme1";
+    std::ofstream(ctrl / "queue_count") << "4294967301\n";
+    std::ofstream(ctrl / "nvme1c1n1/nsid") << "n/a\n";
+    auto topo = discover_topology(SysRoot(tree.root()));
+    REQUIRE(topo);
+    const auto& controllers = topo->controllers;
+    const auto nvme1 = std::find_if(controllers.begin(), controllers.end(),
+                                    [](const auto& c) { return c.name == "nvme1"; });
+    REQUIRE(nvme1 != controllers.end());
+    CHECK_FALSE(nvme1->queue_count);
+    CHECK(has_warning(*topo, "nvme1/queue_count", "\"4294967301\""));
+    REQUIRE(topo->device("nvme1c1n1"));
+    CHECK_FALSE(topo->device("nvme1c1n1")->nsid);
+    CHECK(has_warning(*topo, "nvme1c1n1/nsid", "\"n/a\""));
+    // The largest namespace ID NVMe has is one.
+    std::ofstream(ctrl / "nvme1c1n1/nsid") << "4294967294\n";
+    topo = discover_topology(SysRoot(tree.root()));
+    REQUIRE(topo);
+    CHECK(topo->device("nvme1c1n1")->nsid == 4294967294u);
 }
 
 TEST_CASE("the sampler leaves out a device whose stat cannot be opened, and reads the others") {

@@ -74,7 +74,7 @@ struct NvmeController {
     std::string firmware;
     std::string subsystem_nqn;
     std::string state;
-    int queue_count = 0;                      // as sysfs says: admin + I/O queues
+    std::optional<std::uint32_t> queue_count; // as sysfs says: admin + I/O queues
     std::vector<NvmePowerState> power_states; // Identify: add_nvme_power_states, live only
 };
 
@@ -90,7 +90,7 @@ struct BlockDevice {
     std::string wwid;       // NVMe wwid / eui / nguid
     std::string transport;  // pcie, tcp, virtio, ...
     std::string controller; // nvme0 for a namespace or path
-    std::optional<int> nsid;
+    std::optional<std::uint32_t> nsid;
     bool hidden = false;               // a multipath path disk
     std::string multipath_head;        // for a path: its head disk
     std::vector<std::string> paths;    // for a head: its path disks

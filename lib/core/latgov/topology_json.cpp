@@ -42,7 +42,7 @@ json controller_json(const NvmeController& c) {
             {"firmware", c.firmware},
             {"subsystem_nqn", c.subsystem_nqn},
             {"state", c.state},
-            {"queue_count", c.queue_count},
+            {"queue_count", c.queue_count ? json(*c.queue_count) : json(nullptr)},
             {"power_states", std::move(states)}};
 }
 

@@ -41,6 +41,21 @@ std::string read_optional(const SysRoot& root, const std::string& path) {
     return text ? *text : std::string{};
 }
 
+// A number only shown, never acted on: a missing file leaves it unknown, a
+// value that does not parse does too, with a warning naming the file.
+std::optional<std::uint32_t> read_shown_u32(const SysRoot& root, const std::string& path,
+                                            std::vector<std::string>& warnings) {
+    auto text = root.read(path);
+    if (!text)
+        return std::nullopt;
+    auto value = parse_u32(*text);
+    if (!value) {
+        warnings.push_back("Failed to parse " + path + ": " + value.error().message);
+        return std::nullopt;
+    }
+    return *value;
+}
+
 std::optional<int> to_int(std::string_view text) {
     int value = 0;
     return parse_whole(text, value) ? std::optional<int>(value) : std::nullopt;
@@ -60,17 +75,17 @@ Result<IdleState> read_idle_state(const SysRoot& root, const std::string& dir, i
     if (!name)
         return name.error();
     state.name = *name;
-    auto latency = read_parsed(root, dir + "/latency", parse_u64);
+    auto latency = read_parsed(root, dir + "/latency", parse_u32);
     if (!latency)
         return latency.error();
-    auto residency = read_parsed(root, dir + "/residency", parse_u64);
+    auto residency = read_parsed(root, dir + "/residency", parse_u32);
     if (!residency)
         return residency.error();
     auto disabled = read_parsed(root, dir + "/disable", parse_u64);
     if (!disabled)
         return disabled.error();
-    state.exit_latency_us = static_cast<std::uint32_t>(*latency);
-    state.target_residency_us = static_cast<std::uint32_t>(*residency);
+    state.exit_latency_us = *latency;
+    state.target_residency_us = *residency;
     state.disabled = *disabled != 0;
     return state;
 }
@@ -401,8 +416,7 @@ Result<std::optional<BlockDevice>> read_disk(const DiskContext& ctx, const std::
     if (disk.kind == DeviceKind::nvme || disk.kind == DeviceKind::nvme_multipath_head) {
         if (disk.kind == DeviceKind::nvme)
             disk.controller = device;
-        if (auto nsid = read_trimmed(ctx.root, dir + "/nsid"))
-            disk.nsid = to_int(*nsid);
+        disk.nsid = read_shown_u32(ctx.root, dir + "/nsid", ctx.warnings);
         disk.wwid = read_optional(ctx.root, dir + "/wwid");
     } else {
         disk.serial = read_optional(ctx.root, dir + "/serial");
@@ -449,7 +463,8 @@ Result<std::optional<BlockDevice>> read_disk(const DiskContext& ctx, const std::
     return std::optional{std::move(disk)};
 }
 
-Result<NvmeController> read_controller(const SysRoot& root, const std::string& name) {
+Result<NvmeController> read_controller(const SysRoot& root, const std::string& name,
+                                       std::vector<std::string>& warnings) {
     NvmeController ctrl;
     ctrl.name = name;
     const std::string dir = "/sys/class/nvme/" + name;
@@ -463,8 +478,7 @@ Result<NvmeController> read_controller(const SysRoot& root, const std::string& n
     ctrl.firmware = read_optional(root, dir + "/firmware_rev");
     ctrl.subsystem_nqn = read_optional(root, dir + "/subsysnqn");
     ctrl.state = read_optional(root, dir + "/state");
-    if (auto count = read_parsed(root, dir + "/queue_count", parse_u64))
-        ctrl.queue_count = static_cast<int>(*count);
+    ctrl.queue_count = read_shown_u32(root, dir + "/queue_count", warnings);
     return ctrl;
 }
 
@@ -493,7 +507,7 @@ Result<Topology> discover_topology(const SysRoot& root) {
 
     if (auto names = root.list("/sys/class/nvme")) {
         for (const auto& name : *names) {
-            auto ctrl = read_controller(root, name);
+            auto ctrl = read_controller(root, name, topo.warnings);
             if (!ctrl) {
                 topo.warnings.push_back(ctrl.error().message + ", skipping controller " + name);
                 continue;
