@@ -2,6 +2,7 @@
 // status file, and the limits others hold beside it.
 #include "commands.hpp"
 #include "latgov/host_facts.hpp"
+#include "latgov/json.hpp"
 #include "latgov/parse.hpp"
 #include "latgov/status_place.hpp"
 #include "latgov/status_text.hpp"
@@ -173,7 +174,7 @@ int status(const Args& args) {
             (*status)["latgovd_running"] =
                 running ? nlohmann::json(*running) : nlohmann::json(nullptr);
         }
-        fmt::print("{}\n", status->dump(2, ' ', false, nlohmann::json::error_handler_t::replace));
+        fmt::print("{}\n", dump_text(*status, 2));
         if (!gone.empty())
             fmt::print(stderr, "{}", gone);
         return 0;

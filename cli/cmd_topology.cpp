@@ -1,6 +1,7 @@
 // `latgov topology [--json]`: hardware queues, their IRQs and completion CPUs.
 #include "commands.hpp"
 #include "latgov/discovery.hpp"
+#include "latgov/json.hpp"
 #include "latgov/nvme_identify.hpp"
 #include "latgov/topology_json.hpp"
 
@@ -23,7 +24,7 @@ int topology(const Args& args) {
         return fail(topology.error().message);
     if (as_json) {
         add_nvme_power_states(root, *topology); // only the JSON shows them
-        fmt::print("{}\n", to_json(*topology).dump(2));
+        fmt::print("{}\n", dump_text(to_json(*topology), 2));
         return 0;
     }
     fmt::print("{}", format_topology_table(*topology));

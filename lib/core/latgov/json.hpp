@@ -16,6 +16,14 @@
 
 namespace latgov {
 
+// A document as text. Its strings may come from outside latgov (a drive's
+// model and serial are firmware bytes) and need not be UTF-8: invalid bytes
+// are replaced, never thrown on.
+template <typename Json>
+std::string dump_text(const Json& value, int indent = -1) {
+    return value.dump(indent, ' ', false, Json::error_handler_t::replace);
+}
+
 // A latency limit: the number of microseconds, or null for no limit.
 inline nlohmann::ordered_json limit_json(LatencyLimit limit) {
     return limit ? nlohmann::ordered_json(*limit) : nlohmann::ordered_json(nullptr);
@@ -96,10 +104,7 @@ class JsonField {
         return path_.empty() ? std::string(key) : path_ + "." + std::string(key);
     }
 
-    // Names outside latgov's control need not be UTF-8: replaced, not thrown on.
-    static std::string text_of(const nlohmann::json& value) {
-        return value.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
-    }
+    static std::string text_of(const nlohmann::json& value) { return dump_text(value); }
 
     [[noreturn]] void expected(std::string_view what) const {
         fail("expected " + std::string(what) + ", got " + text_of(value_));

@@ -130,7 +130,7 @@ json build_status(const StatusInput& in) {
 Result<void> write_status(const RuntimeDir& dir, const json& status) {
     // Names from the machine (a drop-in's file name, a disk model) need not
     // be UTF-8: replace bad bytes rather than throw.
-    const std::string text = status.dump(2, ' ', false, json::error_handler_t::replace) + "\n";
+    const std::string text = dump_text(status, 2) + "\n";
     return dir.write_atomic(status_file_name, text, 0644);
 }
 
