@@ -116,6 +116,44 @@ TEST_CASE("the calibration file round-trips") {
     CHECK(parsed->states[0].measured_cost_us == doctest::Approx(11.75));
 }
 
+TEST_CASE("a calibration file's costs and counts are checked, naming file, line and key") {
+    Calibration c;
+    c.machine = {"AMD EPYC", "6.1.0-57-amd64", "haltpoll", "haltpoll"};
+    c.device = "vda";
+    c.rounds = 5;
+    c.ios_per_level = 1000;
+    c.states = {{"haltpoll idle", 1, 11.75}};
+    const std::string good = format_calibration(c);
+    auto with = [&](std::string_view from, std::string_view to) {
+        std::string text = good;
+        const auto at = text.find(from);
+        REQUIRE(at != std::string::npos);
+        return parse_calibration(text.replace(at, from.size(), to), "cal.toml");
+    };
+    // A cost written as a whole number is a cost.
+    auto whole = with("measured_cost_us = 11.75", "measured_cost_us = 150");
+    REQUIRE(whole);
+    CHECK(whole->states.at(0).measured_cost_us == 150);
+    struct Bad {
+        std::string_view from, to, says;
+    };
+    for (const Bad& bad : {
+             Bad{"measured_cost_us = 11.75", "measured_cost_us = -50.0", "must be a finite"},
+             Bad{"measured_cost_us = 11.75", "measured_cost_us = nan", "must be a finite"},
+             Bad{"measured_cost_us = 11.75", "measured_cost_us = \"x\"", "expected a number"},
+             Bad{"declared_exit_latency_us = 1", "declared_exit_latency_us = -5", "must be in"},
+             Bad{"rounds = 5", "rounds = -1", "must be in 0.."},
+         }) {
+        CAPTURE(bad.to);
+        auto parsed = with(bad.from, bad.to);
+        REQUIRE_FALSE(parsed);
+        const auto& message = parsed.error().message;
+        CHECK(message.find("cal.toml:") == 0);
+        CHECK(message.find(std::string(bad.to.substr(0, bad.to.find(' ')))) != std::string::npos);
+        CHECK(message.find(bad.says) != std::string::npos);
+    }
+}
+
 TEST_CASE("a malformed calibration file is an error naming the file") {
     auto bad = parse_calibration("[machine]\ncpu_model = 3\n", "cal.toml");
     REQUIRE_FALSE(bad);

@@ -1,10 +1,14 @@
 #include "latgov/calibration.hpp"
 
 #include "latgov/parse.hpp"
+#include "latgov/toml_where.hpp"
 
 #include <algorithm>
+#include <cmath>
+#include <cstdint>
 #include <fmt/format.h>
 #include <sstream>
+#include <stdexcept>
 #include <toml.hpp>
 
 namespace latgov {
@@ -31,6 +35,64 @@ std::string toml_string(const std::string& s) {
     }
     return out + "\"";
 }
+
+// Typed reads of a calibration file with the checks a file edited by hand
+// needs: toml11 alone would cast -5 to a huge unsigned number, take nan as a
+// cost, and refuse a cost written as a whole number.
+class CalibrationReader {
+  public:
+    explicit CalibrationReader(const std::string& source) : source_(source) {}
+
+    std::string text(const toml::value& table, const std::string& key) const {
+        return toml::find<std::string>(table, key);
+    }
+
+    // Whole numbers in [min, max].
+    std::int64_t whole(const toml::value& table, const std::string& key, std::int64_t min,
+                       std::int64_t max) const {
+        const auto& value = toml::find(table, key);
+        if (!value.is_integer())
+            fail(value, key, "expected an integer");
+        const auto number = value.as_integer();
+        if (number < min || number > max)
+            fail(value, key, fmt::format("must be in {}..{}, got {}", min, max, number));
+        return number;
+    }
+
+    // Microseconds: a finite number >= 0, written with or without a fraction.
+    double micros(const toml::value& table, const std::string& key) const {
+        return micros_of(toml::find(table, key), key);
+    }
+
+    std::vector<double> micros_list(const toml::value& table, const std::string& key) const {
+        const auto& value = toml::find(table, key);
+        if (!value.is_array())
+            fail(value, key, "expected an array of numbers");
+        std::vector<double> out;
+        for (const auto& item : value.as_array())
+            out.push_back(micros_of(item, key));
+        return out;
+    }
+
+  private:
+    double micros_of(const toml::value& value, const std::string& key) const {
+        if (!value.is_floating() && !value.is_integer())
+            fail(value, key, "expected a number of microseconds");
+        const double number =
+            value.is_floating() ? value.as_floating() : static_cast<double>(value.as_integer());
+        if (!std::isfinite(number) || number < 0)
+            fail(value, key, fmt::format("must be a finite number >= 0, got {}", number));
+        return number;
+    }
+
+    [[noreturn]] void fail(const toml::value& value, const std::string& key,
+                           const std::string& what) const {
+        throw std::invalid_argument(toml_where(source_, value.location()) + ": " + key + ": " +
+                                    what);
+    }
+
+    const std::string& source_;
+};
 
 } // namespace
 
@@ -116,38 +178,42 @@ Result<Calibration> parse_calibration(std::string_view text, const std::string& 
     try {
         std::istringstream in{std::string(text)};
         const auto root = toml::parse(in, source_name);
+        const CalibrationReader read(source_name);
+        constexpr std::int64_t max_cpu = 65535;
+        constexpr std::int64_t max_count = 1'000'000'000;
         Calibration c;
         const auto& machine = toml::find(root, "machine");
-        c.machine.cpu_model = toml::find<std::string>(machine, "cpu_model");
-        c.machine.kernel = toml::find<std::string>(machine, "kernel");
-        c.machine.cpuidle_driver = toml::find<std::string>(machine, "cpuidle_driver");
-        c.machine.cpuidle_governor = toml::find<std::string>(machine, "cpuidle_governor");
+        c.machine.cpu_model = read.text(machine, "cpu_model");
+        c.machine.kernel = read.text(machine, "kernel");
+        c.machine.cpuidle_driver = read.text(machine, "cpuidle_driver");
+        c.machine.cpuidle_governor = read.text(machine, "cpuidle_governor");
         const auto& probe = toml::find(root, "probe");
-        c.device = toml::find<std::string>(probe, "device");
-        c.cpu = toml::find<int>(probe, "cpu");
-        c.submit_cpu = toml::find<int>(probe, "submit_cpu");
-        c.rounds = toml::find<int>(probe, "rounds");
-        c.ios_per_level = toml::find<int>(probe, "ios_per_level");
-        c.date = toml::find<std::string>(probe, "date");
+        c.device = read.text(probe, "device");
+        c.cpu = static_cast<int>(read.whole(probe, "cpu", 0, max_cpu));
+        c.submit_cpu = static_cast<int>(read.whole(probe, "submit_cpu", 0, max_cpu));
+        c.rounds = static_cast<int>(read.whole(probe, "rounds", 0, max_count));
+        c.ios_per_level = static_cast<int>(read.whole(probe, "ios_per_level", 0, max_count));
+        c.date = read.text(probe, "date");
         if (root.contains("level"))
             for (const auto& l : toml::find<toml::array>(root, "level")) {
                 CalibrationLevel level;
-                level.name = toml::find<std::string>(l, "name");
-                auto limit = parse_resume_latency(toml::find<std::string>(l, "limit"));
+                level.name = read.text(l, "name");
+                auto limit = parse_resume_latency(read.text(l, "limit"));
                 if (!limit)
                     return make_error(source_name + ": level " + level.name + ": " +
                                       limit.error().message);
                 level.limit = *limit;
-                level.median_us = toml::find<double>(l, "median_us");
-                level.p99_us = toml::find<double>(l, "p99_us");
-                level.round_medians_us = toml::find<std::vector<double>>(l, "round_medians_us");
+                level.median_us = read.micros(l, "median_us");
+                level.p99_us = read.micros(l, "p99_us");
+                level.round_medians_us = read.micros_list(l, "round_medians_us");
                 c.levels.push_back(std::move(level));
             }
         if (root.contains("state"))
             for (const auto& s : toml::find<toml::array>(root, "state"))
-                c.states.push_back({toml::find<std::string>(s, "name"),
-                                    toml::find<std::uint32_t>(s, "declared_exit_latency_us"),
-                                    toml::find<double>(s, "measured_cost_us")});
+                c.states.push_back({read.text(s, "name"),
+                                    static_cast<std::uint32_t>(
+                                        read.whole(s, "declared_exit_latency_us", 0, UINT32_MAX)),
+                                    read.micros(s, "measured_cost_us")});
         return c;
     } catch (const std::exception& e) {
         return make_error(std::string(e.what()));

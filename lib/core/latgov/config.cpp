@@ -3,6 +3,7 @@
 #include "latgov/config.hpp"
 
 #include "latgov/parse.hpp"
+#include "latgov/toml_where.hpp"
 
 #include <algorithm>
 #include <fnmatch.h>
@@ -77,10 +78,6 @@ std::string format_double(double value) {
     return out.str();
 }
 
-std::string where(const std::string& source, const toml::source_location& location) {
-    return source + ":" + std::to_string(location.line()) + ":" + std::to_string(location.column());
-}
-
 // Whether every '[' of an fnmatch pattern opens a bracket expression that
 // closes: fnmatch would take an unclosed one as a literal '[', so a typo such
 // as "nvme[0n1" would match nothing, silently. A ']' first in the brackets
@@ -119,7 +116,7 @@ class Diagnostics {
   public:
     explicit Diagnostics(std::string source) : source_(std::move(source)) {}
 
-    std::string where(const toml::value& at) const { return latgov::where(source_, at.location()); }
+    std::string where(const toml::value& at) const { return toml_where(source_, at.location()); }
 
     // "<file:line:column>: <subject>: <what>"
     void report(const toml::value& at, const std::string& subject, std::string_view what) {
@@ -436,7 +433,7 @@ Result<Config> parse_onto(Config config, std::string_view text, const std::strin
         std::istringstream in{std::string(text)};
         root = toml::parse(in, source);
     } catch (const toml::exception& e) {
-        return make_error(where(source, e.location()) +
+        return make_error(toml_where(source, e.location()) +
                           ": syntax error: " + syntax_message(e.what()));
     } catch (const std::exception& e) {
         return make_error("Failed to parse " + source + ": " + e.what());
