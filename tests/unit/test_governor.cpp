@@ -133,6 +133,37 @@ TEST_CASE("an active queue stays held while its device has IO in flight") {
     CHECK(g.holds().percpu.empty());
 }
 
+TEST_CASE("another queue's IO in flight keeps an active queue only within in_flight_bound") {
+    Governor g(machine(), default_config(), declared_costs(machine()));
+    g.observe(sample(0, 0, 0, 0), t0);
+    g.observe(sample(100, 0, 100, 10), t0 + 5ms); // a burst on queue 0 (CPU 0)
+    REQUIRE(g.holds().percpu.count(0));
+    // Queue 0 completes nothing more; a long request stays in flight on the
+    // device, on queue 1, whose interrupt has not come either.
+    TimePoint at = t0 + 5ms;
+    for (; at < t0 + 5ms + in_flight_bound; at += 10ms) {
+        g.observe(sample(100, 0, 100, 10, 1), at);
+        CHECK(g.holds().percpu.count(0));
+    }
+    // Then past the bound and the linger, with the device still busy.
+    for (int i = 0; i < 2; ++i, at += 5ms)
+        g.observe(sample(100, 0, 100, 10, 1), at);
+    CHECK(g.holds().percpu.empty());
+}
+
+TEST_CASE("where per-queue counts are read, only this queue's requests in flight keep it") {
+    Governor g(machine(), default_config(), declared_costs(machine()));
+    g.observe(sample(0, 0, 0, 0), t0);
+    g.observe(sample(100, 0, 100, 10), t0 + 5ms);
+    REQUIRE(g.holds().percpu.count(0));
+    IoSample other_busy = sample(100, 0, 100, 10, 1);
+    other_busy.queue_busy = {0, 1}; // the device's request is on queue 1
+    g.observe(other_busy, t0 + 10ms);
+    Holds h = g.holds();
+    CHECK_FALSE(h.percpu.count(0)); // linger over, nothing of queue 0 in flight
+    CHECK(h.percpu.count(1));
+}
+
 TEST_CASE("after a span that could not be sampled, what the counters gained activates nothing") {
     Governor g(machine(), default_config(), declared_costs(machine()));
     g.observe(sample(0, 0, 0, 0), t0);
@@ -556,6 +587,80 @@ TEST_CASE("prearm: a window over two queues of one CPU is one window, one miss")
     CHECK_FALSE(g.any_active());
     CHECK(g.periodic().misses() == 1);
     REQUIRE(g.periodic().period()); // one miss is not two in a row
+}
+
+namespace {
+
+// nvme0n1 and nvme0n2, namespaces of one controller: their queue i both
+// complete through nvme0q<i+1>, IRQ 10 + i.
+Topology two_namespaces() {
+    Topology t = machine();
+    t.devices.pop_back(); // loop0
+    BlockDevice n2 = t.devices[0];
+    n2.name = "nvme0n2";
+    n2.dev = "259:1";
+    t.devices.push_back(n2);
+    return t;
+}
+
+IoSample namespaces_sample(std::uint64_t irq10, std::uint64_t n1_ios, std::uint64_t n2_ios) {
+    IoSample s = sample(irq10, 0, 0, 0);
+    s.devices.resize(2);
+    s.devices[0].read_ios = n1_ios;
+    s.devices[1].read_ios = n2_ios;
+    return s;
+}
+
+bool holds_for(const Holds& holds, std::string_view device) {
+    for (const auto& [cpu, hold] : holds.percpu)
+        for (const auto& key : hold.held_for)
+            if (key.device == device)
+                return true;
+    return false;
+}
+
+} // namespace
+
+TEST_CASE("an interrupt shared by two namespaces activates only the one whose IO it completed") {
+    const Topology t = two_namespaces();
+    Governor g(t, default_config(), declared_costs(t));
+    REQUIRE(g.devices().size() == 2);
+    CHECK(g.devices()[0].queues[0].irq_shared);
+    g.observe(namespaces_sample(0, 0, 0), t0);
+    g.observe(namespaces_sample(20, 0, 20), t0 + 5ms); // nvme0n2's reads
+    Holds h = g.holds();
+    CHECK(holds_for(h, "nvme0n2"));
+    CHECK_FALSE(holds_for(h, "nvme0n1"));
+    // nvme0n1's own completion, counted by its stat a sample after its
+    // interrupt (the two are read one after the other), still activates it;
+    // and so does one counted a sample before its interrupt.
+    g.observe(namespaces_sample(21, 0, 20), t0 + 20ms);
+    CHECK_FALSE(holds_for(g.holds(), "nvme0n1"));
+    g.observe(namespaces_sample(21, 1, 20), t0 + 25ms);
+    CHECK(holds_for(g.holds(), "nvme0n1"));
+    Governor later(t, default_config(), declared_costs(t));
+    later.observe(namespaces_sample(0, 0, 0), t0);
+    later.observe(namespaces_sample(0, 1, 0), t0 + 5ms);
+    CHECK_FALSE(holds_for(later.holds(), "nvme0n1"));
+    later.observe(namespaces_sample(1, 1, 0), t0 + 10ms);
+    CHECK(holds_for(later.holds(), "nvme0n1"));
+    // The queue's requests in flight (queue_inflight): the tag set is
+    // shared too, and counts for nvme0n1 only with its own in flight.
+    Governor tags(t, default_config(), declared_costs(t));
+    REQUIRE(tags.queue_tags().size() == 4);
+    IoSample busy = namespaces_sample(0, 0, 0);
+    tags.observe(busy, t0);
+    busy.queue_busy = {1, 0, 1, 0};
+    busy.devices[1].in_flight = 1;
+    tags.observe(busy, t0 + 5ms);
+    CHECK(holds_for(tags.holds(), "nvme0n2"));
+    CHECK_FALSE(holds_for(tags.holds(), "nvme0n1"));
+    busy.devices[0].in_flight = 1;
+    tags.observe(busy, t0 + 10ms);
+    CHECK(holds_for(tags.holds(), "nvme0n1"));
+    // One namespace alone on its controller shares nothing.
+    Governor alone(machine(), default_config(), declared_costs(machine()));
+    CHECK_FALSE(alone.devices()[0].queues[0].irq_shared);
 }
 
 TEST_CASE("IRQ counts: 32 bits, and a count that went down was reset and says nothing") {

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <fmt/format.h>
 #include <limits>
+#include <set>
 
 namespace latgov {
 
@@ -107,6 +108,14 @@ Governor::Governor(const Topology& topology, const Config& config,
             stat_sources_.push_back(device.stat_source);
         devices_.push_back(std::move(device));
     }
+    std::map<int, std::set<std::string>> irq_users; // IRQ -> the governed devices it completes
+    for (const auto& device : devices_)
+        for (const auto& queue : device.queues)
+            if (queue.irq)
+                irq_users[*queue.irq].insert(device.name);
+    for (auto& device : devices_)
+        for (auto& queue : device.queues)
+            queue.irq_shared = queue.irq && irq_users[*queue.irq].size() > 1;
 }
 
 void Governor::rebase(const IoSample& sample, TimePoint now) {
@@ -149,14 +158,18 @@ bool Governor::observe(const IoSample& sample, TimePoint now, bool idle_wakes_on
         for (auto& queue : device.queues) {
             // A completion interrupt is the queue's own sign of IO; without
             // IRQs of its own, the device's completions are.
-            const std::uint64_t requests = queue.irq ? irq_delta(*queue.irq) : ios;
-            const bool busy_here =
-                tag_index < sample.queue_busy.size() && sample.queue_busy[tag_index] > 0;
+            std::uint64_t requests = queue.irq ? irq_delta(*queue.irq) : ios;
+            if (queue.irq_shared)
+                requests = own_share(queue, requests, ios, device.ios_before);
+            std::optional<bool> busy_here;
+            if (tag_index < sample.queue_busy.size())
+                busy_here = sample.queue_busy[tag_index] > 0;
             ++tag_index;
             if (observe_queue(device, queue, requests, now_stat.in_flight > 0, busy_here,
                               idle_wakes_on_events, now, missed))
                 changed = true;
         }
+        device.ios_before = ios;
         if (decide(device, ios, delta.ticks_ms, now))
             changed = true;
     }
@@ -170,17 +183,47 @@ bool Governor::observe(const IoSample& sample, TimePoint now, bool idle_wakes_on
     return changed;
 }
 
+// A shared interrupt is this device's only if its own completions moved
+// too, in this sample or the one before: the interrupt count and the stat
+// file are read one after the other, and a completion may fall between, on
+// either side. Interrupts seen without them wait one sample for them.
+// (While both devices have IO, each takes the other's interrupts: telling
+// them apart needs per-request events.)
+std::uint64_t Governor::own_share(GovernedQueue& queue, std::uint64_t interrupts, std::uint64_t ios,
+                                  std::uint64_t ios_before) {
+    if (ios == 0 && ios_before == 0) {
+        queue.shared_pending = interrupts;
+        return 0;
+    }
+    const std::uint64_t pending = ios > 0 ? queue.shared_pending : 0;
+    queue.shared_pending = 0;
+    return interrupts + pending;
+}
+
 bool Governor::observe_queue(const GovernedDevice& device, GovernedQueue& queue,
-                             std::uint64_t requests, bool device_in_flight, bool busy_here,
-                             bool idle_wakes_on_events, TimePoint now, bool& missed) {
+                             std::uint64_t requests, bool device_in_flight,
+                             std::optional<bool> busy_here, bool idle_wakes_on_events,
+                             TimePoint now, bool& missed) {
+    if (requests > 0)
+        queue.own_io = now;
     if (queue.onset_pending && requests > 0) {
         --requests; // the request that activated it
         queue.onset_pending = false;
     }
-    // An active queue stays so while its device has IO in flight.
-    bool in_flight = (queue.activity.active || !queue.irq) && device_in_flight;
+    // Requests in flight: counted on this very queue where that is read
+    // (the tag set of a queue whose IRQ is shared is shared too, so there
+    // only while its own device has requests in flight); else the device's
+    // count keeps an active queue so, within in_flight_bound of its own
+    // last completion or its activation, and stands for the queue's own
+    // where it has no IRQ.
+    bool in_flight = false;
     if (busy_here)
-        in_flight = true; // requests in flight on this very queue
+        in_flight = *busy_here && (!queue.irq_shared || device_in_flight);
+    else if (!queue.irq)
+        in_flight = device_in_flight;
+    else if (queue.activity.active)
+        in_flight = device_in_flight &&
+                    now - std::max(queue.own_io, queue.activity.active_since) < in_flight_bound;
     bool io_seen = requests > 0 || in_flight;
     if (idle_wakes_on_events && !queue.activity.active)
         io_seen = false;
@@ -202,7 +245,7 @@ bool Governor::observe_queue(const GovernedDevice& device, GovernedQueue& queue,
     // last sample, before the window.
     if (!queue.prearmed && (requests > 0 || (in_flight && !queue.onset_pending)))
         queue.lonely = false;
-    if (release_prearmed(queue, in_flight, busy_here, now, missed))
+    if (release_prearmed(queue, in_flight, busy_here.value_or(false), now, missed))
         return true;
     // A pre-armed window waiting for its request outlasts the linger.
     if (queue.prearmed && !queue.prearm_seen)

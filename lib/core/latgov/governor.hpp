@@ -60,7 +60,22 @@ struct GovernedQueue {
     bool prearmed = false;
     bool prearm_seen = false;
     TimePoint prearm_closes{};
+    // Its IRQ completes another governed device's IO too: the namespaces of
+    // one controller share its queues and their interrupts.
+    bool irq_shared = false;
+    std::uint64_t shared_pending = 0; // its interrupts of the last sample, not yet its own
+    // When its own completions last moved (its IRQ, or its device's where
+    // it has none), or when it was activated.
+    TimePoint own_io{};
 };
+
+// How long the device's in-flight count keeps an active queue with an IRQ
+// of its own after its own completions stopped. The count is the device's:
+// without the bound, another queue's steady IO would hold this queue's CPUs
+// for as long as it runs. A request of this queue outstanding longer than
+// that pays one wake-up, a few hundred microseconds at most, under 0.5% of
+// its time.
+inline constexpr std::chrono::milliseconds in_flight_bound{100};
 
 // The completions from one release to a later one that measure a gap
 // (Governor::decide): a few, so that one request's place between two ticks
@@ -86,7 +101,8 @@ struct GovernedDevice {
     // where idle-state costs are unknown), and what it says now.
     HoldEvidence evidence{};
     HoldDecision decision{};
-    bool was_active = false; // at the previous sample
+    bool was_active = false;      // at the previous sample
+    std::uint64_t ios_before = 0; // completions counted at the previous sample
     // Since a release (none before the first, or after a span nothing
     // observed): completions and summed request time, and the windows
     // finished before it; the gap between requests where spans of IO are
@@ -245,13 +261,19 @@ class Governor {
     bool held_by_others(const GovernedDevice& device) const;
     // After a queue was activated between samples: who is held by others.
     void note_others_held();
+    // Of the interrupts of a queue whose IRQ is shared, those of its own
+    // device's IO, given the device's completions in this sample and the
+    // one before.
+    static std::uint64_t own_share(GovernedQueue& queue, std::uint64_t interrupts,
+                                   std::uint64_t ios, std::uint64_t ios_before);
     // One queue's part of a sample: the requests it completed since the
-    // last one, whether its device and the queue itself have IO in flight.
-    // True when its activity changed; `missed` when its pre-armed window
-    // closed without its request.
+    // last one, whether its device has IO in flight and, where per-queue
+    // counts are read, whether the queue itself has (`busy_here`). True
+    // when its activity changed; `missed` when its pre-armed window closed
+    // without its request.
     bool observe_queue(const GovernedDevice& device, GovernedQueue& queue, std::uint64_t requests,
-                       bool device_in_flight, bool busy_here, bool idle_wakes_on_events,
-                       TimePoint now, bool& missed);
+                       bool device_in_flight, std::optional<bool> busy_here,
+                       bool idle_wakes_on_events, TimePoint now, bool& missed);
     // The device's evidence, waiters and limit once its queues are
     // observed; true when what it holds may have changed.
     bool decide(GovernedDevice& device, std::uint64_t ios, std::uint64_t ticks_ms, TimePoint now);
