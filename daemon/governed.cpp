@@ -130,6 +130,7 @@ void read_issue_counters(GovernedState& state, IoSample& sample) {
         sample.cpu_issues.clear();
         return;
     }
+    mark_unread_issues(sample.cpu_issues, bound);
     // A CPU whose wake-up event is still armed has issued no request the
     // event watches since the arm (it would have fired); reading its counter
     // would interrupt that CPU, most likely idle, so it is left as read.

@@ -234,6 +234,30 @@ TEST_CASE("request issue counts name the submitting CPUs tick by tick, a cleared
     CHECK(w.select({0, 1}, t0 + 2s + 20ms, waiter_window) == CpuSet{0});
 }
 
+TEST_CASE("a CPU's issue count read after it was not is a baseline, not growth") {
+    WaiterCpus w;
+    // CPU 1 alone is in the bound: CPU 0's slot, never read, is marked.
+    std::vector<std::uint64_t> issues{0, 50};
+    mark_unread_issues(issues, {1});
+    CHECK(issues == std::vector<std::uint64_t>{issues_unread, 50});
+    w.observe_issues(issues, t0);
+    // CPU 0 joins the bound: its first count is the requests of its whole
+    // life (async writes, other disks' queues), none of them a waiter's.
+    issues = {4000, 50};
+    mark_unread_issues(issues, {0, 1});
+    w.observe_issues(issues, t0 + 20ms);
+    CHECK(w.select({0, 1}, t0 + 20ms, waiter_window).empty());
+    w.observe_issues(std::vector<std::uint64_t>{4001, 50}, t0 + 40ms);
+    CHECK(w.select({0, 1}, t0 + 40ms, waiter_window) == CpuSet{0});
+    // It leaves the bound while CPU 1 stays: marked again, so its return,
+    // however much it issued meanwhile, is a baseline again.
+    issues = {4001, 51};
+    mark_unread_issues(issues, {1});
+    w.observe_issues(issues, t0 + 60ms);
+    w.observe_issues(std::vector<std::uint64_t>{9000, 51}, t0 + 2s);
+    CHECK(w.select({0}, t0 + 2s, waiter_window).empty());
+}
+
 TEST_CASE("the governor takes issue counts as waiter evidence, bounded by the active queues") {
     Governor g(virtio_machine(), fixed_zero(), declared_costs(virtio_machine()));
     CHECK(g.waiter_bound().empty());

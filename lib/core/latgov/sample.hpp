@@ -20,9 +20,14 @@ struct IoSample {
     // indexed by CPU: where tasks sleep waiting for IO.
     std::vector<std::uint64_t> cpu_iowait;
     // Per-CPU requests issued to the governed disks (IssueCounters), indexed
-    // by CPU; empty where perf events are not available.
+    // by CPU; empty where perf events are not available. A CPU not read
+    // reads issues_unread (mark_unread_issues), or where it was left unread
+    // on purpose its last count.
     std::vector<std::uint64_t> cpu_issues;
 };
+
+// A count next to one of these is a baseline, not growth.
+inline constexpr std::uint64_t issues_unread = UINT64_MAX;
 
 // A hardware queue whose debugfs tags file is read every tick.
 struct QueueTags {

@@ -46,6 +46,12 @@ Result<void> parse_stat_cpu_iowait(std::string_view proc_stat, std::vector<std::
     return {};
 }
 
+void mark_unread_issues(std::vector<std::uint64_t>& issues, const CpuSet& bound) {
+    for (size_t cpu = 0; cpu < issues.size(); ++cpu)
+        if (!std::binary_search(bound.begin(), bound.end(), static_cast<int>(cpu)))
+            issues[cpu] = issues_unread;
+}
+
 void WaiterCpus::seen(int cpu, TimePoint now) {
     if (cpu < 0)
         return;
@@ -70,7 +76,7 @@ void WaiterCpus::observe_growth(Counters& counters, std::span<const std::uint64_
                                 TimePoint now) {
     if (counters.has_previous)
         for (size_t cpu = 0; cpu < values.size() && cpu < counters.previous.size(); ++cpu)
-            if (values[cpu] > counters.previous[cpu])
+            if (values[cpu] != issues_unread && values[cpu] > counters.previous[cpu])
                 seen(static_cast<int>(cpu), now);
     counters.previous.assign(values.begin(), values.end());
     counters.has_previous = true;

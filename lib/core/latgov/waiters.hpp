@@ -22,6 +22,7 @@
 #include "latgov/clock.hpp"
 #include "latgov/parse.hpp"
 #include "latgov/result.hpp"
+#include "latgov/sample.hpp"
 
 #include <chrono>
 #include <cstdint>
@@ -36,6 +37,12 @@ namespace latgov {
 // allocation-free once `iowait` has grown.
 Result<void> parse_stat_cpu_iowait(std::string_view proc_stat, std::vector<std::uint64_t>& iowait);
 
+// Marks the counts of the CPUs outside `bound` (sorted) issues_unread, before
+// the CPUs of the bound are read: a CPU read again once it is back in the
+// bound then gives a baseline, not the growth of its time outside, which
+// may be old and another queue's.
+void mark_unread_issues(std::vector<std::uint64_t>& issues, const CpuSet& bound);
+
 class WaiterCpus {
   public:
     // A new sample of the per-CPU iowait counters: CPUs whose counter grew
@@ -44,7 +51,8 @@ class WaiterCpus {
     // after an idle daemon slept): growth over so long a span may be old,
     // and counted now it would take a waiter that left long ago.
     void observe_iowait(std::span<const std::uint64_t> iowait, TimePoint now);
-    // A new sample of the per-CPU request issue counters, likewise.
+    // A new sample of the per-CPU request issue counters, likewise; a CPU
+    // that reads issues_unread, now or at the last sample, grew nothing.
     void observe_issues(std::span<const std::uint64_t> issues, TimePoint now);
     // Both counters as they are now, as a baseline: what grew since the
     // last sample (a span nothing observed) shows no waiter.

@@ -1,6 +1,7 @@
 #include "latgov/issue_counts.hpp"
 
 #include "latgov/io_events.hpp"
+#include "latgov/sample.hpp"
 
 #include <algorithm>
 #include <cerrno>
@@ -56,7 +57,7 @@ Result<void> IssueCounters::read(const CpuSet& only, std::vector<std::uint64_t>&
         }
         const auto i = static_cast<size_t>(counter.cpu);
         if (counts.size() <= i)
-            counts.resize(i + 1, 0);
+            counts.resize(i + 1, issues_unread);
         counts[i] = total;
     }
     return {};
