@@ -77,6 +77,45 @@ TEST_CASE("facts from a tree: /run's mount, isolated CPUs, APST, tracefs") {
     CHECK(isolated->level == Finding::Level::attention);
 }
 
+TEST_CASE("facts a tree has but the kernel would not write are warnings naming the file") {
+    const TempTree tree("latgov-doctor-bad");
+    const fs::path& root = tree.root;
+    tree.put("/sys/devices/system/cpu/isolated", "0-1x\n");
+    tree.put("/sys/module/nvme_core/parameters/default_ps_max_latency_us", "lots\n");
+    Topology topology;
+    topology.warnings = {"Failed to parse /dev/cpu_dma_latency: 3 bytes"};
+    NvmeController nvme0;
+    nvme0.name = "nvme0";
+    topology.controllers.push_back(nvme0);
+    const auto read =
+        read_host_facts(SysRoot(root), topology, nullptr, StatusPlace(SysRoot(root), root / "run"));
+    REQUIRE(read);
+    CHECK(read->isolated_cpus.empty());
+    CHECK_FALSE(read->nvme_ps_max_latency_us);
+    REQUIRE(read->warnings.size() == 3);
+    CHECK(read->warnings[0] == topology.warnings[0]);
+    CHECK(read->warnings[1].starts_with(
+        "Failed to parse /sys/module/nvme_core/parameters/default_ps_max_latency_us:"));
+    CHECK(read->warnings[2].starts_with("Failed to parse /sys/devices/system/cpu/isolated:"));
+    CHECK(read->warnings[2].find("\"0-1x\"") != std::string::npos);
+    // Doctor shows each, and says the files were unparsable, not missing.
+    const auto findings = diagnose(*read);
+    for (const auto& warning : read->warnings)
+        CHECK(std::any_of(findings.begin(), findings.end(), [&](const Finding& f) {
+            return f.check == "warning" && f.result == warning;
+        }));
+    for (const auto& f : findings)
+        if (f.check == "NVMe APST" || f.check == "/dev/cpu_dma_latency")
+            CHECK(f.result.find("unparsable") != std::string::npos);
+    // An APST limit beyond 2^63 is shown as the kernel holds it, not wrapped.
+    tree.put("/sys/module/nvme_core/parameters/default_ps_max_latency_us",
+             "18446744073709551615\n");
+    const auto huge =
+        read_host_facts(SysRoot(root), topology, nullptr, StatusPlace(SysRoot(root), root / "run"));
+    REQUIRE(huge);
+    CHECK(huge->nvme_ps_max_latency_us == 18446744073709551615u);
+}
+
 TEST_CASE("latgov status names the limits others hold, not latgov's own") {
     const TempTree tree("latgov-holders");
     const fs::path& root = tree.root;

@@ -486,6 +486,21 @@ TEST_CASE("multipath paths whose head is not there yet are left out with a warni
     CHECK(sampler->warnings().empty());
 }
 
+TEST_CASE("a /dev/cpu_dma_latency of other than 4 bytes is unknown, with a warning") {
+    MultipathTree tree;
+    fs::create_directories(tree.root() / "dev");
+    std::ofstream(tree.root() / "dev/cpu_dma_latency") << "abc";
+    auto topo = discover_topology(SysRoot(tree.root()));
+    REQUIRE(topo);
+    CHECK_FALSE(topo->cpu_dma_latency_known);
+    CHECK(has_warning(*topo, "Failed to parse /dev/cpu_dma_latency"));
+    // Not there (or not readable: not root) is unknown, and no warning.
+    fs::remove(tree.root() / "dev/cpu_dma_latency");
+    topo = discover_topology(SysRoot(tree.root()));
+    REQUIRE(topo);
+    CHECK_FALSE(has_warning(*topo, "cpu_dma_latency"));
+}
+
 TEST_CASE("an NVMe queue count or namespace ID that does not parse is unknown, with a warning") {
     MultipathTree tree;
     const auto ctrl = tree.root() / "sys/devices/pci0000:00/0000:00:04.0/nvme/nvme1";

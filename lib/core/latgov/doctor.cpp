@@ -43,7 +43,14 @@ std::vector<Finding> diagnose(const HostFacts& f) {
         out.push_back({L::ok, "cpuidle driver",
                        fmt::format("{} (governor {})", f.cpuidle_driver, f.cpuidle_governor), ""});
 
-    if (!f.cpu_dma_latency_known && f.snapshot)
+    // A file there but unparsable is no missing file: its warning says what.
+    auto unparsable = [&](std::string_view file) {
+        return std::any_of(f.warnings.begin(), f.warnings.end(),
+                           [&](const std::string& w) { return w.find(file) != w.npos; });
+    };
+    if (!f.cpu_dma_latency_known && unparsable("/dev/cpu_dma_latency"))
+        out.push_back({L::note, "/dev/cpu_dma_latency", "unparsable (below)", ""});
+    else if (!f.cpu_dma_latency_known && f.snapshot)
         out.push_back({L::note, "/dev/cpu_dma_latency", "unknown (not in the snapshot)", ""});
     else if (!f.cpu_dma_latency_known)
         out.push_back({L::note, "/dev/cpu_dma_latency", "not readable",
@@ -122,9 +129,11 @@ std::vector<Finding> diagnose(const HostFacts& f) {
     if (f.has_nvme) {
         if (!f.nvme_ps_max_latency_us)
             out.push_back({L::note, "NVMe APST",
-                           f.snapshot ? "nvme_core default_ps_max_latency_us unknown (not in "
-                                        "the snapshot)"
-                                      : "nvme_core default_ps_max_latency_us unknown",
+                           unparsable("default_ps_max_latency_us")
+                               ? "nvme_core default_ps_max_latency_us unparsable (below)"
+                           : f.snapshot ? "nvme_core default_ps_max_latency_us unknown (not in "
+                                          "the snapshot)"
+                                        : "nvme_core default_ps_max_latency_us unknown",
                            ""});
         else if (*f.nvme_ps_max_latency_us == 0)
             out.push_back({L::note, "NVMe APST", "disabled (default_ps_max_latency_us=0)",
@@ -138,6 +147,11 @@ std::vector<Finding> diagnose(const HostFacts& f) {
                            "latgov cannot hide it. Lower nvme_core.default_ps_max_latency_us "
                            "where that first IO matters."});
     }
+
+    // What discovery and the facts could not read as expected; each says
+    // what it left out or took as unknown.
+    for (const auto& warning : f.warnings)
+        out.push_back({L::note, "warning", warning, ""});
 
     std::vector<std::string> on_isolated;
     for (int cpu : f.isolated_cpus)

@@ -4,6 +4,7 @@
 
 #include "latgov/parse.hpp"
 
+#include <cstdint>
 #include <map>
 #include <optional>
 #include <set>
@@ -27,22 +28,25 @@ struct HostFacts {
     bool status_from_snapshot = false;
     std::string cpuidle_driver, cpuidle_governor;
     bool cpu_dma_latency_known = false;
-    LatencyLimit cpu_dma_latency;               // the aggregate of every holder
-    bool latgov_running = false;                // a status file, its writer running
-                                                // (in a snapshot: a status file)
-    std::optional<int> latgov_gone_pid;         // a status file, its writer gone
-    LatencyLimit latgov_global_limit;           // what latgov itself holds there
-    std::map<int, LatencyLimit> cpu_values;     // each CPU's pm_qos_resume_latency_us
-    std::set<int> latgov_held_cpus;             // CPUs latgov holds (status)
-    Found tracefs_events = Found::no;           // block_rq_issue id
-    Found debugfs_block = Found::no;            // /sys/kernel/debug/block
-    std::string run_fstype;                     // file system of /run
-    Found mounts = Found::yes;                  // /proc/mounts (unknown: not in the snapshot)
-    std::optional<long> nvme_ps_max_latency_us; // nvme_core default_ps_max_latency_us
+    LatencyLimit cpu_dma_latency;           // the aggregate of every holder
+    bool latgov_running = false;            // a status file, its writer running
+                                            // (in a snapshot: a status file)
+    std::optional<int> latgov_gone_pid;     // a status file, its writer gone
+    LatencyLimit latgov_global_limit;       // what latgov itself holds there
+    std::map<int, LatencyLimit> cpu_values; // each CPU's pm_qos_resume_latency_us
+    std::set<int> latgov_held_cpus;         // CPUs latgov holds (status)
+    Found tracefs_events = Found::no;       // block_rq_issue id
+    Found debugfs_block = Found::no;        // /sys/kernel/debug/block
+    std::string run_fstype;                 // file system of /run
+    Found mounts = Found::yes;              // /proc/mounts (unknown: not in the snapshot)
+    std::optional<std::uint64_t> nvme_ps_max_latency_us; // nvme_core default_ps_max_latency_us
     bool has_nvme = false;
     std::set<int> isolated_cpus;
     // completion CPU -> the queue IRQs completing there ("nvme0q3")
     std::map<int, std::vector<std::string>> irqs_by_cpu;
+    // What could not be read as the kernel writes it, each naming its file:
+    // discovery's warnings, then the facts' own.
+    std::vector<std::string> warnings;
 };
 
 // The file system type of the mount that holds `path`, from /proc/mounts'

@@ -500,9 +500,15 @@ Result<Topology> discover_topology(const SysRoot& root) {
     for (int id : topo.online_cpus)
         topo.cpus.push_back(read_cpu(root, id, driver_active, topo.warnings));
 
-    if (auto global = read_parsed(root, "/dev/cpu_dma_latency", parse_cpu_dma_latency)) {
-        topo.cpu_dma_latency = *global;
-        topo.cpu_dma_latency_known = true;
+    // Unreadable (not root) it is unknown; read and not 4 bytes, it says so.
+    if (auto bytes = root.read("/dev/cpu_dma_latency")) {
+        if (auto global = parse_cpu_dma_latency(*bytes)) {
+            topo.cpu_dma_latency = *global;
+            topo.cpu_dma_latency_known = true;
+        } else {
+            topo.warnings.push_back("Failed to parse /dev/cpu_dma_latency: " +
+                                    global.error().message);
+        }
     }
 
     if (auto names = root.list("/sys/class/nvme")) {

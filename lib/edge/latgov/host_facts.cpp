@@ -132,13 +132,22 @@ Result<HostFacts> read_host_facts(const SysRoot& root, const Topology& topology,
     if (f.snapshot && f.debugfs_block == Found::no &&
         may_be_mounted("/sys/kernel/debug/block", "debugfs"))
         f.debugfs_block = Found::unknown;
-    if (auto ps = root.read("/sys/module/nvme_core/parameters/default_ps_max_latency_us"))
-        if (auto value = parse_u64(trim(*ps)))
-            f.nvme_ps_max_latency_us = static_cast<long>(*value);
+    f.warnings = topology.warnings;
+    // Missing, they are unknown; there and unparsable, a warning says so.
+    auto parsed = [&](const std::string& path, auto parse) -> decltype(parse(std::string_view{})) {
+        auto text = root.read(path);
+        if (!text)
+            return text.error();
+        auto value = parse(*text);
+        if (!value)
+            f.warnings.push_back("Failed to parse " + path + ": " + value.error().message);
+        return value;
+    };
+    if (auto ps = parsed("/sys/module/nvme_core/parameters/default_ps_max_latency_us", parse_u64))
+        f.nvme_ps_max_latency_us = *ps;
     f.has_nvme = !topology.controllers.empty();
-    if (auto isolated = root.read("/sys/devices/system/cpu/isolated"))
-        if (auto cpus = parse_cpu_list(trim(*isolated)))
-            f.isolated_cpus.insert(cpus->begin(), cpus->end());
+    if (auto cpus = parsed("/sys/devices/system/cpu/isolated", parse_cpu_list))
+        f.isolated_cpus.insert(cpus->begin(), cpus->end());
     for (const auto& device : topology.devices)
         for (const auto& q : device.queues)
             if (q.irq)
