@@ -111,18 +111,27 @@ int main(int argc, char** argv) {
     using namespace latgov::cli;
     Args args;
     int i = 1;
+    // --sysroot DIR or --sysroot=DIR, before or after the command; an empty
+    // directory is none.
+    auto take_sysroot = [&](std::string_view arg, int& at) {
+        if (arg == "--sysroot") {
+            if (at + 1 == argc)
+                return false;
+            args.sysroot = argv[++at];
+        } else {
+            args.sysroot = std::string(arg.substr(10));
+        }
+        return !args.sysroot.empty();
+    };
     for (; i < argc; ++i) {
         std::string_view arg = argv[i];
         if (arg == "-h" || arg == "--help") {
             fmt::print("{}", usage);
             return 0;
         }
-        if (arg == "--sysroot") {
-            if (i + 1 == argc)
+        if (arg == "--sysroot" || arg.starts_with("--sysroot=")) {
+            if (!take_sysroot(arg, i))
                 return usage_error("--sysroot needs a directory");
-            args.sysroot = argv[++i];
-        } else if (arg.starts_with("--sysroot=")) {
-            args.sysroot = std::string(arg.substr(10));
         } else if (!arg.starts_with("-")) {
             break;
         } else {
@@ -137,11 +146,10 @@ int main(int argc, char** argv) {
         std::string_view arg = argv[i];
         if (arg == "-h" || arg == "--help")
             help = true;
-        else if (arg == "--sysroot" && i + 1 < argc)
-            args.sysroot = argv[++i];
-        else if (arg.starts_with("--sysroot="))
-            args.sysroot = std::string(arg.substr(10));
-        else
+        else if (arg == "--sysroot" || arg.starts_with("--sysroot=")) {
+            if (!take_sysroot(arg, i))
+                return usage_error("--sysroot needs a directory");
+        } else
             args.rest.emplace_back(arg);
     }
     for (const auto& command : commands) {

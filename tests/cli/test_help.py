@@ -71,9 +71,13 @@ class CommandHelp(unittest.TestCase):
                 self.assertIn(f"Usage: latgov [--sysroot DIR] {name} [OPTIONS]\n", out.stdout)
 
     def test_sysroot_without_a_directory_says_so(self):
-        out = run("--sysroot")
-        self.assertEqual(out.returncode, 2)
-        self.assertIn("--sysroot needs a directory", out.stderr)
+        # Before the command or after it, last or given empty.
+        for args in (["--sysroot"], ["topology", "--sysroot"], ["--sysroot=", "topology"],
+                     ["topology", "--sysroot="]):
+            with self.subTest(args=args):
+                out = run(*args)
+                self.assertEqual(out.returncode, 2)
+                self.assertIn("latgov: --sysroot needs a directory\n", out.stderr)
 
     def test_unknown_command_with_help_is_a_usage_error(self):
         out = run("nosuchcommand", "--help")
