@@ -35,6 +35,33 @@ TEST_CASE("status text: each held CPU with why, and the IO events line") {
     CHECK(contains(text, "1     0 (poll)   2.5        vda/0 (completes)\n"));
 }
 
+TEST_CASE("status text: a field that is not what latgovd writes is an error naming it") {
+    struct Bad {
+        nlohmann::json::json_pointer at;
+        nlohmann::json value;
+        std::string says;
+    };
+    using ptr = nlohmann::json::json_pointer;
+    for (const Bad& bad : {
+             Bad{ptr("/cpus/0/held_seconds"), "x",
+                 "cpus[0].held_seconds: expected a number, got \"x\""},
+             Bad{ptr("/cpus/0/cpu"), -1, "cpus[0].cpu: must be in 0..65535, got -1"},
+             Bad{ptr("/cpus/0/limit_us"), -5, "cpus[0].limit_us: must be in 0..4294967295"},
+             Bad{ptr("/devices/0/name"), 7, "devices[0].name: expected a string, got 7"},
+             Bad{ptr("/cpus/0/held_for/0/queue"), "q",
+                 "cpus[0].held_for[0].queue: expected a whole number"},
+         }) {
+        auto status = minimal_status();
+        status[bad.at] = bad.value;
+        CAPTURE(bad.says);
+        CHECK_THROWS_WITH_AS((void)format_status(status), doctest::Contains(bad.says.c_str()),
+                             std::invalid_argument);
+    }
+    auto status = minimal_status();
+    status.erase("devices");
+    CHECK_THROWS_WITH_AS((void)format_status(status), "devices: missing", std::invalid_argument);
+}
+
 TEST_CASE("status text: what a dry-run device would hold, in the CPU table") {
     // What latgovd writes under dry-run: nothing held, the would-be limit
     // beside.
