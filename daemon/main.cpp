@@ -16,6 +16,7 @@
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
 #include <string_view>
+#include <sys/stat.h>
 #include <systemd/sd-daemon.h>
 
 namespace {
@@ -111,18 +112,23 @@ std::optional<Options> parse_options(int argc, char** argv, bool& help) {
     return o;
 }
 
-// --restore: what a killed latgovd left in its runtime directory put back
-// or removed, as a start does first. Under the lock, which a running
-// latgovd holds: restoring under it would undo its limits and delete its
-// journal.
-int restore(const Options& options, const Result<Config>& config) {
-    // The configured files, or the defaults when the configuration cannot
-    // be read: the values a killed run left go back all the same.
+// The configured files, or the defaults when the configuration cannot be
+// read: the values a killed run left go back all the same.
+DaemonSettings restore_settings(const Options& options, const Result<Config>& config) {
     DaemonSettings settings = config ? config->daemon : DaemonSettings{};
     if (!config && options.runtime_dir)
         settings.runtime_dir = *options.runtime_dir;
     if (!config && options.metrics_file)
         settings.metrics_file = *options.metrics_file;
+    return settings;
+}
+
+// --restore: what a killed latgovd left in its runtime directory put back
+// or removed, as a start does first. Under the lock, which a running
+// latgovd holds: restoring under it would undo its limits and delete its
+// journal.
+int restore(const Options& options, const Result<Config>& config) {
+    const DaemonSettings settings = restore_settings(options, config);
     // A missing directory has nothing to restore; one that is not ours is refused.
     std::error_code ec;
     if (!std::filesystem::exists(settings.runtime_dir, ec) && !ec)
@@ -151,6 +157,34 @@ int restore(const Options& options, const Result<Config>& config) {
     if (auto removed = dir->remove(status_file_name); !removed)
         spdlog::warn("{}", removed.error().message);
     return 0;
+}
+
+// A start puts back what a killed latgovd left before anything else, and a
+// bad configuration ends latgovd before that: the CPUs the killed run held
+// would stay constrained until a start with a good one (outside systemd no
+// ExecStopPost= runs `latgovd --restore`). So the same restore runs here.
+void restore_before_exit(const Options& options, const Result<Config>& config) {
+    if (options.dry_run)
+        return; // no restore, as --dry-run promises
+    const auto runtime_dir = restore_settings(options, config).runtime_dir;
+    // Held by a running latgovd or `latgov calibrate`: the journal is theirs.
+    if (runtime_dir_locked(runtime_dir).value_or(false))
+        return;
+    const auto journal = runtime_dir / journal_file_name;
+    struct stat st {};
+    const bool journaled = ::lstat(journal.c_str(), &st) == 0;
+    if (journaled)
+        spdlog::info("{} is left by a latgovd that did not stop; putting back what it records "
+                     "before exiting",
+                     journal.string());
+    // Without a journal it only removes what a killed run left besides
+    // (its status, temporaries), and says nothing unless that fails.
+    const int failed = restore(options, config);
+    if (journaled && failed)
+        spdlog::error("Failed to put back what {} records; `latgovd --restore` tries again",
+                      journal.string());
+    else if (journaled)
+        spdlog::info("Put back what {} recorded", journal.string());
 }
 
 } // namespace
@@ -186,6 +220,7 @@ int main(int argc, char** argv) {
     if (!config) {
         spdlog::error("{}", config.error().message);
         sd_notifyf(0, "STATUS=Bad configuration: %s", config.error().message.c_str());
+        restore_before_exit(*options, config);
         return exit_config;
     }
     try {

@@ -9,6 +9,10 @@ redirected under systemd) gets the plain format. Both an error of the
 daemon (a bad configuration) and one of `latgovd --restore`, the short-lived
 ExecStopPost= process whose lines must keep their unit, are checked.
 
+A bad configuration still puts back what the journal of a killed latgovd
+records before exiting 78, in a tree (--sysroot) with its own runtime
+directory.
+
 Usage: test_journal_log.py LATGOVD
 """
 import os
@@ -33,6 +37,8 @@ class JournalStreamLog(unittest.TestCase):
         self.runtime = os.path.join(self.tmp.name, "run")
         os.mkdir(self.runtime)
         os.chmod(self.runtime, 0o777)
+        # where a bad configuration looks for a journal to restore: none
+        self.missing = os.path.join(self.tmp.name, "missing")
 
     def run_latgovd(self, args, journal_stream):
         """latgovd's stderr, written to a file; journal_stream(st) gives
@@ -55,7 +61,8 @@ class JournalStreamLog(unittest.TestCase):
         return f"{st.st_dev}:{st.st_ino + 1}"
 
     def test_bad_configuration_on_the_journal_stream(self):
-        rc, out = self.run_latgovd(["--config", self.config], self.journal)
+        rc, out = self.run_latgovd(["--config", self.config, "--runtime-dir", self.missing],
+                                   self.journal)
         self.assertEqual(rc, 78, out)
         self.assertEqual(out, f"<3>{self.config}:3:9: [daemon] bogus: unknown key\n")
 
@@ -72,15 +79,70 @@ class JournalStreamLog(unittest.TestCase):
         self.assertNotIn("<3>", out)
 
     def test_no_journal_stream_gets_the_plain_format(self):
-        rc, out = self.run_latgovd(["--config", self.config], lambda st: None)
+        rc, out = self.run_latgovd(["--config", self.config, "--runtime-dir", self.missing],
+                                   lambda st: None)
         self.assertEqual(rc, 78, out)
         self.assertRegex(out, PLAIN)
         self.assertTrue(out.endswith("[daemon] bogus: unknown key\n"), out)
 
     def test_malformed_journal_stream_gets_the_plain_format(self):
-        rc, out = self.run_latgovd(["--config", self.config], lambda st: "not-a-stream")
+        rc, out = self.run_latgovd(["--config", self.config, "--runtime-dir", self.missing],
+                                   lambda st: "not-a-stream")
         self.assertEqual(rc, 78, out)
         self.assertRegex(out, PLAIN)
+
+
+class BadConfigurationRestores(unittest.TestCase):
+    """kill -9, then a start with a bad configuration: the CPU the killed
+    run constrained gets its original back, the journal goes, and the exit
+    is still 78. systemd's ExecStopPost= would restore too; by hand nothing
+    else does."""
+
+    def setUp(self):
+        self.tmp = tempfile.TemporaryDirectory()
+        self.addCleanup(self.tmp.cleanup)
+        self.root = os.path.join(self.tmp.name, "root")
+        for cpu, value in ((0, "0\n"), (1, "20\n")):
+            power = os.path.join(self.root, f"sys/devices/system/cpu/cpu{cpu}/power")
+            os.makedirs(power)
+            with open(os.path.join(power, "pm_qos_resume_latency_us"), "w") as f:
+                f.write(value)
+        self.runtime = os.path.join(self.tmp.name, "run")
+        os.mkdir(self.runtime, 0o700)
+        self.journal = os.path.join(self.runtime, "journal")
+        with open(self.journal, "w") as f:
+            f.write("# latgov journal\ncpu 1 original 0 written 20\n")
+        self.config = os.path.join(self.tmp.name, "latgov.toml")
+        with open(self.config, "w") as f:
+            f.write("[defaults]\nno_such_key = 1\n")
+
+    def slot(self, cpu):
+        with open(os.path.join(self.root, f"sys/devices/system/cpu/cpu{cpu}/power/"
+                               "pm_qos_resume_latency_us")) as f:
+            return f.read()
+
+    def run_latgovd(self, *extra):
+        env = {k: v for k, v in os.environ.items() if k != "JOURNAL_STREAM"}
+        return subprocess.run([LATGOVD, "--config", self.config, "--sysroot", self.root,
+                               "--runtime-dir", self.runtime, *extra],
+                              stdin=subprocess.DEVNULL, capture_output=True, text=True,
+                              env=env, timeout=30)
+
+    def test_bad_configuration_restores_the_journal_before_exiting(self):
+        result = self.run_latgovd()
+        self.assertEqual(result.returncode, 78, result.stderr)
+        self.assertIn("no_such_key", result.stderr)
+        self.assertEqual(self.slot(1), "0", result.stderr)
+        self.assertEqual(self.slot(0), "0\n")
+        self.assertFalse(os.path.exists(self.journal), result.stderr)
+        self.assertIn("cpu 1: restored 0 from journal", result.stderr)
+        self.assertIn(f"Put back what {self.journal} recorded", result.stderr)
+
+    def test_dry_run_with_a_bad_configuration_restores_nothing(self):
+        result = self.run_latgovd("--dry-run")
+        self.assertEqual(result.returncode, 78, result.stderr)
+        self.assertEqual(self.slot(1), "20\n")
+        self.assertTrue(os.path.exists(self.journal))
 
 
 if __name__ == "__main__":
