@@ -11,8 +11,11 @@
 #include <doctest/doctest.h>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <sstream>
 #include <sys/resource.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 using namespace latgov;
@@ -605,6 +608,173 @@ TEST_CASE("0 written on the same device by someone else is still theirs") {
     holder.prepare({{1, us(20)}});
     CHECK(tree.get(1) == "0\n");
     CHECK(journal_of(tree).empty());
+}
+
+TEST_CASE("a failed restore names the CPUs it could not put back, and only what failed") {
+    QosTree tree(1);
+    tree.set(0, "20\n");
+    // CPUs 9, 10 and 12 are there, their files cannot be read (for now).
+    for (int cpu : {12, 9, 10})
+        fs::create_directories(tree.slot(cpu).parent_path());
+    const std::vector<JournalEntry> entries{{0, LatencyLimit{}, us(20)},
+                                            {12, us(300), us(0)},
+                                            {9, us(300), us(0)},
+                                            {10, us(300), us(0)}};
+    Log log;
+    SUBCASE("CPUs only") {
+        REQUIRE(write_journal(tree.journal(), entries));
+        auto restored = restore_journal(tree.sysroot(), tree.journal(), log.sink());
+        REQUIRE_FALSE(restored);
+        CHECK(restored.error().message ==
+              "Failed to restore cpus 9-10,12, kept in " + tree.journal().string());
+    }
+    SUBCASE("one CPU and a line") {
+        REQUIRE(write_journal(tree.journal(), {entries[0], entries[2]}, {"cpu 3 original"}));
+        auto restored = restore_journal(tree.sysroot(), tree.journal(), log.sink());
+        REQUIRE_FALSE(restored);
+        CHECK(restored.error().message.starts_with("Failed to restore cpu 9 and to parse 1 line, "
+                                                   "kept in " +
+                                                   tree.journal().string() + " (line "));
+    }
+    SUBCASE("lines only") {
+        REQUIRE(write_journal(tree.journal(), {entries[0]}, {"cpu 3 original", "cpu 4"}));
+        auto restored = restore_journal(tree.sysroot(), tree.journal(), log.sink());
+        REQUIRE_FALSE(restored);
+        CHECK(restored.error().message.starts_with("Failed to parse 2 lines, kept in "));
+    }
+    CHECK(tree.get(0) == "0");
+}
+
+TEST_CASE("a journal of more than 4096 CPUs is read, restored and taken over") {
+    // One padded record per CPU: 4100 of them pass 1 MiB, the cap of
+    // latgov's other state files.
+    constexpr int cpus = 4100;
+    QosTree tree(cpus, "20\n");
+    std::string text(journal_header);
+    text.insert(text.size() - 1, journal_record_size - text.size(), ' ');
+    for (int cpu = 0; cpu < cpus; ++cpu)
+        text += padded_record(format_journal_entry({cpu, us(300), us(20)}));
+    REQUIRE(text.size() > (size_t{1} << 20));
+    REQUIRE(text.size() <= max_journal_bytes);
+    std::ofstream(tree.journal()) << text;
+    REQUIRE(journal_of(tree).size() == cpus);
+
+    Log log;
+    REQUIRE(restore_journal(tree.sysroot(), tree.journal(), log.sink()));
+    CHECK(tree.get(0) == "300");
+    CHECK(tree.get(cpus - 1) == "300");
+    CHECK_FALSE(fs::exists(tree.journal()));
+
+    // Killed again, and this time a holder takes the journal over (the
+    // same tree: thousands of CPU directories take seconds to make).
+    for (int cpu = 0; cpu < cpus; ++cpu)
+        tree.set(cpu, "20\n");
+    std::ofstream(tree.journal()) << text;
+    PerCpuHolder holder(tree.sysroot(), tree.journal(), log.sink());
+    holder.apply({}, t0);
+    CHECK_FALSE(log.mentions("not taken over"));
+    holder.release_all();
+    CHECK(tree.get(0) == "300");
+    CHECK(tree.get(cpus - 1) == "300");
+    CHECK_FALSE(fs::exists(tree.journal()));
+
+    // Past the cap it is still refused, not read whole.
+    std::ofstream(tree.journal()) << std::string(max_journal_bytes + 1, ' ');
+    auto read = read_journal(tree.journal());
+    REQUIRE_FALSE(read);
+    CHECK(read.error().message.find("larger than " + std::to_string(max_journal_bytes)) !=
+          std::string::npos);
+}
+
+TEST_CASE("a journal record that cannot be cleared is logged with its CPU, and stays") {
+    QosTree tree(2);
+    Log log;
+    PerCpuHolder holder(tree.sysroot(), tree.journal(), log.sink());
+    holder.apply({{1, us(20)}}, t0);
+    REQUIRE(tree.get(1) == "20");
+    tree.set(1, "100\n"); // someone else's: the record is to be cleared
+    {
+        // Below the record's offset: its pwrite fails with EFBIG.
+        FileSizeLimit limit(1);
+        REQUIRE(limit.ok());
+        holder.apply({{1, us(20)}}, t0);
+    }
+    CHECK(tree.get(1) == "100\n");
+    CHECK(log.mentions("cpu 1: failed to clear its journal record (Failed to write " +
+                       tree.journal().string() + ": File too large); the record stays"));
+    REQUIRE(journal_of(tree).size() == 1);
+    CHECK(journal_of(tree)[0].cpu == 1);
+}
+
+namespace {
+
+// Runs `body` where opening a file of mode 0444 read-write is refused:
+// here when not root, else in a child that drops to nobody (root opens it
+// whatever its mode). What `body` returns comes back through a pipe.
+std::string where_read_only_is_refused(const std::function<std::string()>& body) {
+    if (::geteuid() != 0)
+        return body();
+    int fds[2];
+    REQUIRE(::pipe(fds) == 0);
+    const pid_t child = ::fork();
+    REQUIRE(child >= 0);
+    if (child == 0) {
+        ::close(fds[0]);
+        std::string out = "could not drop to uid 65534";
+        if (::setresgid(65534, 65534, 65534) == 0 && ::setresuid(65534, 65534, 65534) == 0)
+            out = body();
+        (void)!::write(fds[1], out.data(), out.size());
+        ::_exit(0);
+    }
+    ::close(fds[1]);
+    std::string out;
+    char buf[4096];
+    for (ssize_t n; (n = ::read(fds[0], buf, sizeof buf)) > 0;)
+        out.append(buf, static_cast<size_t>(n));
+    ::close(fds[0]);
+    REQUIRE(::waitpid(child, nullptr, 0) == child);
+    return out;
+}
+
+} // namespace
+
+TEST_CASE("a write to a file open only for reading names why it could not be opened to write") {
+    // The read-write open is refused (EACCES here; EROFS on a read-only
+    // sysfs), the read-only one is not: reads work, and a write must say
+    // what refused it, not EBADF from writing through the read-only one.
+    QosTree tree(2, "20\n");
+    fs::permissions(tree.root(), fs::perms::owner_all | fs::perms::group_read |
+                                     fs::perms::group_exec | fs::perms::others_read |
+                                     fs::perms::others_exec);
+    REQUIRE(::chmod(tree.slot(1).c_str(), 0444) == 0);
+    SUBCASE("ResumeLatencyFile") {
+        const std::string out = where_read_only_is_refused([&] {
+            ResumeLatencyFile file(tree.sysroot(), 1);
+            auto read = file.read();
+            if (!read || *read != us(20))
+                return std::string("read failed");
+            auto written = file.write(us(300));
+            return written ? std::string("written") : written.error().message;
+        });
+        CHECK(out == "Failed to write 300 to " + tree.slot(1).string() + ": Permission denied");
+    }
+    SUBCASE("restore_journal") {
+        REQUIRE(write_journal(tree.journal(), {{1, us(300), us(20)}}));
+        REQUIRE(::chmod(tree.journal().parent_path().c_str(), 0777) == 0);
+        REQUIRE(::chmod(tree.journal().c_str(), 0666) == 0);
+        const std::string out = where_read_only_is_refused([&] {
+            Log log;
+            auto restored = restore_journal(tree.sysroot(), tree.journal(), log.sink());
+            std::string lines;
+            for (const auto& line : log.lines)
+                lines += line + "\n";
+            return lines + (restored ? "restored" : restored.error().message);
+        });
+        CHECK(out == "Failed to write 300 to " + tree.slot(1).string() +
+                         ": Permission denied\nFailed to restore cpu 1, kept in " +
+                         tree.journal().string());
+    }
+    CHECK(tree.get(1) == "20\n");
 }
 
 TEST_CASE("restore_journal of a malformed journal is an error and keeps the journal") {

@@ -28,15 +28,27 @@ ResumeLatencyFile::ResumeLatencyFile(const SysRoot& root, int cpu)
       abs_("/sys/devices/system/cpu/cpu" + std::to_string(cpu) + "/power/pm_qos_resume_latency_us"),
       path_(root.resolve(abs_).string()) {}
 
-Result<void> ResumeLatencyFile::open_once() {
-    if (fd_)
+Result<void> ResumeLatencyFile::open_once(bool writable) {
+    if (fd_ && !(writable && read_only_))
         return {};
+    // A read-only descriptor is opened again for a write: what refused the
+    // read-write open (a read-only mount, a security policy) may be gone.
     auto fd = root_.open(abs_, O_RDWR | O_CLOEXEC);
-    if (!fd && (errno == EACCES || errno == EPERM || errno == EROFS))
+    bool read_only = false;
+    if (!fd && (errno == EACCES || errno == EPERM || errno == EROFS)) {
+        // Its errno is the cause of a write's failure: a write through a
+        // read-only descriptor would only say EBADF.
+        if (writable)
+            return make_error(errno_message(errno));
         fd = root_.open(abs_, O_RDONLY | O_CLOEXEC); // enough to read
+        read_only = true;
+    }
     if (!fd)
         return fd.error();
+    // A read-only descriptor reopened is closed only now, having pinned its
+    // file while the new one was opened (see below).
     fd_ = std::move(*fd);
+    read_only_ = read_only;
     struct statfs fs {};
     truncate_ = ::fstatfs(fd_.get(), &fs) == 0 && fs.f_type != SYSFS_MAGIC;
     // A file other than the one opened before belongs to a new device. The
@@ -91,7 +103,7 @@ Result<LatencyLimit> ResumeLatencyFile::read() {
 
 Result<void> ResumeLatencyFile::write(LatencyLimit limit) {
     const std::string text = format_resume_latency(limit);
-    if (auto opened = open_once(); !opened)
+    if (auto opened = open_once(true); !opened)
         return make_error("Failed to write " + text + " to " + path_ + ": " +
                           opened.error().message);
     // sysfs takes the whole value from one write at offset 0; a plain file
@@ -111,7 +123,7 @@ Result<void> ResumeLatencyFile::write(LatencyLimit limit) {
 }
 
 Result<JournalText> read_journal(const std::filesystem::path& path) {
-    auto text = read_file_nofollow(path);
+    auto text = read_file_nofollow(path, max_journal_bytes);
     if (!text)
         return text.error();
     if (!*text)
@@ -192,12 +204,25 @@ Result<void> restore_journal(const SysRoot& root, const std::filesystem::path& j
     }
     if (auto saved = write_journal(journal, unrestored, text->bad_lines); !saved)
         return saved.error();
-    if (!unrestored.empty() || !text->bad_lines.empty())
-        return make_error("Failed to restore " + std::to_string(unrestored.size()) +
-                          " CPU(s) and to parse " + std::to_string(text->bad_lines.size()) +
-                          " line(s), kept in " + journal.string() +
-                          (text->errors.empty() ? "" : " (" + text->errors.front() + ")"));
-    return {};
+    if (unrestored.empty() && text->bad_lines.empty())
+        return {};
+    // Only what failed, and which CPUs: each one's cause is logged above.
+    std::string failed;
+    if (!unrestored.empty()) {
+        CpuSet cpus;
+        for (const auto& e : unrestored)
+            cpus.push_back(e.cpu);
+        std::sort(cpus.begin(), cpus.end());
+        cpus.erase(std::unique(cpus.begin(), cpus.end()), cpus.end());
+        failed = "Failed to restore " + std::string(cpus.size() == 1 ? "cpu " : "cpus ") +
+                 format_cpu_list(cpus);
+    }
+    if (!text->bad_lines.empty())
+        failed += (failed.empty() ? "Failed to parse " : " and to parse ") +
+                  std::to_string(text->bad_lines.size()) +
+                  (text->bad_lines.size() == 1 ? " line" : " lines");
+    return make_error(failed + ", kept in " + journal.string() +
+                      (text->errors.empty() ? "" : " (" + text->errors.front() + ")"));
 }
 
 PerCpuHolder::PerCpuHolder(const SysRoot& root, std::filesystem::path journal, LogSink log,
@@ -337,7 +362,9 @@ bool PerCpuHolder::forget(int cpu) {
     if (it == records_.end())
         return true;
     if (auto cleared = write_slot(it->second.slot, ""); !cleared) {
-        log_(cleared.error().message);
+        log_("cpu " + std::to_string(cpu) + ": failed to clear its journal record (" +
+             cleared.error().message + "); the record stays, and the next start or " +
+             "`latgovd --restore` restores the CPU from it");
         return false; // stays: the value there is not one it names
     }
     free_slots_.push_back(it->second.slot);

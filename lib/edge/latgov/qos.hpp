@@ -37,12 +37,15 @@ class ResumeLatencyFile {
     bool take_replaced() { return std::exchange(replaced_, false); }
 
   private:
-    Result<void> open_once();
+    // `writable`: a descriptor opened read-only (the read-write open was
+    // refused) is not enough, and the refusal is the error.
+    Result<void> open_once(bool writable = false);
     SysRoot root_;
     std::string abs_; // as on the live system
     std::string path_;
     Fd fd_;
-    bool truncate_ = false; // a plain file (a test tree), not sysfs
+    bool read_only_ = false; // fd_ was opened O_RDONLY: O_RDWR was refused
+    bool truncate_ = false;  // a plain file (a test tree), not sysfs
     // The file opened last, to tell a new one from it.
     bool opened_before_ = false;
     dev_t dev_ = 0;
@@ -54,7 +57,16 @@ class ResumeLatencyFile {
 // The journal's name in a runtime directory (latgovd's, or calibrate's).
 inline constexpr std::string_view journal_file_name = "journal";
 
-// A missing journal is an empty one; symlinks are refused, size is capped.
+// The most CPUs a journal has records for: parse_cpu_list accepts CPUs
+// 0..65535, and latgov holds only CPUs it parsed.
+inline constexpr size_t journal_max_cpus = 65536;
+// A journal's size cap: its header (padded to a record) and one record per
+// CPU, 16 MiB. Other state files keep max_state_file_bytes: with one record
+// per CPU, 4096 CPUs would already pass that.
+inline constexpr size_t max_journal_bytes = journal_record_size * (1 + journal_max_cpus);
+
+// A missing journal is an empty one; symlinks are refused, size is capped
+// (max_journal_bytes).
 Result<JournalText> read_journal(const std::filesystem::path& path);
 // Atomic (unique temporary + rename); no entry and no kept line removes it.
 Result<void> write_journal(const std::filesystem::path& path,
