@@ -16,6 +16,7 @@
 #include <sstream>
 #include <string>
 #include <sys/file.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -368,4 +369,36 @@ TEST_CASE("temporaries of a killed writer are removed, a live writer's and other
     auto dir = RuntimeDir::open(tmp.path(), false);
     REQUIRE(dir);
     CHECK(remove_dead_temporaries_at(dir->fd(), status_file_name) == 0);
+}
+
+TEST_CASE("temporaries are removed with a single descriptor free, and none is left open") {
+    // Listing the directory takes one descriptor, handed to the DIR: not
+    // two (a dup of it), which a process at its limit does not have.
+    test::TempDir tmp("latgov-rundir");
+    const pid_t child = ::fork();
+    REQUIRE(child >= 0);
+    if (child == 0)
+        ::_exit(0);
+    REQUIRE(::waitpid(child, nullptr, 0) == child);
+    const std::string dead = ".status.json." + std::to_string(child) + ".0.tmp";
+    std::ofstream(tmp.path() / dead) << "x";
+    auto dir = RuntimeDir::open(tmp.path(), false);
+    REQUIRE(dir);
+    // The lowest free descriptor is the only one below the limit.
+    const int free_fd = ::open("/dev/null", O_RDONLY | O_CLOEXEC);
+    REQUIRE(free_fd >= 0);
+    ::close(free_fd);
+    rlimit saved{};
+    REQUIRE(::getrlimit(RLIMIT_NOFILE, &saved) == 0);
+    const rlimit one_more{static_cast<rlim_t>(free_fd) + 1, saved.rlim_max};
+    REQUIRE(::setrlimit(RLIMIT_NOFILE, &one_more) == 0);
+    const std::size_t removed = remove_dead_temporaries_at(dir->fd(), status_file_name);
+    // Still free, so nothing was left open.
+    const int after = ::open("/dev/null", O_RDONLY | O_CLOEXEC);
+    ::setrlimit(RLIMIT_NOFILE, &saved);
+    CHECK(removed == 1);
+    CHECK_FALSE(fs::exists(tmp.path() / dead));
+    CHECK(after == free_fd);
+    if (after >= 0)
+        ::close(after);
 }

@@ -169,10 +169,14 @@ Result<void> write_file_atomic_at(int dir_fd, const std::string& shown_dir, std:
 std::size_t remove_dead_temporaries_at(int dir_fd, std::string_view name) {
     if (!check_name(name))
         return 0;
-    const Fd listed(::openat(dir_fd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC));
-    DIR* dir = listed ? ::fdopendir(::dup(listed.get())) : nullptr;
+    // A descriptor of its own, handed to the DIR: a dup() of it would need
+    // a second free descriptor (and would drop close-on-exec), and one
+    // fdopendir() refused stays with `listed`, which closes it.
+    Fd listed(::openat(dir_fd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+    DIR* dir = listed ? ::fdopendir(listed.get()) : nullptr;
     if (!dir)
         return 0;
+    listed.release(); // closedir() closes it
     const std::string prefix = "." + std::string(name) + ".";
     std::vector<std::string> dead;
     while (const dirent* entry = ::readdir(dir)) {
