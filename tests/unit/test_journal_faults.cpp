@@ -100,6 +100,22 @@ TEST_CASE("a kill between journaling a move and writing it still restores the or
     CHECK(tree.value(0) == us(300));
 }
 
+TEST_CASE("once a move landed, a kill keeps someone else's write of the value it replaced") {
+    // Held at 20, moved to 5: the record named 20 too until 5 was written.
+    // Someone then writes 20, and latgovd is killed before it looks again:
+    // the 20 is theirs, and a restore must not put 300 over it.
+    Tree tree(1, "300\n");
+    {
+        PerCpuHolder holder(tree.sysroot(), tree.journal(), ignore);
+        holder.apply({{0, us(20)}}, t0);
+        holder.apply({{0, us(5)}}, t0);
+        REQUIRE(tree.value(0) == us(5));
+        tree.set(0, "20\n");
+    } // killed: no release
+    CHECK(restore_journal(tree.sysroot(), tree.journal(), ignore));
+    CHECK(tree.value(0) == us(20));
+}
+
 TEST_CASE("a restarted holder resumes from the journal an earlier run left") {
     Tree tree(2, "300\n");
     {

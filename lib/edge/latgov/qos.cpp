@@ -502,9 +502,22 @@ bool PerCpuHolder::hold(int cpu, LatencyLimit want, TimePoint now) {
         records_[cpu].restored = false;
         return false;
     }
-    records_[cpu].restored = false;
+    auto& journaled = records_[cpu];
+    journaled.restored = false;
     held_[cpu] = previous ? Held{original, want, previous->since} : Held{original, want, now};
     step("written");
+    // The record named the value replaced too, for a write that might not
+    // land. It landed: narrowed to what the file holds, or someone else's
+    // later write of the replaced value would be taken for latgovd's by
+    // the restore after a kill, and their value lost.
+    if (journal_fd_ && (!journaled.entry.earlier.empty() || journaled.entry.written != want)) {
+        const JournalEntry exact{cpu, original, want, {}};
+        if (auto narrowed = write_slot(journaled.slot, format_journal_entry(exact)); narrowed)
+            journaled.entry = exact;
+        else
+            log_(narrowed.error().message + "; the record of " + name +
+                 " still names the value it replaced");
+    }
     return true;
 }
 
