@@ -91,6 +91,21 @@ TEST_CASE("haltpoll's measured cost replaces its declared 1 us") {
     CHECK(measured.at(1)[1].exit_latency_us == 1); // what the kernel compares stays declared
 }
 
+TEST_CASE("the CPU model of a machine's identity, on x86, arm64 and ppc64") {
+    CHECK(cpu_model_of("processor\t: 0\nvendor_id\t: AuthenticAMD\nmodel name\t: AMD EPYC 7B13\n"
+                       "\nprocessor\t: 1\nmodel name\t: AMD EPYC 7B13\n") == "AMD EPYC 7B13");
+    // arm64 names no model: its first CPU's IDs, not a later core's.
+    CHECK(cpu_model_of("processor\t: 0\nBogoMIPS\t: 50.00\nCPU implementer\t: 0x41\n"
+                       "CPU architecture: 8\nCPU variant\t: 0x3\nCPU part\t: 0xd0c\n"
+                       "CPU revision\t: 1\n\nprocessor\t: 1\nCPU implementer\t: 0x41\n"
+                       "CPU part\t: 0xd40\n") ==
+          "CPU implementer 0x41 part 0xd0c variant 0x3 revision 1");
+    CHECK(cpu_model_of("processor\t: 0\ncpu\t\t: POWER9 (raw), altivec supported\n") ==
+          "POWER9 (raw), altivec supported");
+    CHECK(cpu_model_of("processor\t: 0\n").empty());
+    CHECK(cpu_model_of("").empty());
+}
+
 TEST_CASE("the calibration file round-trips") {
     Calibration c;
     c.machine = {"AMD \"EPYC\"", "6.1.0-57-amd64", "haltpoll", "haltpoll"};

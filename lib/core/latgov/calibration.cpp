@@ -7,6 +7,8 @@
 #include <cmath>
 #include <cstdint>
 #include <fmt/format.h>
+#include <functional>
+#include <map>
 #include <sstream>
 #include <stdexcept>
 #include <toml.hpp>
@@ -95,6 +97,32 @@ class CalibrationReader {
 };
 
 } // namespace
+
+std::string cpu_model_of(std::string_view cpuinfo) {
+    std::map<std::string, std::string, std::less<>> first; // the first CPU's "key : value"
+    for (auto line : split(cpuinfo, '\n')) {
+        if (trim(line).empty()) {
+            if (!first.empty())
+                break; // the end of the first CPU's block
+            continue;
+        }
+        const auto colon = line.find(':');
+        if (colon == std::string_view::npos)
+            continue;
+        first.try_emplace(std::string(trim(line.substr(0, colon))),
+                          std::string(trim(line.substr(colon + 1))));
+    }
+    auto value = [&](std::string_view key) {
+        const auto it = first.find(key);
+        return it == first.end() ? std::string() : it->second;
+    };
+    if (auto model = value("model name"); !model.empty())
+        return model;
+    if (auto implementer = value("CPU implementer"); !implementer.empty())
+        return fmt::format("CPU implementer {} part {} variant {} revision {}", implementer,
+                           value("CPU part"), value("CPU variant"), value("CPU revision"));
+    return value("cpu");
+}
 
 std::vector<CalibrationLevel> calibration_levels(const Cpu& cpu, IdleGovernorKind kind) {
     std::vector<CalibrationLevel> levels;

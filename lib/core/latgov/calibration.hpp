@@ -24,6 +24,12 @@ struct MachineIdentity {
     bool operator==(const MachineIdentity&) const = default;
 };
 
+// The CPU model /proc/cpuinfo names for its first CPU: x86's "model name";
+// where there is none, arm64's implementer, part, variant and revision
+// ("CPU implementer 0x41 part 0xd0c variant 0x3 revision 1") or ppc64's
+// "cpu". Empty when it names none: two such machines are not told apart.
+std::string cpu_model_of(std::string_view cpuinfo);
+
 // One step of the probe: the CPU's limit while it ran.
 struct CalibrationLevel {
     std::string name;               // "poll", "C1", ..., "none"

@@ -16,7 +16,6 @@
 #include <linux/fs.h>
 #include <random>
 #include <signal.h>
-#include <sstream>
 #include <sys/ioctl.h>
 #include <sys/stat.h>
 #include <sys/sysmacros.h>
@@ -91,18 +90,8 @@ Result<std::string> disk_of_file(const SysRoot& root, const std::filesystem::pat
 
 MachineIdentity read_machine_identity(const SysRoot& root, const Topology& topology) {
     MachineIdentity id;
-    if (auto cpuinfo = root.read("/proc/cpuinfo")) {
-        std::istringstream in(*cpuinfo);
-        std::string line;
-        while (std::getline(in, line)) {
-            if (line.starts_with("model name")) {
-                auto colon = line.find(':');
-                if (colon != std::string::npos)
-                    id.cpu_model = std::string(trim(std::string_view(line).substr(colon + 1)));
-                break;
-            }
-        }
-    }
+    if (auto cpuinfo = root.read("/proc/cpuinfo"))
+        id.cpu_model = cpu_model_of(*cpuinfo);
     if (auto release = root.read("/proc/sys/kernel/osrelease"))
         id.kernel = std::string(trim(*release));
     id.cpuidle_driver = topology.cpuidle_driver;
