@@ -106,7 +106,10 @@ TEST_CASE("the CPU model of a machine's identity, on x86, arm64 and ppc64") {
     CHECK(cpu_model_of("").empty());
 }
 
-TEST_CASE("the calibration file round-trips") {
+namespace {
+
+// A probe's result on a haltpoll guest, as the file keeps it.
+Calibration haltpoll_calibration() {
     Calibration c;
     c.machine = {"AMD \"EPYC\"", "6.1.0-57-amd64", "haltpoll", "haltpoll"};
     c.device = "vda";
@@ -118,6 +121,13 @@ TEST_CASE("the calibration file round-trips") {
     c.levels = {{"poll", LatencyLimit{0}, {}, {25.5, 26.0}, 25.75, 40.25},
                 {"none", LatencyLimit{}, {}, {37.0, 38.0}, 37.5, 55.0}};
     c.states = {{"haltpoll idle", 1, 11.75}};
+    return c;
+}
+
+} // namespace
+
+TEST_CASE("the calibration file round-trips") {
+    const Calibration c = haltpoll_calibration();
     auto parsed = parse_calibration(format_calibration(c), "cal.toml");
     REQUIRE(parsed);
     CHECK(parsed->machine == c.machine);
@@ -132,13 +142,7 @@ TEST_CASE("the calibration file round-trips") {
 }
 
 TEST_CASE("a calibration file's costs and counts are checked, naming file, line and key") {
-    Calibration c;
-    c.machine = {"AMD EPYC", "6.1.0-57-amd64", "haltpoll", "haltpoll"};
-    c.device = "vda";
-    c.rounds = 5;
-    c.ios_per_level = 1000;
-    c.states = {{"haltpoll idle", 1, 11.75}};
-    const std::string good = format_calibration(c);
+    const std::string good = format_calibration(haltpoll_calibration());
     auto with = [&](std::string_view from, std::string_view to) {
         std::string text = good;
         const auto at = text.find(from);

@@ -41,6 +41,16 @@ TEST_CASE("a new runtime directory is created ours and not writable by others") 
 
 namespace {
 
+// A pid that ran and is gone: a child, waited for.
+pid_t gone_pid() {
+    const pid_t child = ::fork();
+    REQUIRE(child >= 0);
+    if (child == 0)
+        ::_exit(0);
+    REQUIRE(::waitpid(child, nullptr, 0) == child);
+    return child;
+}
+
 // Whether a user other than root and this one (nobody) can open `dir` to
 // flock it; nullopt when not root, where no such user can be made.
 std::optional<bool> nobody_can_lock(const fs::path& dir) {
@@ -341,13 +351,7 @@ TEST_CASE("a status naming a file that is not UTF-8 is written, not thrown") {
 
 TEST_CASE("temporaries of a killed writer are removed, a live writer's and others' kept") {
     test::TempDir tmp("latgov-rundir");
-    // A pid that ran and is gone: a child, waited for.
-    const pid_t child = ::fork();
-    REQUIRE(child >= 0);
-    if (child == 0)
-        ::_exit(0);
-    REQUIRE(::waitpid(child, nullptr, 0) == child);
-    const std::string dead = std::to_string(child), alive = std::to_string(::getpid());
+    const std::string dead = std::to_string(gone_pid()), alive = std::to_string(::getpid());
     const std::vector<std::string> kept = {
         ".status.json." + alive + ".3.tmp", // being written by a running process
         ".journal." + dead + ".0.tmp",      // another file's
@@ -375,12 +379,7 @@ TEST_CASE("temporaries are removed with a single descriptor free, and none is le
     // Listing the directory takes one descriptor, handed to the DIR: not
     // two (a dup of it), which a process at its limit does not have.
     test::TempDir tmp("latgov-rundir");
-    const pid_t child = ::fork();
-    REQUIRE(child >= 0);
-    if (child == 0)
-        ::_exit(0);
-    REQUIRE(::waitpid(child, nullptr, 0) == child);
-    const std::string dead = ".status.json." + std::to_string(child) + ".0.tmp";
+    const std::string dead = ".status.json." + std::to_string(gone_pid()) + ".0.tmp";
     std::ofstream(tmp.path() / dead) << "x";
     auto dir = RuntimeDir::open(tmp.path(), false);
     REQUIRE(dir);
