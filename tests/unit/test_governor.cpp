@@ -151,6 +151,19 @@ TEST_CASE("another queue's IO in flight keeps an active queue only within in_fli
     CHECK(g.holds().percpu.empty());
 }
 
+TEST_CASE("in_flight_bound runs from a queue's activation too, not only its last completion") {
+    Governor g(machine(), default_config(), declared_costs(machine()));
+    g.observe(sample(0, 0, 0, 0), t0);
+    g.observe(sample(0, 5, 5, 1), t0 + 5ms); // queue 1 completed IO long ago
+    g.observe(sample(0, 5, 5, 1), t0 + 10ms);
+    REQUIRE(g.holds().percpu.empty());
+    // A request activates it a second later, and is still in flight at the
+    // next sample: no completion of its own yet, but its activation is new.
+    REQUIRE(g.on_request_issued(259u << 20, 1, t0 + 1s));
+    g.observe(sample(0, 5, 5, 1, 1), t0 + 1s + 20ms);
+    CHECK(g.holds().percpu.count(1));
+}
+
 TEST_CASE("where per-queue counts are read, only this queue's requests in flight keep it") {
     Governor g(machine(), default_config(), declared_costs(machine()));
     g.observe(sample(0, 0, 0, 0), t0);

@@ -126,6 +126,9 @@ void Governor::rebase(const IoSample& sample, TimePoint now) {
         device.evidence.idle();
         device.was_active = false; // the next tick spans the blind one too
         device.span_from.reset();  // what the blind span counted is lost
+        device.ios_before = 0;     // what it counted before is no news now
+        for (auto& queue : device.queues)
+            queue.shared_pending = 0;
     }
 }
 
@@ -216,9 +219,10 @@ bool Governor::observe_queue(const GovernedDevice& device, GovernedQueue& queue,
     // count keeps an active queue so, within in_flight_bound of its own
     // last completion or its activation, and stands for the queue's own
     // where it has no IRQ.
+    const bool busy_own = busy_here && *busy_here && (!queue.irq_shared || device_in_flight);
     bool in_flight = false;
     if (busy_here)
-        in_flight = *busy_here && (!queue.irq_shared || device_in_flight);
+        in_flight = busy_own;
     else if (!queue.irq)
         in_flight = device_in_flight;
     else if (queue.activity.active)
@@ -245,7 +249,7 @@ bool Governor::observe_queue(const GovernedDevice& device, GovernedQueue& queue,
     // last sample, before the window.
     if (!queue.prearmed && (requests > 0 || (in_flight && !queue.onset_pending)))
         queue.lonely = false;
-    if (release_prearmed(queue, in_flight, busy_here.value_or(false), now, missed))
+    if (release_prearmed(queue, in_flight, busy_own, now, missed))
         return true;
     // A pre-armed window waiting for its request outlasts the linger.
     if (queue.prearmed && !queue.prearm_seen)

@@ -65,7 +65,7 @@ struct GovernedQueue {
     bool irq_shared = false;
     std::uint64_t shared_pending = 0; // its interrupts of the last sample, not yet its own
     // When its own completions last moved (its IRQ, or its device's where
-    // it has none), or when it was activated.
+    // it has none); in_flight_bound runs from this or its activation.
     TimePoint own_io{};
 };
 
