@@ -57,7 +57,8 @@ class CalibrationReader {
             fail(value, key, "expected an integer");
         const auto number = value.as_integer();
         if (number < min || number > max)
-            fail(value, key, fmt::format("must be in {}..{}, got {}", min, max, number));
+            fail(value, key,
+                 fmt::format("must be in {}..{}, got {}", min, max, toml_integer_text(number)));
         return number;
     }
 

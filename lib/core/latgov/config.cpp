@@ -8,7 +8,6 @@
 #include <algorithm>
 #include <fnmatch.h>
 #include <initializer_list>
-#include <limits>
 #include <span>
 #include <sstream>
 #include <toml.hpp>
@@ -176,14 +175,9 @@ class Section {
             return std::nullopt;
         const auto number = value->as_integer();
         if (number < min || number > max) {
-            // toml11 reads a number beyond 64 bits as the nearest one that
-            // fits: quoting that would name a number not in the file.
-            constexpr auto most = std::numeric_limits<toml::integer>::max();
-            constexpr auto least = std::numeric_limits<toml::integer>::min();
             fail_at(*value, key,
                     "must be in " + std::to_string(min) + ".." + std::to_string(max) + ", got " +
-                        (number == most || number == least ? std::string("a number beyond 64 bits")
-                                                           : std::to_string(number)));
+                        toml_integer_text(number));
             return std::nullopt;
         }
         return static_cast<std::uint32_t>(number);
