@@ -178,10 +178,10 @@ void restore_before_exit(const Options& options, const Result<Config>& config) {
                      "before exiting",
                      journal.string());
     // Without a journal it only removes what a killed run left besides
-    // (its status, temporaries), and says nothing unless that fails.
+    // (its status, temporaries), and logs only what it changes.
     const int failed = restore(options, config);
     if (journaled && failed)
-        spdlog::error("Failed to put back what {} records; `latgovd --restore` tries again",
+        spdlog::error("Failed to put back what {} records; run `latgovd --restore` to try again",
                       journal.string());
     else if (journaled)
         spdlog::info("Put back what {} recorded", journal.string());

@@ -2,6 +2,7 @@
 // with `latgov snapshot` are checked by the golden tests.
 #include "latgov/discovery.hpp"
 #include "latgov/governor.hpp"
+#include "latgov/json.hpp"
 #include "latgov/sampler.hpp"
 #include "latgov/topology_json.hpp"
 
@@ -484,6 +485,17 @@ TEST_CASE("multipath paths whose head is not there yet are left out with a warni
     auto sampler = IoSampler::open(SysRoot(tree.root()), governor.stat_sources());
     REQUIRE(sampler);
     CHECK(sampler->warnings().empty());
+}
+
+TEST_CASE("a drive's model that is not UTF-8 is dumped with its bytes replaced, not thrown on") {
+    Topology topo;
+    NvmeController nvme0;
+    nvme0.name = "nvme0";
+    nvme0.model = "QEMU \xff\xfe Ctrl"; // firmware bytes
+    topo.controllers.push_back(nvme0);
+    std::string text;
+    REQUIRE_NOTHROW(text = dump_text(to_json(topo), 2));
+    CHECK(text.find("QEMU \xef\xbf\xbd\xef\xbf\xbd Ctrl") != std::string::npos);
 }
 
 TEST_CASE("a /dev/cpu_dma_latency of other than 4 bytes is unknown, with a warning") {

@@ -254,6 +254,7 @@ TEST_CASE("a CPU's issue count read after it was not is a baseline, not growth")
     issues = {4001, 51};
     mark_unread_issues(issues, {1});
     w.observe_issues(issues, t0 + 60ms);
+    CHECK(w.select({0}, t0 + 350ms, waiter_window).empty()); // last seen at 40 ms, not 60
     w.observe_issues(std::vector<std::uint64_t>{9000, 51}, t0 + 2s);
     CHECK(w.select({0}, t0 + 2s, waiter_window).empty());
 }

@@ -65,7 +65,7 @@ Result<CpuSet> parse_cpu_list(std::string_view text) {
     // Merged before they are expanded: a list that repeats a wide range
     // still gives at most max_cpu + 1 CPUs, however long its text.
     std::sort(ranges.begin(), ranges.end());
-    int next = 0; // the lowest CPU not yet in `cpus`
+    int next = 0; // one past the highest CPU added
     for (auto [lo, hi] : ranges) {
         for (int cpu = std::max(lo, next); cpu <= hi; ++cpu)
             cpus.push_back(cpu);

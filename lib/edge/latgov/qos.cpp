@@ -363,8 +363,8 @@ bool PerCpuHolder::forget(int cpu) {
         return true;
     if (auto cleared = write_slot(it->second.slot, ""); !cleared) {
         log_("cpu " + std::to_string(cpu) + ": failed to clear its journal record (" +
-             cleared.error().message + "); the record stays, and the next start or " +
-             "`latgovd --restore` restores the CPU from it");
+             cleared.error().message + "); the record stays, and a later restore puts its " +
+             "original back only if the CPU then holds a value latgovd wrote");
         return false; // stays: the value there is not one it names
     }
     free_slots_.push_back(it->second.slot);
