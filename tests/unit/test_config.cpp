@@ -137,7 +137,7 @@ min_samples = 100
     CHECK(config.sources == std::vector<fs::path>{"t.toml"});
 }
 
-TEST_CASE("a [[device]] entry keeps only the keys it sets") {
+TEST_CASE("a device table entry keeps only the keys it sets") {
     const Config config = parsed("[[device]]\nname = \"vd*\"\n\n[[device]]\nserial = \"X\"\n");
     REQUIRE(config.devices.size() == 2);
     CHECK(config.devices[0].origin == "t.toml:1:1");
@@ -264,7 +264,7 @@ TEST_CASE("an unknown enum string lists the valid ones") {
           "\"verbose\"");
 }
 
-TEST_CASE("a [[device]] entry without a matcher is rejected at its header") {
+TEST_CASE("a device table entry without a matcher is rejected at its header") {
     CHECK(error_of("[[device]]\nname = \"vd*\"\n\n[[device]]\nmode = \"off\"\n") ==
           "t.toml:4:1: [[device]]: needs at least one of name, model, serial, wwid, transport");
 }

@@ -186,7 +186,7 @@ TEST_CASE("explain: a CPU a dry-run device would hold says at what and for what"
     CHECK_FALSE(contains(*text, "not held now"));
 }
 
-TEST_CASE("explain: linger_ms auto falls back to 3 ms whatever number [defaults] gave") {
+TEST_CASE("explain: linger_ms auto falls back to 3 ms whatever number the defaults table gave") {
     const Machine machine;
     auto config = parse_config("[defaults]\nlinger_ms = 50\n[[device]]\nname = \"vda\"\n"
                                "linger_ms = \"auto\"\n",

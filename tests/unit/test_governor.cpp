@@ -88,7 +88,7 @@ TEST_CASE("by default NVMe is governed, IRQ-less loop is not, poll queues are le
     CHECK(g.watched_devs() == WatchedDevs{{259u << 20}, false, {7u << 20}});
 }
 
-TEST_CASE("a [[device]] entry brings an IRQ-less disk under governance") {
+TEST_CASE("a device table entry brings an IRQ-less disk under governance") {
     Config config = default_config();
     DeviceRule rule;
     rule.match.name = "loop*";
