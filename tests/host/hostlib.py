@@ -65,19 +65,11 @@ DEFAULT_LINGER_MS = 3
 STEADY_INTERVAL_MS = 20
 RELEASE_SLACK_MS = 2 * STEADY_INTERVAL_MS + 50
 
-# Waiter CPUs off: these tests are about the completion CPU, and every
-# other CPU (fio's included) must keep its value (test_02b and
-# test_waiters.py hold the waiter).
-FIXED_CONFIG = """\
-[daemon]
-log_level = "debug"
-status_interval_ms = 50
-
-[defaults]
-mode = "fixed"
-limit_us = 0
-waiter_cpus = false
-"""
+# The fixed 0 us policy on the completion CPUs, waiter CPUs off; shared with
+# the VM tests.
+with open(os.path.join(os.path.dirname(os.path.abspath(__file__)), "..",
+                       "fixed-policy.toml")) as _f:
+    FIXED_CONFIG = _f.read()
 
 
 def log(msg):

@@ -79,27 +79,17 @@ lg_wait_only_held() {
 }
 
 # lg_fixed_config FILE LINGER_MS: the configuration of the fixed-policy
-# tests (guest-governor.sh, guest-faults.sh): a 0 us limit on the CPUs that
-# complete each queue's IO, held for LINGER_MS after its last completion.
-# Under software emulation fio's own user-space time between two QD1 reads
-# reaches tens of ms (the guest's CPUs are emulated), so the 3 ms default
-# linger would release and re-take the hold between reads. Waiter CPUs are
-# off: where a waiter sleeps depends on the scheduler, and these tests are
-# about the map of queues, IRQs and CPUs (where fio runs on a CPU whose
-# queue's IRQ lands elsewhere, the multipath case, its CPU would be held
-# too; that is guest-waiters.py's subject).
+# tests (guest-governor.sh, guest-faults.sh): tests/fixed-policy.toml (a 0 us
+# limit on the CPUs that complete each queue's IO, waiter CPUs off), held for
+# LINGER_MS after a queue's last completion. Under software emulation fio's
+# own user-space time between two QD1 reads reaches tens of ms (the guest's
+# CPUs are emulated), so the 3 ms default linger would release and re-take
+# the hold between reads. (Where fio runs on a CPU whose queue's IRQ lands
+# elsewhere, the multipath case, its CPU would be held as a waiter; that is
+# guest-waiters.py's subject.)
 lg_fixed_config() {
-  cat > "$1" <<EOF
-[daemon]
-log_level = "debug"
-status_interval_ms = 50
-
-[defaults]
-mode = "fixed"
-limit_us = 0
-linger_ms = $2
-waiter_cpus = false
-EOF
+  cat "$(dirname "${BASH_SOURCE[0]}")/../fixed-policy.toml" > "$1"
+  echo "linger_ms = $2" >> "$1"
 }
 
 # --- topology, read independently of latgov ---------------------------------
