@@ -46,6 +46,9 @@ if [[ ${#missing[@]} -gt 0 ]]; then
         "${missing[@]}" >&2
 fi
 for set in "$@"; do
-    [[ $set == test ]] && "$(dirname "$0")/prometheus-tools" > /dev/null && "$(dirname "$0")/tuned-debs" > /dev/null
+    if [[ $set == test ]]; then
+        "$(dirname "$0")/prometheus-tools" > /dev/null
+        "$(dirname "$0")/tuned-debs" > /dev/null
+    fi
 done
 exit 0
