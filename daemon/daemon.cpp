@@ -136,10 +136,18 @@ bool Daemon::rescan(TimePoint now, RescanCause cause, std::optional<Topology> di
         spdlog::error("{}; keeping the current map, retrying in {} ms", state.error().message,
                       retry.count());
         next_rescan_ = now + retry;
+        failed_rescan_ = cause;
         return false;
     }
     install(std::move(*state), now, cause);
     return true;
+}
+
+std::optional<TimePoint> Daemon::rescan_at() const {
+    auto at = uevent_rescan_at(uevent_burst_, next_rescan_);
+    if (failed_rescan_ && (!at || next_rescan_ < *at))
+        at = next_rescan_;
+    return at;
 }
 
 void Daemon::install(GovernedState state, TimePoint now, RescanCause cause) {
@@ -154,6 +162,7 @@ void Daemon::install(GovernedState state, TimePoint now, RescanCause cause) {
     metrics_.count_rescan(cause);
     rescan_retry_.reset();
     next_rescan_ = {};
+    failed_rescan_.reset();
     // Every uevent read so far came before this discovery (one thread), so
     // the new state has seen what they announced.
     uevent_burst_ = {};
@@ -654,6 +663,10 @@ bool Daemon::rescan_if_due(TimePoint now) {
     }
     if (now < next_rescan_)
         return false;
+    if (failed_rescan_) {
+        spdlog::debug("retrying the {} rescan", to_string(*failed_rescan_));
+        return rescan(now, *failed_rescan_);
+    }
     // CPU hotplug moves managed IRQs: a changed online set means a new map
     // (its uevents normally come first; this holds without them).
     if (online_check_due(uevent_burst_, last_online_check_, now)) {
@@ -769,7 +782,7 @@ void Daemon::schedule_wake(TimePoint now) {
                                  status_dirty_,
                                  last_status_,
                                  watchdog_interval_,
-                                 uevent_rescan_at(uevent_burst_, next_rescan_)};
+                                 rescan_at()};
     const auto deadline = next_deadline(schedule, config_.daemon, now);
     cadence_.armed(deadline.next_tick);
     wake_at_ = deadline.wake;
@@ -794,21 +807,26 @@ void Daemon::reload(TimePoint now) {
             std::chrono::duration_cast<std::chrono::microseconds>(now.time_since_epoch()).count()));
     auto config = load_daemon_config(options_);
     if (!config) {
+        // Nothing changes, the map included: a rescan would start the
+        // governor idle and drop every hold mid-IO for nothing.
         spdlog::error("Failed to reload the configuration: {}; keeping the running one",
                       config.error().message);
-    } else {
-        if (config->daemon.runtime_dir != config_.daemon.runtime_dir)
-            spdlog::warn("runtime_dir cannot change on reload, keeping {}",
-                         config_.daemon.runtime_dir.string());
-        config->daemon.runtime_dir = config_.daemon.runtime_dir;
-        // node_exporter would go on serving the file the old configuration
-        // named; the next status write makes the new one.
-        if (config->daemon.metrics_file != config_.daemon.metrics_file)
-            remove_metrics_file();
-        config_ = std::move(*config);
-        spdlog::set_level(spdlog::level::from_str(config_.daemon.log_level));
-        spdlog::info("configuration reloaded");
+        notify_state("READY=1\n");
+        return;
     }
+    if (config->daemon.runtime_dir != config_.daemon.runtime_dir)
+        spdlog::warn("runtime_dir cannot change on reload, keeping {}",
+                     config_.daemon.runtime_dir.string());
+    config->daemon.runtime_dir = config_.daemon.runtime_dir;
+    // node_exporter would go on serving the file the old configuration
+    // named; the next status write makes the new one.
+    if (config->daemon.metrics_file != config_.daemon.metrics_file)
+        remove_metrics_file();
+    config_ = std::move(*config);
+    spdlog::set_level(spdlog::level::from_str(config_.daemon.log_level));
+    spdlog::info("configuration reloaded");
+    // Failing, it is tried again (rescan_if_due) until the new
+    // configuration governs.
     rescan(now, RescanCause::reload);
     status_dirty_ = true;
     notify_state("READY=1\n");

@@ -83,10 +83,13 @@ class Daemon {
     // later, each time later than the last while new maps fail too.
     void cannot_sample(TimePoint now, const std::string& why, bool fresh_map);
     void install(GovernedState state, TimePoint now, RescanCause cause);
-    // Rescans when a debounced burst of uevents is due, when the online CPU
-    // set changed, or when the periodic check finds another topology;
-    // whether that made a new map.
+    // Rescans when a debounced burst of uevents is due, when a failed rescan
+    // is due again, when the online CPU set changed, or when the periodic
+    // check finds another topology; whether that made a new map.
     bool rescan_if_due(TimePoint now);
+    // When the next rescan is due: a burst of uevents, or a failed rescan
+    // to try again.
+    std::optional<TimePoint> rescan_at() const;
     void on_uevents(TimePoint now);
     // Feeds the watchdog, samples (rescanning if due or if sampling fails),
     // lets the governor decide and applies it, then what else is due.
@@ -224,6 +227,10 @@ class Daemon {
     bool online_unreadable_ = false; // the last online CPU check could not read the list
     TimePoint last_online_check_{};
     TimePoint next_rescan_{}; // a failed rescan (or sample) is not retried before this
+    // Why the last rescan was made, while it failed: tried again from
+    // next_rescan_ on, whatever else happens (a reload's has nothing else
+    // that would bring it back).
+    std::optional<RescanCause> failed_rescan_;
     Backoff rescan_retry_;
     Backoff sample_retry_;       // after a new map that cannot be sampled
     std::string sampling_error_; // why the last tick could not sample, for the status

@@ -482,6 +482,9 @@ class FaultTest(HostTestCase):
             self.assertIn(f"{path}:{line}:{column}:", d.log()[len(before):], name)
         fio = self.start_fio_held(1, want="20")
         fio.wait()
+        # A refused configuration changes nothing: no rescan either, which
+        # would have dropped every hold mid-IO.
+        self.assertEqual(d.log().count("topology scanned (reload)"), 0, d.log()[-3000:])
         self.assertEqual(d.stop(), 0)
         self.assert_back(self.baseline, "after stop")
 
@@ -936,6 +939,40 @@ class FaultTest(HostTestCase):
         d.wait_log(r"online CPUs changed to 0, rescanning", timeout=8.0)
         with open(online, "w") as f:
             f.write(online_text)
+        self.assert_stopped_clean(d, tree_values, before)
+
+    def test_22_reload_whose_rescan_failed_is_tried_again(self):
+        """SIGHUP with a new linger_ms while discovery fails (the tree's
+        online CPU list garbled): the configuration is taken, its rescan
+        fails and the current map governs on. Once discovery works again
+        the rescan is tried again, with no uevent, hotplug or periodic check
+        to bring it, and the new configuration governs."""
+        root, tree_values = self.sampled_tree()
+        before = tree_values()
+        online = os.path.join(root, "sys", "devices", "system", "cpu", "online")
+        with open(online) as f:
+            online_text = f.read()
+        config = CONFIG.format(backend="percpu", limit=0)
+        path = self.write_config(config, "reload.toml")
+        d = self.start_daemon(config_path=path, events=None, args=("--sysroot", root))
+
+        def vda_linger(st):
+            return [dev["linger_ms"] for dev in st["devices"] if dev["name"] == DISK]
+        self.wait_status(d, lambda st: vda_linger(st) == [3], f"{DISK} with linger_ms 3")
+        with open(online, "w") as f:
+            f.write("garbled\n")
+        with open(path, "w") as f:
+            f.write(config + "linger_ms = 7\n")
+        d.send(signal.SIGHUP)
+        d.wait_log(r"configuration reloaded")
+        d.wait_log(r"keeping the current map, retrying in")
+        self.assertEqual(vda_linger(self.status(d.runtime_dir)), [3])
+        with open(online, "w") as f:
+            f.write(online_text)
+        # Retried after 100 ms, then twice as long each time: within 1.6 s
+        # of the reload unless the machine stalls.
+        d.wait_log(r"topology scanned \(reload\)", timeout=5.0)
+        self.wait_status(d, lambda st: vda_linger(st) == [7], f"{DISK} with linger_ms 7")
         self.assert_stopped_clean(d, tree_values, before)
 
     def test_08_onset_after_idle(self):
