@@ -85,6 +85,15 @@ TEST_CASE("sampling while idle also wakes at the watchdog feed period when that 
     CHECK(ms(next_deadline(state, slow, t0).next_tick) == 1500);
 }
 
+TEST_CASE("a watchdog under 4 ms still lets the loop sleep a millisecond") {
+    auto state = at_t0();
+    state.events_armed = true;
+    state.watchdog = std::chrono::microseconds(3000); // a quarter: 750 us
+    CHECK(ms(next_deadline(state, settings(), t0).next_tick) == 1);
+    state.active = true; // sampling: the same floor
+    CHECK(ms(next_deadline(state, settings(), t0).next_tick) == 1);
+}
+
 TEST_CASE("an idle loop feeds the watchdog well within its interval, also when a tick falls "
           "just short of the feed period") {
     // The loop feeds at a tick once watchdog_feed_period passed since the

@@ -12,8 +12,11 @@ Deadline next_deadline(const ScheduleState& state, const DaemonSettings& setting
     const auto fed = [&](milliseconds period) {
         if (state.watchdog.count() == 0)
             return period;
-        return std::min(
-            period, std::chrono::duration_cast<milliseconds>(watchdog_feed_period(state.watchdog)));
+        // At least 1 ms: a WatchdogSec= under 4 ms would make it 0, a loop
+        // that never sleeps.
+        const auto feed = std::max(milliseconds(1), std::chrono::duration_cast<milliseconds>(
+                                                        watchdog_feed_period(state.watchdog)));
+        return std::min(period, feed);
     };
     if (state.watch_only)
         interval = settings.status_interval; // only the status needs samples
