@@ -8,6 +8,7 @@
 #include <atomic>
 #include <chrono>
 #include <doctest/doctest.h>
+#include <fcntl.h>
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -57,6 +58,17 @@ int started_kicker_thread_id(int cpu) {
         tid = kicker_thread_id(cpu);
     }
     return tid;
+}
+
+// This process's epoll descriptors.
+std::vector<int> epoll_fds() {
+    std::vector<int> fds;
+    for (const auto& fd : std::filesystem::directory_iterator("/proc/self/fd")) {
+        std::error_code ec;
+        if (std::filesystem::read_symlink(fd.path(), ec).string() == "anon_inode:[eventpoll]")
+            fds.push_back(std::stoi(fd.path().filename().string()));
+    }
+    return fds;
 }
 
 } // namespace
@@ -168,6 +180,48 @@ TEST_CASE("an update pins again a thread the kernel moved off its CPU (two CPUs)
     REQUIRE(kicker.kick(cpu));
     CHECK(wait_for(kicker, cpu, 2).last_cpu == cpu);
     CHECK(kicker_thread_id(cpu) == tid); // the same thread, pinned again
+}
+
+TEST_CASE("an update starts again a thread that ended, and pins no other thread (two CPUs)") {
+    const auto cpus = allowed_cpus();
+    REQUIRE(cpus.size() >= 2); // a caller pinned to one of them is told apart
+    const int cpu = cpus[0];
+    const auto before = epoll_fds();
+    auto started = CpuKicker::start({cpu});
+    REQUIRE(started);
+    auto& kicker = **started;
+    const int tid = started_kicker_thread_id(cpu);
+    REQUIRE(tid > 0);
+    auto fds = epoll_fds();
+    std::erase_if(fds, [&](int fd) { return std::count(before.begin(), before.end(), fd) > 0; });
+    REQUIRE(fds.size() == 1);
+    // The thread's epoll descriptor replaced by one that is not epoll: its
+    // next epoll_wait fails (EINVAL), and the thread ends.
+    const int null = ::open("/dev/null", O_RDONLY | O_CLOEXEC);
+    REQUIRE(null >= 0);
+    REQUIRE(::dup2(null, fds[0]) == fds[0]);
+    ::close(null);
+    REQUIRE(kicker.kick(cpu)); // into the call that fails
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+    while (kicker_thread_id(cpu) != 0 && std::chrono::steady_clock::now() < deadline)
+        std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    REQUIRE(kicker_thread_id(cpu) == 0);
+
+    cpu_set_t mine, after;
+    REQUIRE(::sched_getaffinity(0, sizeof mine, &mine) == 0);
+    kicker.update({cpu});
+    REQUIRE(::sched_getaffinity(0, sizeof after, &after) == 0);
+    // Pinning the ended thread would have pinned this one (glibc passes the
+    // thread id the kernel cleared when it ended).
+    CHECK(CPU_EQUAL(&mine, &after));
+    if (!CPU_EQUAL(&mine, &after))
+        ::sched_setaffinity(0, sizeof mine, &mine);
+    const int again = started_kicker_thread_id(cpu);
+    CHECK(again > 0);
+    CHECK(again != tid);
+    CHECK(kicker.wakes(cpu).count == 0); // a new thread counts from 0
+    REQUIRE(kicker.kick(cpu));
+    CHECK(wait_for(kicker, cpu, 1).count == 1);
 }
 
 TEST_CASE("a watched fd runs the handler on the thread of its CPU, there") {

@@ -91,10 +91,11 @@ void CpuKicker::update(const std::vector<int>& cpus) {
     std::vector<std::shared_ptr<Worker>> leaving;
     std::erase_if(workers_, [&](const auto& w) {
         // A CPU that went offline (and maybe came back) had its thread moved
-        // off it with a wider affinity: pinned again, or restarted if that
-        // fails (the thread ended).
-        const bool gone =
-            std::find(cpus.begin(), cpus.end(), w->cpu) == cpus.end() || !pin(w->thread, w->cpu);
+        // off it with a wider affinity: pinned again. A thread that ended is
+        // started anew, never pinned: glibc would pass the thread id the
+        // kernel cleared at its end, 0, which pins the caller.
+        const bool gone = std::find(cpus.begin(), cpus.end(), w->cpu) == cpus.end() ||
+                          w->ended.load(std::memory_order_acquire) || !pin(w->thread, w->cpu);
         if (gone)
             leaving.push_back(w);
         return gone;
@@ -168,6 +169,7 @@ void* CpuKicker::run(void* arg) noexcept {
         if (watched && worker->on_ready)
             (*worker->on_ready)(worker->cpu);
     }
+    worker->ended.store(true, std::memory_order_release);
     return nullptr;
 }
 

@@ -104,6 +104,7 @@ class CpuKicker {
         std::atomic<std::uint64_t> count{0};
         std::atomic<int> last_cpu{-1};
         std::atomic<bool> stop{false};
+        std::atomic<bool> ended{false}; // its loop returned
     };
     CpuKicker() = default;
     // Starts the thread of `cpu` into workers_; why not, on failure.
