@@ -504,9 +504,8 @@ void Daemon::queue_metrics(TimePoint now) {
         (!config_.daemon.metrics_file_configured &&
          !std::filesystem::is_directory(path.parent_path(), ec)))
         return;
-    const auto logged = logged_counts();
     const auto snapshot =
-        metrics_.snapshot(status_input(now), state_->events_kind, logged.warnings, logged.errors);
+        metrics_.snapshot(status_input(now), state_->events_kind, logged_counts());
     metrics_to_write_ = PendingMetrics{path, format_metrics(snapshot)};
 }
 
@@ -973,7 +972,12 @@ bool Daemon::start() {
     auto now = std::chrono::steady_clock::now();
     install(std::move(*state), now, RescanCause::start); // watches the IO events
     spdlog::info("idle-state costs: {}", state_->cost_source);
-    fmt::print(stderr, "{}", format_topology_table(state_->topology));
+    // Logged, not printed: under systemd a print to stderr blocks while
+    // journald does not read, and the log's stream never does.
+    auto table = format_topology_table(state_->topology);
+    if (table.ends_with('\n'))
+        table.pop_back();
+    spdlog::info("topology:\n{}", table);
 
     std::uint64_t watchdog_usec = 0;
     if (sd_watchdog_enabled(0, &watchdog_usec) > 0)

@@ -10,6 +10,7 @@
 #include <spdlog/sinks/stdout_color_sinks.h>
 #include <spdlog/spdlog.h>
 #include <string_view>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -47,28 +48,56 @@ const auto counting_sink = std::make_shared<CountingSink>();
 // the sender exits at once (ExecStopPost's `latgovd --restore`); the line
 // then has no unit and `journalctl -u latgov` does not show it. A stream
 // carries its unit from when systemd connected it.
+//
+// Written without blocking. latgovd logs from its loop, under the lock its
+// kick threads share, and a journald that stops reading (stalled, or busy
+// with a flood from elsewhere) would otherwise stall both with every hold in
+// place. What the stream has no room for is dropped, counted, and reported
+// in a line of its own once there is room again. A line the stream took in
+// part keeps its rest, which goes first, so that no line is cut short or
+// run into the next.
 class JournalStreamSink : public spdlog::sinks::base_sink<std::mutex> {
+  public:
+    std::uint64_t dropped_lines() {
+        std::lock_guard lock(mutex_);
+        return dropped_total_;
+    }
+
   protected:
     void sink_it_(const spdlog::details::log_msg& msg) override {
         spdlog::memory_buf_t text;
         formatter_->format(msg, text);
-        const std::string prefix = "<" + std::to_string(syslog_priority(msg.level)) + ">";
+        if (dropped_ > 0 && send_pending()) {
+            pending_ = fmt::format("<4>{} log line{} dropped: the journal stream was full\n",
+                                   dropped_, dropped_ == 1 ? "" : "s");
+            dropped_ = 0;
+        }
+        if (!send_pending()) {
+            ++dropped_;
+            ++dropped_total_;
+            return;
+        }
+        pending_ = with_priority(syslog_priority(msg.level), {text.data(), text.size()});
+        send_pending();
+    }
+    void flush_() override { send_pending(); }
+
+  private:
+    // Every line of the message gets the prefix, or its later lines would be
+    // logged at the default priority.
+    static std::string with_priority(int priority, std::string_view text) {
+        const std::string prefix = "<" + std::to_string(priority) + ">";
         std::string out;
         out.reserve(text.size() + prefix.size());
-        // every line of the message gets the prefix, or its later lines
-        // would be logged at the default priority
         bool line_start = true;
-        for (char c : std::string_view(text.data(), text.size())) {
+        for (char c : text) {
             if (line_start)
                 out += prefix;
             out += c;
             line_start = c == '\n';
         }
-        write_all(out);
+        return out;
     }
-    void flush_() override {}
-
-  private:
     static int syslog_priority(spdlog::level::level_enum level) {
         switch (level) {
         case spdlog::level::critical:
@@ -83,17 +112,41 @@ class JournalStreamSink : public spdlog::sinks::base_sink<std::mutex> {
             return 7;
         }
     }
-    static void write_all(std::string_view out) {
+    // Sends what is pending, as much as the stream takes now; true when all
+    // of it went (or cannot go anywhere). MSG_DONTWAIT, not O_NONBLOCK: the
+    // file description stays as systemd made it. A stderr that is not a
+    // socket (the variable set by hand) is written as before, blocking.
+    bool send_pending() {
+        std::string_view out = pending_;
         while (!out.empty()) {
-            ssize_t n = ::write(STDERR_FILENO, out.data(), out.size());
+            ssize_t n = stream_is_socket_ ? ::send(STDERR_FILENO, out.data(), out.size(),
+                                                   MSG_DONTWAIT | MSG_NOSIGNAL)
+                                          : ::write(STDERR_FILENO, out.data(), out.size());
             if (n < 0 && errno == EINTR)
                 continue;
+            if (n < 0 && errno == ENOTSOCK && stream_is_socket_) {
+                stream_is_socket_ = false;
+                continue;
+            }
+            if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
+                pending_.erase(0, pending_.size() - out.size());
+                return false;
+            }
             if (n <= 0)
-                return; // nowhere left to report it
+                break; // nowhere left to report it
             out.remove_prefix(static_cast<std::size_t>(n));
         }
+        pending_.clear();
+        return true;
     }
+
+    std::string pending_;       // what the stream has not taken yet
+    std::uint64_t dropped_ = 0; // since the last report of them
+    std::uint64_t dropped_total_ = 0;
+    bool stream_is_socket_ = true;
 };
+
+const auto journal_sink = std::make_shared<JournalStreamSink>();
 
 // Whether stderr is the journal stream systemd set up: JOURNAL_STREAM names
 // its device and inode; a redirected stderr keeps the variable but not them.
@@ -111,14 +164,16 @@ bool stderr_is_journal() {
 } // namespace
 
 LogCounts logged_counts() {
-    return counting_sink->counts();
+    auto counts = counting_sink->counts();
+    counts.dropped_lines = journal_sink->dropped_lines();
+    return counts;
 }
 
 void setup_logging(const std::string& level) {
     std::shared_ptr<spdlog::logger> logger;
     if (stderr_is_journal()) {
         // the journal adds the time and "latgovd[PID]:" itself
-        logger = std::make_shared<spdlog::logger>("latgovd", std::make_shared<JournalStreamSink>());
+        logger = std::make_shared<spdlog::logger>("latgovd", journal_sink);
         logger->set_pattern("%v");
     } else {
         logger = spdlog::stderr_color_mt("latgovd");

@@ -1,7 +1,7 @@
 // latgovd's log: the journal under systemd, stderr otherwise.
 #pragma once
 
-#include "latgov/parse.hpp"
+#include "latgov/metrics.hpp"
 
 #include <cstdint>
 #include <string>
@@ -9,11 +9,8 @@
 namespace latgov {
 
 void setup_logging(const std::string& level);
-// Warnings and errors logged since setup_logging, for the metrics.
-struct LogCounts {
-    std::uint64_t warnings = 0;
-    std::uint64_t errors = 0;
-};
+// Warnings and errors logged since setup_logging, and the lines the journal
+// stream had no room for, for the metrics.
 LogCounts logged_counts();
 // For the edge's warning callbacks (PM QoS holders, journal restore).
 void log_warning(const std::string& line);

@@ -597,12 +597,14 @@ class PerfCounters:
 
 class Daemon:
     def __init__(self, latgovd, runtime_dir, config_path, log_path, prefix=(), args=(),
-                 notify_socket=None):
+                 notify_socket=None, journal_stream=None):
         """prefix: a command that execs latgovd (setpriv ... to drop
         capabilities); latgovd's pid is then the process's own. args: more
         options of latgovd's. notify_socket: where latgovd's sd_notify
-        messages go (none are sent without). latgovd runs at the unit's
-        priority: its timer races the IO it holds for."""
+        messages go (none are sent without). journal_stream: a socket that
+        becomes latgovd's stderr, named by JOURNAL_STREAM as systemd names
+        the journal's (the log file then gets nothing). latgovd runs at the
+        unit's priority: its timer races the IO it holds for."""
         self.runtime_dir = runtime_dir
         self.log_path = log_path
         self.logf = open(log_path, "ab")
@@ -610,9 +612,14 @@ class Daemon:
         env = {k: v for k, v in os.environ.items() if k != "NOTIFY_SOCKET"}
         if notify_socket:
             env["NOTIFY_SOCKET"] = notify_socket
+        stderr = subprocess.STDOUT
+        if journal_stream is not None:
+            st = os.fstat(journal_stream.fileno())
+            env["JOURNAL_STREAM"] = f"{st.st_dev}:{st.st_ino}"
+            stderr = journal_stream
         self.proc = subprocess.Popen(
             [*prefix, latgovd, "--config", config_path, "--runtime-dir", runtime_dir, *args],
-            stdin=subprocess.DEVNULL, stdout=self.logf, stderr=subprocess.STDOUT, env=env,
+            stdin=subprocess.DEVNULL, stdout=self.logf, stderr=stderr, env=env,
             preexec_fn=lambda: os.setpriority(os.PRIO_PROCESS, 0, nice))
 
     def log(self):
@@ -925,7 +932,8 @@ class HostTestCase(unittest.TestCase):
         return path
 
     def start_daemon(self, config_text=FIXED_CONFIG, config_path=None, runtime_dir=None,
-                     wait=True, prefix=(), events=True, args=(), notify_socket=None):
+                     wait=True, prefix=(), events=True, args=(), notify_socket=None,
+                     journal_stream=None):
         """Starts latgovd; with wait, waits until it is ready and checks the
         idle mode its status reports: woken by IO events (events=True), or
         sampling because perf events were refused (events=False); events=None
@@ -934,7 +942,8 @@ class HostTestCase(unittest.TestCase):
             config_path = self.write_config(config_text)
         runtime_dir = runtime_dir or os.path.join(self.tmp, "run")
         log_path = os.path.join(self.tmp, f"latgovd-{len(self.daemons)}.log")
-        d = Daemon(self.latgovd, runtime_dir, config_path, log_path, prefix, args, notify_socket)
+        d = Daemon(self.latgovd, runtime_dir, config_path, log_path, prefix, args, notify_socket,
+                   journal_stream)
         self.daemons.append(d)
         if wait:
             d.wait_ready()

@@ -18,6 +18,7 @@ import re
 import random
 import shutil
 import signal
+import socket
 import subprocess
 import time
 
@@ -973,6 +974,71 @@ class FaultTest(HostTestCase):
         # of the reload unless the machine stalls.
         d.wait_log(r"topology scanned \(reload\)", timeout=5.0)
         self.wait_status(d, lambda st: vda_linger(st) == [7], f"{DISK} with linger_ms 7")
+        self.assert_stopped_clean(d, tree_values, before)
+
+    def test_23_unread_journal_stream_stalls_nothing(self):
+        """latgovd's stderr is the journal stream (JOURNAL_STREAM names it)
+        and journald stops reading it: a socket with room for a few lines
+        that nobody reads. The loop goes on: a request in flight in the
+        tree is held and released again, cycle after cycle, the metrics
+        count the lines dropped, and SIGTERM ends it with everything back.
+        Once the stream is read again, the next line is preceded by one
+        that says how many were dropped."""
+        root, tree_values = self.sampled_tree()
+        before = tree_values()
+        stat = os.path.join(root, "sys", "block", "vda", "stat")
+        ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+        self.addCleanup(ours.close)
+        theirs.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, 1024)
+        ours.setblocking(False)
+        config = CONFIG.format(backend="percpu", limit=0).replace('"info"', '"debug"')
+        d = self.start_daemon(config, wait=False, args=("--sysroot", root),
+                              journal_stream=theirs)
+        theirs.close()
+        self.wait_status(d, lambda st: st["devices"], "a governed device", timeout=5.0)
+        interrupts = 0
+        for cycle in range(5):
+            with open(stat, "w") as f:
+                f.write(BLOCK_STAT.format(inflight=1))
+            interrupts += 1
+            write_proc_stat(root, vda_interrupts=interrupts)  # a completion: active
+            self.assertIsNotNone(self.wait_value(lambda: tree_values() != before, True, 2.0),
+                                 f"cycle {cycle}: cpu 1 not held with a request in flight, "
+                                 f"the journal stream unread: {tree_values()}")
+            with open(stat, "w") as f:
+                f.write(BLOCK_STAT.format(inflight=0))
+            self.assertIsNotNone(self.wait_value(tree_values, before, 2.0),
+                                 f"cycle {cycle}: not released once the request completed, "
+                                 f"the journal stream unread: {tree_values()}")
+
+        def dropped():
+            try:
+                with open(self.metrics_file) as f:
+                    found = re.search(r"(?m)^latgov_log_lines_dropped_total (\d+)$", f.read())
+            except FileNotFoundError:
+                return 0
+            return int(found.group(1)) if found else 0
+        self.assertIsNotNone(self.wait_value(lambda: dropped() > 0, True, 2.0),
+                             f"no line counted dropped in {self.metrics_file}: the stream never "
+                             "filled, and the test showed nothing")
+        text = b""
+        try:
+            while chunk := ours.recv(65536):
+                text += chunk
+        except BlockingIOError:
+            pass
+        d.send(signal.SIGHUP)
+        deadline = time.monotonic() + 5.0
+        notice = re.compile(rb"(?m)^<4>(\d+) log lines? dropped: the journal stream was full$")
+        while not (re.search(notice, text) and b"configuration reloaded" in text):
+            self.assertLess(time.monotonic(), deadline,
+                            f"no report of the dropped lines, then the reload, once the "
+                            f"stream was read again:\n{text.decode(errors='replace')}")
+            try:
+                text += ours.recv(65536)
+            except BlockingIOError:
+                time.sleep(0.01)
+        self.assertGreater(int(re.search(notice, text).group(1)), 0)
         self.assert_stopped_clean(d, tree_values, before)
 
     def test_08_onset_after_idle(self):

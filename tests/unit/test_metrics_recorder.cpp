@@ -32,7 +32,7 @@ TEST_CASE(
     const StatusInput input{governor, holds, percpu, global, topology, "", "", {}, {}, {}, t0 + 8s};
     recorder.count_windows(3, 1);
     recorder.count_windows(2, 0); // counted on: a rescan's governor starts from 0
-    auto s = recorder.snapshot(input, IoEventsState::unavailable, 0, 0);
+    auto s = recorder.snapshot(input, IoEventsState::unavailable, {});
     CHECK(s.prearm_hits == 5);
     CHECK(s.prearm_misses == 1);
     CHECK(s.holds == 2);

@@ -55,6 +55,14 @@ enum class IoEventsState {
     not_needed,  // nothing can be held: no cpuidle driver and no fixed limit, or no device
 };
 
+// What latgovd logged since it started.
+struct LogCounts {
+    std::uint64_t warnings = 0, errors = 0;
+    // lines the journal stream had no room for (it is written without
+    // blocking, so that a stalled journald cannot stall the loop)
+    std::uint64_t dropped_lines = 0;
+};
+
 struct MetricsSnapshot {
     std::vector<CpuMetrics> cpus;
     std::vector<DeviceMetrics> devices;
@@ -63,7 +71,7 @@ struct MetricsSnapshot {
     std::uint64_t holds = 0, releases = 0;
     std::map<RescanCause, std::uint64_t> rescans; // causes not in it count 0
     std::uint64_t prearm_hits = 0, prearm_misses = 0;
-    std::uint64_t warnings = 0, errors = 0;
+    LogCounts logged;
     IoEventsState io_events = IoEventsState::unavailable;
     OnsetHistogram onset;
     double start_time_seconds = 0; // Unix time

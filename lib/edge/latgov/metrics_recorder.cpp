@@ -24,7 +24,7 @@ void MetricsRecorder::observe_percpu(const std::map<int, PerCpuHolder::Held>& he
 }
 
 MetricsSnapshot MetricsRecorder::snapshot(const StatusInput& in, IoEventsState io_events,
-                                          std::uint64_t warnings, std::uint64_t errors) const {
+                                          const LogCounts& logged) const {
     MetricsSnapshot s;
     s.start_time_seconds = start_time_seconds_;
     for (const auto& cpu : in.topology.cpus) {
@@ -63,8 +63,7 @@ MetricsSnapshot MetricsRecorder::snapshot(const StatusInput& in, IoEventsState i
     s.rescans = rescans_;
     s.prearm_hits = prearm_hits_;
     s.prearm_misses = prearm_misses_;
-    s.warnings = warnings;
-    s.errors = errors;
+    s.logged = logged;
     s.io_events = io_events;
     s.onset = onset_;
     return s;

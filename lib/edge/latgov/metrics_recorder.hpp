@@ -29,8 +29,8 @@ class MetricsRecorder {
 
     // What latgov holds now (the same input as the status document), with
     // whether an idle daemon sleeps on IO events and the lines logged so far.
-    MetricsSnapshot snapshot(const StatusInput& in, IoEventsState io_events, std::uint64_t warnings,
-                             std::uint64_t errors) const;
+    MetricsSnapshot snapshot(const StatusInput& in, IoEventsState io_events,
+                             const LogCounts& logged) const;
 
   private:
     std::map<int, double> held_seconds_; // closed holds
