@@ -582,8 +582,9 @@ TEST_CASE("a CPU added back with its old original keeps its record for the next 
     CHECK(tree.get(1) == "0");
 }
 
-TEST_CASE("0 written on the same device by someone else is still theirs") {
-    // Not a new device: the same file, changed by another writer.
+TEST_CASE("0 written on the same device by someone else is theirs while latgov wants the CPU") {
+    // Not a new device: the same file, changed by another writer (tuned
+    // putting back its "0" as it stops, say).
     QosTree tree(2, "500\n");
     Log log;
     PerCpuHolder holder(tree.sysroot(), tree.journal(), log.sink());
@@ -591,22 +592,50 @@ TEST_CASE("0 written on the same device by someone else is still theirs") {
     REQUIRE(tree.get(1) == "20");
     tree.set(1, "0\n");
 
-    SUBCASE("seen by a hold") {
+    SUBCASE("seen by a hold: not fought until latgov no longer wants the CPU") {
         holder.apply({{1, us(20)}}, t0);
+        CHECK(log.mentions("cpu 1: pm_qos_resume_latency_us"));
+        REQUIRE(holder.yielded().count(1) == 1);
+        CHECK(holder.yielded().at(1) == LatencyLimit{});
+        CHECK(holder.held().empty());
+        holder.apply({{1, us(20)}}, t0); // the same hold goes on
+        holder.prepare({{1, us(20)}});
+        CHECK(tree.get(1) == "0\n");
+        CHECK(journal_of(tree).empty());
+        holder.apply({}, t0); // it ends
     }
     SUBCASE("seen by a release") {
         holder.apply({}, t0);
+        CHECK(log.mentions("cpu 1: pm_qos_resume_latency_us"));
     }
-    CHECK(log.mentions("cpu 1: pm_qos_resume_latency_us"));
     CHECK(log.mentions("by someone else"));
     CHECK_FALSE(log.mentions("removed and added back"));
-    REQUIRE(holder.yielded().count(1) == 1);
-    CHECK(holder.yielded().at(1) == LatencyLimit{});
+    CHECK(holder.yielded().empty());
     CHECK(holder.held().empty());
-
-    holder.apply({{1, us(20)}}, t0); // theirs until they change it again
-    holder.prepare({{1, us(20)}});
     CHECK(tree.get(1) == "0\n");
+
+    // No limit is nobody's: the next hold takes the CPU as at any start,
+    // and puts back the 0 it found.
+    holder.apply({{1, us(20)}}, t0);
+    CHECK(tree.get(1) == "20");
+    REQUIRE(journal_of(tree).size() == 1);
+    CHECK(journal_of(tree)[0].original == LatencyLimit{});
+    holder.release_all();
+    CHECK(tree.get(1) == "0");
+}
+
+TEST_CASE("a limit written on a held CPU by someone else stays theirs after latgov releases it") {
+    QosTree tree(2);
+    Log log;
+    PerCpuHolder holder(tree.sysroot(), tree.journal(), log.sink());
+    holder.apply({{1, us(20)}}, t0);
+    tree.set(1, "100\n");
+    holder.apply({{1, us(20)}}, t0);
+    holder.apply({}, t0);
+    REQUIRE(holder.yielded().count(1) == 1);
+    holder.apply({{1, us(20)}}, t0);
+    holder.prepare({{1, us(20)}});
+    CHECK(tree.get(1) == "100\n");
     CHECK(journal_of(tree).empty());
 }
 

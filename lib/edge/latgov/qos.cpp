@@ -544,7 +544,10 @@ void PerCpuHolder::release(int cpu) {
     } else if (current) {
         log_("cpu " + std::to_string(cpu) + ": pm_qos_resume_latency_us was changed to " +
              format_resume_latency(*current) + " by someone else; leaving it");
-        yielded_[cpu] = *current; // as in hold(): theirs until they change it again
+        // as in hold(): theirs until they change it again; no limit is
+        // nobody's once latgov no longer wants the CPU, as now
+        if (*current)
+            yielded_[cpu] = *current;
         forget(cpu);
     } else {
         log_(current.error().message + "; kept in the journal, retried later");
@@ -586,9 +589,15 @@ void PerCpuHolder::retry_restores() {
 
 void PerCpuHolder::apply(const std::map<int, LatencyLimit>& wanted, TimePoint now) {
     const bool adopted = adopt_journal();
+    auto unwanted = [&](int cpu) { return !wanted.count(cpu) || !wanted.at(cpu); };
+    // Someone lifted latgov's limit while it held the CPU (tuned restoring
+    // its "0", say): not fought while latgov wants the CPU, but once it no
+    // longer does nobody holds anything there, and the next hold takes it
+    // as at any start.
+    std::erase_if(yielded_, [&](const auto& y) { return !y.second && unwanted(y.first); });
     std::vector<int> to_release;
     for (const auto& [cpu, h] : held_)
-        if (!wanted.count(cpu) || !wanted.at(cpu))
+        if (unwanted(cpu))
             to_release.push_back(cpu);
     for (int cpu : to_release)
         release(cpu);

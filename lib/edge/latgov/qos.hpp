@@ -131,7 +131,10 @@ class PerCpuHolder {
         TimePoint since;
     };
     const std::map<int, Held>& held() const { return held_; }
-    // CPUs another writer changed while latgov held them, with their value.
+    // CPUs another writer changed while latgov held them, with their value:
+    // theirs until they change it again. A change to no limit ("0", the
+    // kernel's default: a limit lifted, not one set) is theirs only while
+    // latgov still wants the CPU; after that nobody holds anything there.
     const std::map<int, LatencyLimit>& yielded() const { return yielded_; }
 
     // Fault injection for tests: called at each step where a kill could
