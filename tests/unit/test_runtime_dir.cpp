@@ -164,6 +164,24 @@ TEST_CASE("a runtime directory below a directory another user could change is re
         opened = RuntimeDir::open(tmp.path() / "theirs/run", false);
         REQUIRE_FALSE(opened);
         CHECK(opened.error().message.find("above it is owned by uid 65534") != std::string::npos);
+        // A symlink in a sticky directory: its owner may replace it, and
+        // the runtime directory with it, after the check.
+        fs::create_directory(tmp.path() / "sticky2");
+        REQUIRE(::chmod((tmp.path() / "sticky2").c_str(), 01777) == 0);
+        fs::create_directories(tmp.path() / "ours/run");
+        fs::create_directory_symlink(tmp.path() / "ours", tmp.path() / "sticky2/x");
+        CHECK(RuntimeDir::open(tmp.path() / "sticky2/x/run", false)); // ours: kept
+        REQUIRE(::lchown((tmp.path() / "sticky2/x").c_str(), 65534, 65534) == 0);
+        opened = RuntimeDir::open(tmp.path() / "sticky2/x/run", false);
+        REQUIRE_FALSE(opened);
+        CHECK(opened.error().message.find((tmp.path() / "sticky2/x").string() +
+                                          " above it is a symlink owned by uid 65534 in a "
+                                          "sticky directory") != std::string::npos);
+        // In a directory only root may write, its owner cannot replace it.
+        fs::create_directory(tmp.path() / "closed2");
+        fs::create_directory_symlink(tmp.path() / "ours", tmp.path() / "closed2/x");
+        REQUIRE(::lchown((tmp.path() / "closed2/x").c_str(), 65534, 65534) == 0);
+        CHECK(RuntimeDir::open(tmp.path() / "closed2/x/run", false));
     } else {
         MESSAGE("not root: an ancestor owned by another user is not checked here (the test "
                 "command runs as root, where it is)");

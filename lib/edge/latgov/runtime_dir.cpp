@@ -29,14 +29,21 @@ namespace {
 // the files latgov opens there by path (the journal, whose values a restore
 // writes back as root) would be theirs. A sticky directory (/tmp, /dev/shm)
 // lets only an entry's owner rename it. A symlink cannot be changed, only
-// replaced in its own directory, which is checked too.
+// replaced in its own directory, which is checked too; in a sticky one its
+// owner may still replace it, so there it must be root's or this user's.
 std::optional<std::string> unsafe_ancestor(const std::filesystem::path& dir) {
     struct stat st {};
     if (::lstat(dir.c_str(), &st) != 0)
         return "cannot be checked: " + errno_message(errno);
-    if (S_ISLNK(st.st_mode))
+    const bool theirs = st.st_uid != 0 && st.st_uid != ::geteuid();
+    if (S_ISLNK(st.st_mode)) {
+        struct stat parent {};
+        if (theirs && ::lstat(dir.parent_path().c_str(), &parent) == 0 &&
+            (parent.st_mode & S_ISVTX) != 0)
+            return "a symlink owned by uid " + std::to_string(st.st_uid) + " in a sticky directory";
         return std::nullopt;
-    if (st.st_uid != 0 && st.st_uid != ::geteuid())
+    }
+    if (theirs)
         return "owned by uid " + std::to_string(st.st_uid);
     if ((st.st_mode & (S_IWGRP | S_IWOTH)) != 0 && (st.st_mode & S_ISVTX) == 0)
         return fmt::format("group or others may write it (mode {:04o}, not sticky)",
