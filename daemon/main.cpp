@@ -109,6 +109,11 @@ std::optional<Options> parse_options(int argc, char** argv, bool& help) {
             return std::nullopt;
         }
     }
+    if (o.restore && o.dry_run) {
+        // A restore writes the values back; a dry run writes nothing.
+        fmt::print(stderr, "latgovd: --restore and --dry-run exclude each other\n{}", usage);
+        return std::nullopt;
+    }
     return o;
 }
 

@@ -138,6 +138,13 @@ class BadConfigurationRestores(unittest.TestCase):
         self.assertIn("cpu 1: restored 0 from journal", result.stderr)
         self.assertIn(f"Put back what {self.journal} recorded", result.stderr)
 
+    def test_restore_with_dry_run_is_refused_and_restores_nothing(self):
+        result = self.run_latgovd("--restore", "--dry-run")
+        self.assertEqual(result.returncode, 2, result.stderr)
+        self.assertIn("--restore and --dry-run exclude each other", result.stderr)
+        self.assertEqual(self.slot(1), "20\n")
+        self.assertTrue(os.path.exists(self.journal))
+
     def test_dry_run_with_a_bad_configuration_restores_nothing(self):
         result = self.run_latgovd("--dry-run")
         self.assertEqual(result.returncode, 78, result.stderr)
