@@ -294,6 +294,18 @@ TEST_CASE("NVMe over a fabric has no queue IRQs: its queues complete on their su
     }
 }
 
+TEST_CASE("a queue without an IRQ completes on its online submitters only") {
+    FakeTree tree;
+    tree.nvme("tcp");
+    // cpu 1 offline: blk-mq keeps it in the queue's list.
+    tree.write("sys/devices/system/cpu/online", "0\n");
+    auto topo = discover_topology(SysRoot(tree.root()));
+    REQUIRE(topo);
+    CHECK(queue_of(*topo, "nvme0n1", 0).completion_cpus == CpuSet{0});
+    CHECK(queue_of(*topo, "nvme0n1", 1).submit_cpus == CpuSet{1});
+    CHECK(queue_of(*topo, "nvme0n1", 1).completion_cpus.empty());
+}
+
 TEST_CASE("a PCIe NVMe queue debugfs calls default is not a poll queue for want of IRQ names") {
     FakeTree tree;
     tree.nvme();

@@ -338,7 +338,10 @@ Result<HardwareQueue> read_queue(const DiskContext& ctx, const BlockDevice& disk
                                   std::back_inserter(queue.completion_cpus));
         }
     } else if (queue.type != QueueType::poll) {
-        queue.completion_cpus = queue.submit_cpus;
+        // The online ones: blk-mq's cpu_list keeps a CPU that went offline.
+        std::set_intersection(queue.submit_cpus.begin(), queue.submit_cpus.end(),
+                              ctx.online.begin(), ctx.online.end(),
+                              std::back_inserter(queue.completion_cpus));
         queue.completion_source = CompletionSource::submit_cpus;
     }
     return queue;
@@ -537,8 +540,8 @@ Result<Topology> discover_topology(const SysRoot& root) {
         }
     }
     // The kernel adds a multipath head once one of its paths is usable (ANA
-    // optimized or non-optimized); until then its paths have nothing to
-    // keep their IO statistics in.
+    // optimized or non-optimized); until then no IO can be sent to its
+    // paths.
     std::set<std::string> names;
     for (const auto& disk : topo.devices)
         names.insert(disk.name);
