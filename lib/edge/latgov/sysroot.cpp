@@ -278,8 +278,14 @@ Result<std::vector<std::string>> SysRoot::list(std::string_view abs) const {
     fd.release(); // the DIR owns it now
     std::vector<std::string> names;
     std::vector<std::string> kept; // symlinks and directories, for a capture
-    errno = 0;
-    while (const dirent* entry = ::readdir(dir)) {
+    for (;;) {
+        // readdir() sets errno only on failure: cleared before each call,
+        // or a capture's fstatat() of an entry gone meanwhile would be
+        // taken for one
+        errno = 0;
+        const dirent* entry = ::readdir(dir);
+        if (!entry)
+            break;
         const std::string_view name = entry->d_name;
         if (name == "." || name == "..")
             continue;
