@@ -765,18 +765,11 @@ int run(const Options& opt) {
                               sink = sink + s->read_ios;
               }));
     // What observe() does besides the queue loop: copy the sample as the next
-    // baseline, and find each device's stat source by linear search.
+    // baseline.
     IoSample baseline = sample;
     print_row("IoSample copy", time_each(reps, [&] {
                   baseline = sample;
                   sink = sink + baseline.irq_counts.size();
-              }));
-    const auto& sources = governor.stat_sources();
-    print_row("stat source finds", time_each(reps, [&] {
-                  for (const auto& d : governor.devices()) {
-                      auto pos = std::find(sources.begin(), sources.end(), d.stat_source);
-                      sink = sink + static_cast<std::uint64_t>(pos - sources.begin());
-                  }
               }));
     std::printf("  synthetic /proc/stat: %zu bytes\n", synthetic_text.size());
 

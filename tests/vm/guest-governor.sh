@@ -188,6 +188,17 @@ if [[ $multipath = 1 ]]; then
       echo "multipath: head $head, paths: $paths; CPU $k goes through $used queue $q, IRQ $irq -> CPU $comp"
       sleep 0.2
       fio_run "$k" "$head" "$used" "$comp" "$used/$q" "multipath cpu $k -> $head via $used q$q -> cpu $comp"
+      # the path's own statistics measured its reads (the head's, which
+      # Debian 12's kernel leaves at zero, would have shown nothing)
+      observed=$("$latgov" status --json --runtime-dir "$rt" | python3 -c '
+import json, sys
+devices = [d for d in json.load(sys.stdin)["devices"] if d["name"] == sys.argv[1]]
+print(devices[0]["observed_latency_us"] if devices else "not governed")' "$used") || observed="(latgov status failed)"
+      if [[ $observed =~ ^[0-9.]+$ ]]; then
+        lg_pass "multipath: $used's own statistics measured its reads: mean $observed us"
+      else
+        lg_fail "multipath: no request latency observed on $used: $observed"
+      fi
     else
       lg_fail "multipath: reads on $head went to '$used', not exactly one path"
     fi

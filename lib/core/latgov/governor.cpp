@@ -94,8 +94,6 @@ Governor::Governor(const Topology& topology, const Config& config,
                               .transport = disk.transport,
                               .policy = policy,
                               .rule = rule ? rule->origin : std::string("default")};
-        // Hidden path disks keep no IO statistics of their own: the head does.
-        device.stat_source = disk.multipath_head.empty() ? disk.name : disk.multipath_head;
         for (const auto& q : disk.queues) {
             if (q.completion_source == CompletionSource::none)
                 continue; // a poll queue: its submitter completes it, awake
@@ -103,9 +101,11 @@ Governor::Governor(const Topology& topology, const Config& config,
         }
         if (device.queues.empty())
             continue;
-        if (std::find(stat_sources_.begin(), stat_sources_.end(), device.stat_source) ==
-            stat_sources_.end())
-            stat_sources_.push_back(device.stat_source);
+        // Its own statistics, a multipath path disk's too: the kernel
+        // accounts each request to the disk whose queue it runs on, and the
+        // head (bio-based) keeps none before Linux 6.2, nor after it unless
+        // its queue/iostats is set.
+        stat_sources_.push_back(device.name);
         devices_.push_back(std::move(device));
     }
     std::map<int, std::set<std::string>> irq_users; // IRQ -> the governed devices it completes
@@ -150,9 +150,8 @@ bool Governor::observe(const IoSample& sample, TimePoint now, bool idle_wakes_on
     };
     size_t tag_index = 0; // queue_busy follows queue_tags(): device by device, queue by queue
     bool missed = false;  // a pre-armed window closed without its request
-    for (auto& device : devices_) {
-        auto pos = std::find(stat_sources_.begin(), stat_sources_.end(), device.stat_source);
-        auto s = static_cast<size_t>(pos - stat_sources_.begin());
+    for (size_t s = 0; s < devices_.size(); ++s) {
+        auto& device = devices_[s];
         const BlockStat& now_stat = sample.devices.at(s);
         const BlockStat& old_stat = before.devices.at(s);
         const auto delta = block_stat_delta(old_stat, now_stat);

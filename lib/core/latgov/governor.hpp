@@ -86,7 +86,6 @@ struct GovernedDevice {
     std::string name{};
     std::uint32_t kernel_dev = 0; // MAJOR << 20 | MINOR, as tracepoints show it
     std::string transport{};
-    std::string stat_source{}; // the disk whose stat counts this device's IO
     Policy policy{};
     std::string rule{}; // why it is governed: "default" or the matching entry's origin
     std::vector<GovernedQueue> queues{};
