@@ -100,7 +100,7 @@ int watch_status(const SysRoot& root, const StatusPlace& place,
             body = status.error().message + "\n";
         } else {
             try {
-                body = format_status(*status) + format_other_holders(root, *status) +
+                body = format_status(*status) + format_other_holders(root, *status, place) +
                        writer_gone(place, *status);
             } catch (const std::exception& e) {
                 body = fmt::format("Failed to read {}: {}\n",
@@ -180,7 +180,7 @@ int status(const Args& args) {
         return 0;
     }
     try {
-        fmt::print("{}{}{}", format_status(*status), format_other_holders(root, *status),
+        fmt::print("{}{}{}", format_status(*status), format_other_holders(root, *status, place),
                    writer_gone(place, *status));
     } catch (const std::exception& e) {
         return fail(fmt::format("Failed to read {}: {}", (place.dir() / status_file_name).string(),

@@ -1,6 +1,7 @@
 // What `latgov doctor` and `latgov status` read of a host, on trees built in
 // a temporary directory.
 #include "latgov/host_facts.hpp"
+#include "latgov/journal.hpp"
 #include "latgov/runtime_dir.hpp"
 #include "latgov/snapshot.hpp"
 #include "latgov/status_place.hpp"
@@ -9,6 +10,7 @@
 #include <doctest/doctest.h>
 #include <filesystem>
 #include <fstream>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -126,11 +128,55 @@ TEST_CASE("latgov status names the limits others hold, not latgov's own") {
     tree.put("/sys/devices/system/cpu/cpu2/power/pm_qos_resume_latency_us", "0\n");
     auto status = nlohmann::json::parse(R"({"global_limit_us": null, "cpus": [
         {"cpu": 0, "limit_us": null}, {"cpu": 1, "limit_us": 0}, {"cpu": 2, "limit_us": null}]})");
-    CHECK(format_other_holders(SysRoot(root), status) ==
+    const StatusPlace place(SysRoot(root), root / "run");
+    CHECK(format_other_holders(SysRoot(root), status, place) ==
           "other holders (kept, not governed by latgov): /dev/cpu_dma_latency 20 us, cpu0 100\n");
     status["global_limit_us"] = 20; // latgov's own request
     status["cpus"][0]["limit_us"] = 100;
-    CHECK(format_other_holders(SysRoot(root), status) == "other holders: none\n");
+    CHECK(format_other_holders(SysRoot(root), status, place) == "other holders: none\n");
+}
+
+TEST_CASE("a hold newer than the status is latgov's by its journal, not another writer's") {
+    // The status is written at most once per status_interval_ms; the
+    // journal record before the CPU's file.
+    const TempTree tree("latgov-journaled");
+    const fs::path& root = tree.root;
+    tree.put("/sys/devices/system/cpu/cpu0/power/pm_qos_resume_latency_us", "20\n");
+    tree.put("/sys/devices/system/cpu/cpu1/power/pm_qos_resume_latency_us", "100\n");
+    tree.put("/run/journal", format_journal({{0, LatencyLimit{}, LatencyLimit{20}},
+                                             {1, LatencyLimit{}, LatencyLimit{20}}}));
+    const auto status = nlohmann::json::parse(R"({"global_limit_us": null, "cpus": [
+        {"cpu": 0, "limit_us": null}, {"cpu": 1, "limit_us": null}]})");
+    const StatusPlace place(SysRoot(root), root / "run");
+    // cpu 1 holds a value latgov never writes there: someone else's.
+    CHECK(format_other_holders(SysRoot(root), status, place) ==
+          "other holders (kept, not governed by latgov): cpu1 100\n");
+    Topology topology;
+    for (auto [id, value] : {std::pair{0, 20u}, std::pair{1, 100u}}) {
+        Cpu cpu;
+        cpu.id = id;
+        cpu.resume_latency = LatencyLimit{value};
+        cpu.resume_latency_known = true;
+        topology.cpus.push_back(cpu);
+    }
+    const auto facts = read_host_facts(SysRoot(root), topology, status, place);
+    REQUIRE(facts);
+    CHECK(facts->latgov_held_cpus == std::set<int>{0});
+    const auto findings = diagnose(*facts);
+    CHECK(std::any_of(findings.begin(), findings.end(), [](const Finding& f) {
+        return f.result.find("cpu1=100") != std::string::npos &&
+               f.result.find("cpu0") == std::string::npos;
+    }));
+    // A journal of another boot says nothing of this one's holds, nor does
+    // one that is not a regular file (read without blocking on a FIFO).
+    const std::string both = "other holders (kept, not governed by latgov): cpu0 20, cpu1 100\n";
+    tree.put("/proc/sys/kernel/random/boot_id", "this-boot\n");
+    tree.put("/run/journal",
+             format_journal({{0, LatencyLimit{}, LatencyLimit{20}}}, {}, "earlier-boot"));
+    CHECK(format_other_holders(SysRoot(root), status, place) == both);
+    fs::remove(root / "run/journal");
+    REQUIRE(::mkfifo((root / "run/journal").c_str(), 0600) == 0);
+    CHECK(format_other_holders(SysRoot(root), status, place) == both);
 }
 
 TEST_CASE("a status whose latgovd is gone says so, and its holds are no longer latgov's") {
@@ -376,6 +422,6 @@ TEST_CASE("a malformed status is an error naming the file and key, not an abort"
     CHECK(good->latgov_held_cpus == std::set<int>{3});
     // `latgov status` skips what it cannot read instead of aborting.
     CHECK(format_other_holders(
-              sys, nlohmann::json::parse(R"({"global_limit_us": -1, "cpus": [{"cpu": "x"}]})")) ==
-          "other holders: none\n");
+              sys, nlohmann::json::parse(R"({"global_limit_us": -1, "cpus": [{"cpu": "x"}]})"),
+              StatusPlace(sys, run)) == "other holders: none\n");
 }

@@ -34,11 +34,11 @@ struct HostFacts {
     std::optional<int> latgov_gone_pid;     // a status file, its writer gone
     LatencyLimit latgov_global_limit;       // what latgov itself holds there
     std::map<int, LatencyLimit> cpu_values; // each CPU's pm_qos_resume_latency_us
-    std::set<int> latgov_held_cpus;         // CPUs latgov holds (status)
-    Found tracefs_events = Found::no;       // block_rq_issue id
-    Found debugfs_block = Found::no;        // /sys/kernel/debug/block
-    std::string run_fstype;                 // file system of /run
-    Found mounts = Found::yes;              // /proc/mounts (unknown: not in the snapshot)
+    std::set<int> latgov_held_cpus;   // CPUs latgov holds (status, or a newer hold in its journal)
+    Found tracefs_events = Found::no; // block_rq_issue id
+    Found debugfs_block = Found::no;  // /sys/kernel/debug/block
+    std::string run_fstype;           // file system of /run
+    Found mounts = Found::yes;        // /proc/mounts (unknown: not in the snapshot)
     std::optional<std::uint64_t> nvme_ps_max_latency_us; // nvme_core default_ps_max_latency_us
     bool has_nvme = false;
     std::set<int> isolated_cpus;

@@ -1,6 +1,8 @@
 #include "latgov/host_facts.hpp"
 
+#include "latgov/journal.hpp"
 #include "latgov/parse.hpp"
+#include "latgov/qos.hpp"
 #include "latgov/runtime_dir.hpp"
 
 #include <algorithm>
@@ -9,6 +11,8 @@
 #include <fmt/ranges.h>
 #include <initializer_list>
 #include <limits>
+#include <map>
+#include <set>
 #include <sys/stat.h>
 #include <vector>
 
@@ -58,6 +62,26 @@ std::optional<int> status_cpu(const nlohmann::json& entry) {
         it->get<std::uint64_t>() > static_cast<std::uint64_t>(std::numeric_limits<int>::max()))
         return std::nullopt;
     return it->get<int>();
+}
+
+// The CPUs whose value the journal in `runtime_dir` says latgov may have
+// written. The status lags a hold by up to status_interval_ms; the journal
+// never does (a record is written before its CPU's file), so a CPU held
+// since the last status is not taken for another writer's. None when the
+// journal cannot be read (not root; not a regular file) or is of an earlier
+// boot; only while the status's latgovd runs (the caller checks).
+std::set<int> journaled_holds(const SysRoot& root, const std::filesystem::path& runtime_dir,
+                              const std::map<int, LatencyLimit>& values) {
+    const auto text = read_journal(runtime_dir / journal_file_name);
+    if (!text || text->boot_id != boot_id_of(root))
+        return {};
+    std::set<int> cpus;
+    for (const auto& entry : text->entries)
+        if (auto value = values.find(entry.cpu);
+            value != values.end() &&
+            restore_action(entry, value->second) == RestoreAction::write_original)
+            cpus.insert(entry.cpu);
+    return cpus;
 }
 
 } // namespace
@@ -110,6 +134,8 @@ Result<HostFacts> read_host_facts(const SysRoot& root, const Topology& topology,
             if (!limit->is_null())
                 f.latgov_held_cpus.insert(*cpu);
         }
+        if (place.of_this_host())
+            f.latgov_held_cpus.merge(journaled_holds(root, place.dir(), f.cpu_values));
     }
     const auto mounts = root.read("/proc/mounts");
     if (mounts)
@@ -210,7 +236,8 @@ std::string format_writer_gone(const std::filesystem::path& runtime_dir,
                        *pid);
 }
 
-std::string format_other_holders(const SysRoot& root, const nlohmann::json& status) {
+std::string format_other_holders(const SysRoot& root, const nlohmann::json& status,
+                                 const StatusPlace& place) {
     std::vector<std::string> others;
     if (auto bytes = root.read("/dev/cpu_dma_latency"))
         if (auto global = parse_cpu_dma_latency(*bytes); global && *global) {
@@ -222,6 +249,7 @@ std::string format_other_holders(const SysRoot& root, const nlohmann::json& stat
         }
     const auto cpus = status.is_object() ? status.value("cpus", nlohmann::json::array())
                                          : nlohmann::json::array();
+    std::map<int, LatencyLimit> values; // of the CPUs the status does not show held
     for (const auto& c : cpus.is_array() ? cpus : nlohmann::json::array()) {
         const auto cpu = status_cpu(c);
         if (!cpu)
@@ -234,8 +262,15 @@ std::string format_other_holders(const SysRoot& root, const nlohmann::json& stat
         if (!text)
             continue;
         if (auto value = parse_resume_latency(trim(*text)); value && *value)
-            others.push_back(fmt::format("cpu{} {}", *cpu, format_resume_latency(*value)));
+            values[*cpu] = *value;
     }
+    const auto journaled =
+        place.of_this_host() && status.is_object() && !status_writer_gone(place.dir(), status)
+            ? journaled_holds(root, place.dir(), values)
+            : std::set<int>{};
+    for (const auto& [cpu, value] : values)
+        if (!journaled.contains(cpu))
+            others.push_back(fmt::format("cpu{} {}", cpu, format_resume_latency(value)));
     return others.empty() ? "other holders: none\n"
                           : fmt::format("other holders (kept, not governed by latgov): {}\n",
                                         fmt::join(others, ", "));

@@ -64,7 +64,9 @@ std::string format_writer_gone(const std::filesystem::path& runtime_dir,
                                const nlohmann::json& status);
 
 // For `latgov status`: the limits others hold (/dev/cpu_dma_latency beyond
-// latgov's own request, per-CPU values latgov does not hold), one line.
-std::string format_other_holders(const SysRoot& root, const nlohmann::json& status);
+// latgov's own request, per-CPU values latgov does not hold: neither in the
+// status nor, a hold newer than it, in the journal of `place`), one line.
+std::string format_other_holders(const SysRoot& root, const nlohmann::json& status,
+                                 const StatusPlace& place);
 
 } // namespace latgov
