@@ -88,9 +88,41 @@ TEST_CASE("a virtio configuration IRQ never completes a queue") {
     const IrqNames names{{"virtio1-config", 24}, {"virtio1-virtqueues", 25}};
     CHECK(describe(match_queue_irq(names, facts, 0, QueueType::default_, {0, 1})) ==
           "25/virtio1-virtqueues");
-    // The config IRQ alone is no match either.
+    // With the queue's mask it is still not taken: the device's one IRQ for
+    // every queue is; and alone it is no match at all.
     facts.msi_affinities = {{24, {0, 1}}};
-    CHECK(describe(match_queue_irq(names, facts, 0, QueueType::default_, {0, 1})) == "none");
+    CHECK(describe(match_queue_irq(names, facts, 0, QueueType::default_, {0, 1})) ==
+          "25/virtio1-virtqueues");
+    CHECK(describe(match_queue_irq({{"virtio1-config", 24}}, facts, 0, QueueType::default_,
+                                   {0, 1})) == "none");
+}
+
+TEST_CASE("a virtio disk with one IRQ for every queue is completed by it") {
+    DiskIrqFacts facts;
+    facts.kind = DeviceKind::virtio_blk;
+    facts.device_link = "virtio1";
+    // virtio-mmio, or virtio-pci on a legacy INTx line: the device's name.
+    CHECK(describe(match_queue_irq({{"virtio1", 36}}, facts, 0, QueueType::default_, {0, 1})) ==
+          "36/virtio1");
+    CHECK(describe(match_queue_irq({{"virtio1", 36}}, facts, 1, QueueType::default_, {2, 3})) ==
+          "36/virtio1");
+    // One MSI-X vector for every queue, its mask not a queue's.
+    facts.msi_affinities = {{24, {0, 1, 2, 3}}, {25, {0, 1, 2, 3}}};
+    const IrqNames shared{{"virtio1-config", 24}, {"virtio1-virtqueues", 25}};
+    CHECK(describe(match_queue_irq(shared, facts, 1, QueueType::default_, {2, 3})) ==
+          "25/virtio1-virtqueues");
+    // A line another device shares is not the disk's own (whatever the
+    // other action's name: it may name another IRQ too), nor another
+    // device's IRQ, nor a poll queue's.
+    facts.msi_affinities.clear();
+    facts.shared_irqs = {36};
+    CHECK(describe(match_queue_irq({{"virtio1", 36}, {"PCIe PME", 24}}, facts, 0,
+                                   QueueType::default_, {0, 1})) == "none");
+    facts.shared_irqs.clear();
+    CHECK(describe(match_queue_irq({{"virtio10", 36}}, facts, 0, QueueType::default_, {0, 1})) ==
+          "none");
+    CHECK(describe(match_queue_irq({{"virtio1", 36}}, facts, 0, QueueType::poll, {0, 1})) ==
+          "none");
 }
 
 TEST_CASE("a request IRQ of the device wins over another IRQ with the same mask") {

@@ -294,6 +294,25 @@ TEST_CASE("NVMe over a fabric has no queue IRQs: its queues complete on their su
     }
 }
 
+TEST_CASE("a virtio disk on one IRQ of its own completes there, not on a shared line") {
+    FakeTree tree;
+    // virtio-mmio, or virtio-pci on INTx: one IRQ named after the device.
+    fs::remove_all(tree.root() / "sys/kernel/irq/35");
+    tree.irq(36, "virtio1", "0-1", "1");
+    auto topo = discover_topology(SysRoot(tree.root()));
+    REQUIRE(topo);
+    CHECK(topo->devices.at(0).queues.at(0).irq == 36);
+    CHECK(topo->devices.at(0).queues.at(0).completion_cpus == CpuSet{1});
+    // The line shared with another device, whose action also names
+    // another IRQ: not the disk's.
+    tree.irq(24, "PCIe PME,aerdrv", "0", "0");
+    tree.irq(36, "virtio1,PCIe PME,aerdrv", "0-1", "1");
+    topo = discover_topology(SysRoot(tree.root()));
+    REQUIRE(topo);
+    CHECK_FALSE(topo->devices.at(0).queues.at(0).irq);
+    CHECK(topo->devices.at(0).queues.at(0).completion_source == CompletionSource::submit_cpus);
+}
+
 TEST_CASE("a queue without an IRQ completes on its online submitters only") {
     FakeTree tree;
     tree.nvme("tcp");

@@ -59,6 +59,14 @@ std::optional<QueueIrq> match_queue_irq(const IrqNames& names, const DiskIrqFact
     const auto& pool = preferred.empty() ? candidates : preferred;
     if (pool.size() == 1)
         return pool.front();
+    // A virtio device without a vector per queue has one IRQ for them all:
+    // "<device>-virtqueues" (one MSI-X vector for every queue) or "<device>"
+    // (a legacy INTx line, or virtio-mmio), taken only when it carries no
+    // other action: another device's interrupts would count as the disk's.
+    if (pool.empty() && disk.kind == DeviceKind::virtio_blk && !disk.device_link.empty())
+        for (const auto& name : {disk.device_link + "-virtqueues", disk.device_link})
+            if (auto irq = lookup(name); irq && !disk.shared_irqs.contains(irq->irq))
+                return irq;
     if (pool.size() > 1 && warning) {
         std::string irqs;
         for (const auto& c : pool)

@@ -8,6 +8,7 @@
 
 #include <map>
 #include <optional>
+#include <set>
 #include <string>
 #include <utility>
 #include <vector>
@@ -24,6 +25,9 @@ struct DiskIrqFacts {
     // The disk's PCI function's MSI IRQs with their smp_affinity_list, by
     // IRQ number; read only for disks without an NVMe naming rule.
     std::vector<std::pair<int, CpuSet>> msi_affinities;
+    // IRQs that carry more than one action (a shared line): read only for
+    // virtio disks, whose one IRQ for every queue must be theirs alone.
+    std::set<int> shared_irqs{};
 };
 
 struct QueueIrq {
@@ -46,6 +50,9 @@ struct QueueIrq {
 //    "<device>-virtqueues" or "<device>-req.<n>" wins over the others; two
 //    or more equally good ones are no match, and `warning` (when given) says
 //    which.
+//  - virtio-blk with no match yet: the device's one IRQ for every queue,
+//    "<device>-virtqueues" or "<device>" (INTx, virtio-mmio), unless it is
+//    in shared_irqs (another device's action shares the line).
 std::optional<QueueIrq> match_queue_irq(const IrqNames& names, const DiskIrqFacts& disk,
                                         int queue_index, QueueType type, const CpuSet& submit_cpus,
                                         std::string* warning = nullptr);

@@ -132,8 +132,9 @@ Cpu read_cpu(const SysRoot& root, int id, bool driver_active, std::vector<std::s
 }
 
 // IRQ action names -> numbers, from /sys/kernel/irq/<n>/actions. One IRQ may
-// carry several actions ("a,b").
-IrqNames read_irq_names(const SysRoot& root, std::vector<std::string>& warnings) {
+// carry several actions ("a,b"): those IRQs go in `shared`.
+IrqNames read_irq_names(const SysRoot& root, std::set<int>& shared,
+                        std::vector<std::string>& warnings) {
     IrqNames by_name;
     auto irqs = root.list("/sys/kernel/irq");
     if (!irqs) {
@@ -147,11 +148,16 @@ IrqNames read_irq_names(const SysRoot& root, std::vector<std::string>& warnings)
         auto actions = root.read("/sys/kernel/irq/" + entry + "/actions");
         if (!actions)
             continue; // IRQ freed while we looked
+        int named = 0;
         for (auto piece : split(trim(*actions), ',')) {
             auto name = trim(piece);
-            if (!name.empty())
+            if (!name.empty()) {
                 by_name.emplace(std::string(name), *number);
+                ++named;
+            }
         }
+        if (named > 1)
+            shared.insert(*number);
     }
     return by_name;
 }
@@ -195,6 +201,7 @@ QueueType parse_queue_type(std::string_view text) {
 struct DiskContext {
     const SysRoot& root;
     const IrqNames& irq_names;
+    const std::set<int>& shared_irqs; // carrying more than one action
     const CpuSet& online;
     std::vector<std::string>& warnings;
 };
@@ -455,6 +462,8 @@ Result<std::optional<BlockDevice>> read_disk(const DiskContext& ctx, const std::
     DiskIrqFacts facts{disk.kind, disk.controller, device, {}};
     if (disk.kind != DeviceKind::nvme)
         facts.msi_affinities = read_msi_affinities(ctx.root, name);
+    if (disk.kind == DeviceKind::virtio_blk)
+        facts.shared_irqs = ctx.shared_irqs;
     const bool nvme_irqs_seen =
         disk.kind == DeviceKind::nvme && ctx.irq_names.contains(disk.controller + "q0");
     for (int index : indexes) {
@@ -525,11 +534,12 @@ Result<Topology> discover_topology(const SysRoot& root) {
         }
     }
 
-    auto irq_names = read_irq_names(root, topo.warnings);
+    std::set<int> shared_irqs;
+    auto irq_names = read_irq_names(root, shared_irqs, topo.warnings);
     auto disks = root.list("/sys/block");
     if (!disks)
         return disks.error();
-    DiskContext ctx{root, irq_names, topo.online_cpus, topo.warnings};
+    DiskContext ctx{root, irq_names, shared_irqs, topo.online_cpus, topo.warnings};
     for (const auto& name : *disks) {
         auto disk = read_disk(ctx, name, topo.controllers);
         if (disk) {
