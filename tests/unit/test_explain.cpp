@@ -186,6 +186,24 @@ TEST_CASE("explain: a CPU a dry-run device would hold says at what and for what"
     CHECK_FALSE(contains(*text, "not held now"));
 }
 
+TEST_CASE("explain: a device with only poll queues is not governed, and says why") {
+    Machine machine;
+    for (auto& q : machine.topology.devices.at(0).queues) {
+        q.type = QueueType::poll;
+        q.irq.reset();
+        q.completion_cpus.clear();
+        q.completion_source = CompletionSource::none;
+    }
+    Config config;
+    DeviceRule rule;
+    rule.match.name = "vda";
+    config.devices.push_back(rule);
+    const auto text = machine.explain(config, nullptr);
+    REQUIRE(text);
+    CHECK(contains(*text, "Not governed: every hardware queue of it is a poll queue"));
+    CHECK_FALSE(contains(*text, "no [[device]] entry names it"));
+}
+
 TEST_CASE("explain: linger_ms auto falls back to 3 ms whatever number the defaults table gave") {
     const Machine machine;
     auto config = parse_config("[defaults]\nlinger_ms = 50\n[[device]]\nname = \"vda\"\n"

@@ -290,6 +290,11 @@ Result<std::string> explain_device(const ExplainInput& in, std::string_view name
         if (device->queues.empty())
             out += "it has no hardware queues of its own (a multipath head: its path disks "
                    "are governed instead).\n";
+        else if (std::all_of(device->queues.begin(), device->queues.end(), [](const auto& q) {
+                     return q.completion_source == CompletionSource::none;
+                 }))
+            out += "every hardware queue of it is a poll queue: the task that submits to it "
+                   "completes it, awake, so nothing is held for it.\n";
         else
             out += "its policy is off, or its queues have no IRQ of their own and no "
                    "[[device]] entry names it.\n";
