@@ -134,6 +134,14 @@ TEST_CASE("latgov status names the limits others hold, not latgov's own") {
     status["global_limit_us"] = 20; // latgov's own request
     status["cpus"][0]["limit_us"] = 100;
     CHECK(format_other_holders(SysRoot(root), status, place) == "other holders: none\n");
+    // Not readable (as a user who is not root): said, not taken for no holder.
+    fs::remove(root / "dev/cpu_dma_latency");
+    fs::create_directory(root / "dev/cpu_dma_latency");
+    const auto unknown = format_other_holders(SysRoot(root), status, place);
+    CHECK(unknown.starts_with("other holders: none; /dev/cpu_dma_latency not known ("));
+    CHECK(unknown.find("cpu_dma_latency") !=
+          unknown.rfind("cpu_dma_latency")); // the error names it
+    CHECK(unknown.ends_with(")\n"));
 }
 
 TEST_CASE("a hold newer than the status is latgov's by its journal, not another writer's") {

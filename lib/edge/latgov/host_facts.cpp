@@ -239,7 +239,8 @@ std::string format_writer_gone(const std::filesystem::path& runtime_dir,
 std::string format_other_holders(const SysRoot& root, const nlohmann::json& status,
                                  const StatusPlace& place) {
     std::vector<std::string> others;
-    if (auto bytes = root.read("/dev/cpu_dma_latency"))
+    std::string unknown; // what could not be read, said rather than taken for no holder
+    if (auto bytes = root.read("/dev/cpu_dma_latency")) {
         if (auto global = parse_cpu_dma_latency(*bytes); global && *global) {
             const auto own = status.is_object()
                                  ? status_limit(status.value("global_limit_us", nlohmann::json()))
@@ -247,6 +248,9 @@ std::string format_other_holders(const SysRoot& root, const nlohmann::json& stat
             if (!own.valid || own.limit != *global)
                 others.push_back(fmt::format("/dev/cpu_dma_latency {} us", **global));
         }
+    } else if (root.exists("/dev/cpu_dma_latency")) {
+        unknown = "; /dev/cpu_dma_latency not known (" + bytes.error().message + ")";
+    }
     const auto cpus = status.is_object() ? status.value("cpus", nlohmann::json::array())
                                          : nlohmann::json::array();
     std::map<int, LatencyLimit> values; // of the CPUs the status does not show held
@@ -271,9 +275,9 @@ std::string format_other_holders(const SysRoot& root, const nlohmann::json& stat
     for (const auto& [cpu, value] : values)
         if (!journaled.contains(cpu))
             others.push_back(fmt::format("cpu{} {}", cpu, format_resume_latency(value)));
-    return others.empty() ? "other holders: none\n"
-                          : fmt::format("other holders (kept, not governed by latgov): {}\n",
-                                        fmt::join(others, ", "));
+    return others.empty() ? "other holders: none" + unknown + "\n"
+                          : fmt::format("other holders (kept, not governed by latgov): {}{}\n",
+                                        fmt::join(others, ", "), unknown);
 }
 
 } // namespace latgov
