@@ -161,6 +161,18 @@ int restore(const Options& options, const Result<Config>& config) {
     // `latgov doctor` would show its limits as held now.
     if (auto removed = dir->remove(status_file_name); !removed)
         spdlog::warn("{}", removed.error().message);
+    // So would its metrics file, served by node_exporter as current. No
+    // latgovd runs on these CPUs now (the guard above); under --sysroot the
+    // file may be the machine's latgovd's, and stays.
+    if (SysRoot(options.sysroot).is_live() && !settings.metrics_file.empty()) {
+        std::error_code removed_ec;
+        if (std::filesystem::remove(settings.metrics_file, removed_ec))
+            spdlog::info("Removed {}, left by a latgovd that did not stop",
+                         settings.metrics_file.string());
+        else if (removed_ec)
+            spdlog::warn("Failed to remove {}: {}", settings.metrics_file.string(),
+                         removed_ec.message());
+    }
     return 0;
 }
 

@@ -508,6 +508,9 @@ class FaultTest(HostTestCase):
         self.assertTrue(os.path.exists(journal), "kill -9 while holding left no journal")
         status = os.path.join(runtime, "status.json")
         self.assertTrue(os.path.exists(status), "kill -9 while holding left no status")
+        with open(self.metrics_file) as f:
+            self.assertRegex(f.read(), r"(?m)^latgov_cpu_held\{cpu=\"\d+\"\} 1$",
+                             "the killed latgovd's metrics show nothing held")
         shown = self.run_cmd(self.latgov, "status", "--runtime-dir", runtime)
         self.assertIn(f"The latgovd that wrote this status (pid {d.proc.pid}) is not running",
                       shown.stdout, shown.stderr)
@@ -530,6 +533,8 @@ class FaultTest(HostTestCase):
         self.assert_back(self.baseline, "after --restore of the named directory")
         self.assertFalse(os.path.exists(journal), "journal left after a complete restore")
         self.assertFalse(os.path.exists(status), "the killed latgovd's status left after restore")
+        self.assertFalse(os.path.exists(self.metrics_file),
+                         "the killed latgovd's metrics, showing its holds, left after restore")
         self.assertEqual([p for p in left if os.path.exists(p)], [],
                          "the killed latgovd's temporaries left after restore")
         # And a start removes them too (a latgovd started by hand after a kill).
