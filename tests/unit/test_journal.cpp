@@ -40,6 +40,20 @@ TEST_CASE("journal comments and blank lines are skipped") {
     CHECK(parsed[0].written == us(5));
 }
 
+TEST_CASE("a journal names the boot that wrote it in its header, and one that names none reads") {
+    const std::vector<JournalEntry> entries{{1, LatencyLimit{}, LatencyLimit{20}}};
+    const auto text = format_journal(entries, {}, "3f1e9c2a-0b6d-4c7e-9a41-5d2f8e6b7c10");
+    CHECK(text.starts_with(std::string(journal_header) +
+                           "# boot 3f1e9c2a-0b6d-4c7e-9a41-5d2f8e6b7c10\n"));
+    const auto parsed = parse_journal(text);
+    CHECK(parsed.boot_id == "3f1e9c2a-0b6d-4c7e-9a41-5d2f8e6b7c10");
+    REQUIRE(parsed.entries.size() == 1);
+    CHECK(parsed.errors.empty());
+    // Padded as a record's rest is, and an older latgov's header alone.
+    CHECK(parse_journal(std::string(journal_header) + "# boot abc      \n").boot_id == "abc");
+    CHECK(parse_journal(format_journal(entries)).boot_id.empty());
+}
+
 TEST_CASE("a malformed journal line is reported by number and costs only that line") {
     const std::string good = "# latgov journal\ncpu 0 original 0 written 20\n";
     const char* bad_lines[] = {

@@ -301,6 +301,48 @@ TEST_CASE("restore_journal after a crash undoes a PerCpuHolder's writes") {
     CHECK_FALSE(fs::exists(tree.journal()));
 }
 
+TEST_CASE("a journal of an earlier boot is removed, nothing of it put back") {
+    // A runtime directory not on tmpfs keeps the journal across a reboot.
+    QosTree tree(2);
+    const auto boot_file = tree.root() / "proc/sys/kernel/random/boot_id";
+    fs::create_directories(boot_file.parent_path());
+    std::ofstream(boot_file) << "new-boot\n";
+    // Since the boot, someone set what latgov had written before it.
+    tree.set(1, "20\n");
+    REQUIRE(write_journal(tree.journal(), {{1, LatencyLimit{}, us(20)}}, {"cpu 9 garbled"},
+                          "old-boot"));
+    Log log;
+    REQUIRE(restore_journal(tree.sysroot(), tree.journal(), log.sink()));
+    CHECK(tree.get(1) == "20\n");
+    CHECK_FALSE(fs::exists(tree.journal()));
+    CHECK(log.mentions("was written during an earlier boot (old-boot)"));
+
+    // This boot's, or one that names none (an older latgov's): put back.
+    for (const char* boot : {"new-boot", ""}) {
+        CAPTURE(boot);
+        tree.set(1, "20\n");
+        REQUIRE(write_journal(tree.journal(), {{1, LatencyLimit{}, us(20)}}, {}, boot));
+        REQUIRE(restore_journal(tree.sysroot(), tree.journal(), log.sink()));
+        CHECK(tree.get(1) == "0");
+    }
+
+    // A holder takes over nothing of an earlier boot's, and names its own.
+    tree.set(1, "20\n");
+    REQUIRE(write_journal(tree.journal(), {{1, LatencyLimit{}, us(20)}}, {}, "old-boot"));
+    {
+        PerCpuHolder holder(tree.sysroot(), tree.journal(), log.sink());
+        holder.apply({{0, us(5)}}, t0);
+        auto text = read_journal(tree.journal());
+        REQUIRE(text);
+        CHECK(text->boot_id == "new-boot");
+        REQUIRE(text->entries.size() == 1);
+        CHECK(text->entries[0].cpu == 0);
+        holder.release_all();
+    }
+    CHECK(tree.get(1) == "20\n");
+    CHECK(tree.get(0) == "0");
+}
+
 TEST_CASE("restore_journal without a journal is fine and writes nothing") {
     QosTree tree(1);
     Log log;

@@ -35,9 +35,16 @@ std::string format_journal_entry(const JournalEntry& e) {
     return out;
 }
 
-std::string format_journal(const std::vector<JournalEntry>& entries,
-                           const std::vector<std::string>& kept_lines) {
+std::string journal_header_for(std::string_view boot_id) {
     std::string out(journal_header);
+    if (!boot_id.empty())
+        out += std::string(journal_boot_prefix) + std::string(boot_id) + "\n";
+    return out;
+}
+
+std::string format_journal(const std::vector<JournalEntry>& entries,
+                           const std::vector<std::string>& kept_lines, std::string_view boot_id) {
+    std::string out = journal_header_for(boot_id);
     for (const auto& line : kept_lines)
         out += line + "\n";
     for (const auto& e : entries)
@@ -51,6 +58,8 @@ JournalText parse_journal(std::string_view text) {
     for (auto line : split(text, '\n')) {
         ++number;
         const auto content = trim(line);
+        if (content.starts_with(journal_boot_prefix) && out.boot_id.empty())
+            out.boot_id = std::string(trim(content.substr(journal_boot_prefix.size())));
         if (content.empty() || content.front() == '#')
             continue;
         std::vector<std::string_view> fields;

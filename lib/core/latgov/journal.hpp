@@ -29,6 +29,7 @@ struct JournalEntry {
 // A journal as read: one bad line (a torn or hand-edited file) costs only
 // that line, which is kept verbatim and reported.
 struct JournalText {
+    std::string boot_id; // of the boot that wrote it; empty when it names none
     std::vector<JournalEntry> entries;
     std::vector<std::string> bad_lines; // verbatim
     std::vector<std::string> errors;    // "line 3: expected ..., got ..."
@@ -37,11 +38,20 @@ struct JournalText {
 // Pure: journal text <-> entries ("cpu 3 original 0 written n/a earlier 20").
 std::string format_journal_entry(const JournalEntry& entry);
 std::string format_journal(const std::vector<JournalEntry>& entries,
-                           const std::vector<std::string>& kept_lines = {});
+                           const std::vector<std::string>& kept_lines = {},
+                           std::string_view boot_id = {});
 JournalText parse_journal(std::string_view text);
 
 constexpr std::string_view journal_header =
     "# latgov journal: per-CPU pm_qos_resume_latency_us to restore\n";
+// The header's second line, when the boot is known: "# boot <boot_id>"
+// (/proc/sys/kernel/random/boot_id). A comment to anything that reads only
+// records. What a journal of an earlier boot records went with that boot: a
+// runtime directory not on tmpfs keeps it across a reboot, and putting its
+// originals back would overwrite values set since.
+constexpr std::string_view journal_boot_prefix = "# boot ";
+// The header with that line, when boot_id is not empty.
+std::string journal_header_for(std::string_view boot_id);
 // One record per CPU, padded with spaces to this size: a power of two that
 // divides a page, so a record's pwrite never straddles two pages.
 constexpr size_t journal_record_size = 256;

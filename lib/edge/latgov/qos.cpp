@@ -133,14 +133,35 @@ Result<JournalText> read_journal(const std::filesystem::path& path) {
 
 Result<void> write_journal(const std::filesystem::path& path,
                            const std::vector<JournalEntry>& entries,
-                           const std::vector<std::string>& kept_lines) {
+                           const std::vector<std::string>& kept_lines, std::string_view boot_id) {
     if (entries.empty() && kept_lines.empty()) {
         if (::unlink(path.c_str()) != 0 && errno != ENOENT)
             return make_error("Failed to remove " + path.string() + ": " + errno_message(errno));
         return {};
     }
-    return write_file_atomic(path, format_journal(entries, kept_lines), 0600);
+    return write_file_atomic(path, format_journal(entries, kept_lines, boot_id), 0600);
 }
+
+std::string boot_id_of(const SysRoot& root) {
+    auto text = root.read("/proc/sys/kernel/random/boot_id");
+    return text ? std::string(trim(*text)) : std::string();
+}
+
+namespace {
+
+// Whether `text` was written during another boot than `boot_id`; logged.
+// Unknown either way (a journal of an older latgov, a tree without the
+// file) is this boot's: its records are put back as ever.
+bool of_earlier_boot(const JournalText& text, const std::string& boot_id,
+                     const std::filesystem::path& journal, const LogSink& log) {
+    if (text.boot_id.empty() || boot_id.empty() || text.boot_id == boot_id)
+        return false;
+    log(journal.string() + " was written during an earlier boot (" + text.boot_id +
+        "): what it records went with that boot, nothing of it is put back");
+    return true;
+}
+
+} // namespace
 
 namespace {
 
@@ -165,6 +186,9 @@ Result<void> restore_journal(const SysRoot& root, const std::filesystem::path& j
     auto text = read_journal(journal);
     if (!text)
         return text.error();
+    const std::string boot_id = boot_id_of(root);
+    if (of_earlier_boot(*text, boot_id, journal, log))
+        return write_journal(journal, {}); // removes it
     if (text->entries.empty() && text->bad_lines.empty()) {
         if (auto removed = write_journal(journal, {}); !removed) // a journal of blank records
             return removed.error();
@@ -202,7 +226,7 @@ Result<void> restore_journal(const SysRoot& root, const std::filesystem::path& j
             log(name + ": restored " + format_resume_latency(e.original) + " from journal");
         }
     }
-    if (auto saved = write_journal(journal, unrestored, text->bad_lines); !saved)
+    if (auto saved = write_journal(journal, unrestored, text->bad_lines, boot_id); !saved)
         return saved.error();
     if (unrestored.empty() && text->bad_lines.empty())
         return {};
@@ -227,7 +251,8 @@ Result<void> restore_journal(const SysRoot& root, const std::filesystem::path& j
 
 PerCpuHolder::PerCpuHolder(const SysRoot& root, std::filesystem::path journal, LogSink log,
                            bool take_over)
-    : root_(root), journal_path_(std::move(journal)), log_(std::move(log)), adopted_(!take_over) {}
+    : root_(root), journal_path_(std::move(journal)), log_(std::move(log)),
+      boot_id_(boot_id_of(root_)), adopted_(!take_over) {}
 
 ResumeLatencyFile& PerCpuHolder::file(int cpu) {
     auto it = files_.find(cpu);
@@ -280,7 +305,9 @@ Result<void> PerCpuHolder::open_journal() {
     auto old = read_journal(journal_path_);
     if (!old)
         return old.error();
-    std::string prefix(journal_header);
+    if (of_earlier_boot(*old, boot_id_, journal_path_, log_))
+        *old = JournalText{};
+    std::string prefix = journal_header_for(boot_id_);
     for (const auto& line : old->bad_lines)
         prefix += line + "\n";
     prefix.insert(prefix.size() - 1,

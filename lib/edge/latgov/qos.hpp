@@ -69,9 +69,15 @@ inline constexpr size_t max_journal_bytes = journal_record_size * (1 + journal_m
 // (max_journal_bytes).
 Result<JournalText> read_journal(const std::filesystem::path& path);
 // Atomic (unique temporary + rename); no entry and no kept line removes it.
+// boot_id (boot_id_of) goes in the header when not empty.
 Result<void> write_journal(const std::filesystem::path& path,
                            const std::vector<JournalEntry>& entries,
-                           const std::vector<std::string>& kept_lines = {});
+                           const std::vector<std::string>& kept_lines = {},
+                           std::string_view boot_id = {});
+
+// This boot's /proc/sys/kernel/random/boot_id under `root`; empty when it
+// cannot be read (a tree given with --sysroot need not have it).
+std::string boot_id_of(const SysRoot& root);
 
 // One-line messages for the log ("cpu 1: ..."), so this layer needs no logger.
 using LogSink = std::function<void(const std::string&)>;
@@ -79,8 +85,9 @@ using LogSink = std::function<void(const std::string&)>;
 // Puts back the original of every CPU whose value differs from it and is a
 // value latgov may have written; a value someone else set stays. Removes the
 // journal when done; entries that could not be put back and lines that could
-// not be parsed stay in it, and are an error. The caller holds the runtime
-// directory's lock.
+// not be parsed stay in it, and are an error. A journal of an earlier boot
+// (journal_boot_prefix) is removed, nothing of it put back. The caller holds
+// the runtime directory's lock.
 Result<void> restore_journal(const SysRoot& root, const std::filesystem::path& journal,
                              const LogSink& log);
 
@@ -171,6 +178,7 @@ class PerCpuHolder {
     SysRoot root_; // by value, so a temporary root cannot dangle
     std::filesystem::path journal_path_;
     LogSink log_;
+    std::string boot_id_; // this boot's, written in the journal's header
     std::map<int, ResumeLatencyFile> files_;
     std::map<int, Held> held_;
     std::map<int, Record> records_;
