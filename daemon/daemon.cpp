@@ -601,6 +601,7 @@ void Daemon::queue_evidence_save() {
 }
 
 void Daemon::housekeeping(TimePoint now) {
+    flush_log(); // what the journal stream had no room for at the time
     // At most one status write per status_interval: the file may live on a
     // disk latgov governs, and every write there is IO it would react to.
     // Left dirty, it would wake the loop at once.

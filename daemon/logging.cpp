@@ -1,11 +1,13 @@
 #include "logging.hpp"
 
 #include <cerrno>
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <exception>
 #include <memory>
 #include <mutex>
+#include <poll.h>
 #include <spdlog/sinks/base_sink.h>
 #include <spdlog/sinks/stdout_color_sinks.h>
 #include <spdlog/spdlog.h>
@@ -53,26 +55,37 @@ const auto counting_sink = std::make_shared<CountingSink>();
 // kick threads share, and a journald that stops reading (stalled, or busy
 // with a flood from elsewhere) would otherwise stall both with every hold in
 // place. What the stream has no room for is dropped, counted, and reported
-// in a line of its own once there is room again. A line the stream took in
-// part keeps its rest, which goes first, so that no line is cut short or
-// run into the next.
+// in a line of its own once there is room again (tried at the next message
+// and at each flush, which the loop asks for as it goes). A message the
+// stream took in part keeps its rest, which goes first, so that no line is
+// cut short or run into the next. At exit, finish() waits a little for
+// room: a short-lived `latgovd --restore` logs what it put back, and then
+// exits.
 class JournalStreamSink : public spdlog::sinks::base_sink<std::mutex> {
   public:
-    std::uint64_t dropped_lines() {
+    std::uint64_t dropped_messages() {
         std::lock_guard lock(mutex_);
         return dropped_total_;
+    }
+    // Sends what the stream has not taken yet and the report of what was
+    // dropped, waiting up to `budget` for room.
+    void finish(std::chrono::milliseconds budget) {
+        std::lock_guard lock(mutex_);
+        const auto deadline = std::chrono::steady_clock::now() + budget;
+        while (!catch_up()) {
+            const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+                deadline - std::chrono::steady_clock::now());
+            pollfd out{STDERR_FILENO, POLLOUT, 0};
+            if (left.count() <= 0 || ::poll(&out, 1, static_cast<int>(left.count())) <= 0)
+                return;
+        }
     }
 
   protected:
     void sink_it_(const spdlog::details::log_msg& msg) override {
         spdlog::memory_buf_t text;
         formatter_->format(msg, text);
-        if (dropped_ > 0 && send_pending()) {
-            pending_ = fmt::format("<4>{} log line{} dropped: the journal stream was full\n",
-                                   dropped_, dropped_ == 1 ? "" : "s");
-            dropped_ = 0;
-        }
-        if (!send_pending()) {
+        if (!catch_up()) {
             ++dropped_;
             ++dropped_total_;
             return;
@@ -80,9 +93,22 @@ class JournalStreamSink : public spdlog::sinks::base_sink<std::mutex> {
         pending_ = with_priority(syslog_priority(msg.level), {text.data(), text.size()});
         send_pending();
     }
-    void flush_() override { send_pending(); }
+    void flush_() override { catch_up(); }
 
   private:
+    // The rest of a message, then the report of those dropped since the
+    // last one: true when both went.
+    bool catch_up() {
+        if (!send_pending())
+            return false;
+        if (dropped_ == 0)
+            return true;
+        pending_ = fmt::format("<4>{} log message{} dropped: the journal stream was full\n",
+                               dropped_, dropped_ == 1 ? "" : "s");
+        dropped_ = 0;
+        return send_pending();
+    }
+
     // Every line of the message gets the prefix, or its later lines would be
     // logged at the default priority.
     static std::string with_priority(int priority, std::string_view text) {
@@ -165,8 +191,16 @@ bool stderr_is_journal() {
 
 LogCounts logged_counts() {
     auto counts = counting_sink->counts();
-    counts.dropped_lines = journal_sink->dropped_lines();
+    counts.dropped_messages = journal_sink->dropped_messages();
     return counts;
+}
+
+void flush_log() {
+    spdlog::default_logger()->flush();
+}
+
+void finish_logging() {
+    journal_sink->finish(std::chrono::seconds(1));
 }
 
 void setup_logging(const std::string& level) {

@@ -204,6 +204,26 @@ void restore_before_exit(const Options& options, const Result<Config>& config) {
         spdlog::info("Put back what {} recorded", journal.string());
 }
 
+// latgovd once its log is set up: a restore, a bad configuration's exit or
+// the daemon.
+int run(Options options, Result<Config> config) {
+    if (options.restore)
+        return restore(options, config);
+    if (!config) {
+        spdlog::error("{}", config.error().message);
+        sd_notifyf(0, "STATUS=Bad configuration: %s", config.error().message.c_str());
+        restore_before_exit(options, config);
+        return exit_config;
+    }
+    try {
+        Daemon daemon(std::move(options), std::move(*config));
+        return daemon.run();
+    } catch (...) {
+        spdlog::critical("Unexpected error: {}", current_exception_text());
+        return 1;
+    }
+}
+
 } // namespace
 
 int main(int argc, char** argv) {
@@ -232,19 +252,7 @@ int main(int argc, char** argv) {
         return 0;
     }
     setup_logging(config ? config->daemon.log_level : "info");
-    if (options->restore)
-        return restore(*options, config);
-    if (!config) {
-        spdlog::error("{}", config.error().message);
-        sd_notifyf(0, "STATUS=Bad configuration: %s", config.error().message.c_str());
-        restore_before_exit(*options, config);
-        return exit_config;
-    }
-    try {
-        Daemon daemon(std::move(*options), std::move(*config));
-        return daemon.run();
-    } catch (...) {
-        spdlog::critical("Unexpected error: {}", current_exception_text());
-        return 1;
-    }
+    const int status = run(std::move(*options), std::move(config));
+    finish_logging();
+    return status;
 }

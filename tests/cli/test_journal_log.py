@@ -17,9 +17,11 @@ Usage: test_journal_log.py LATGOVD
 """
 import os
 import re
+import socket
 import subprocess
 import sys
 import tempfile
+import time
 import unittest
 
 LATGOVD = None
@@ -92,11 +94,10 @@ class JournalStreamLog(unittest.TestCase):
         self.assertRegex(out, PLAIN)
 
 
-class BadConfigurationRestores(unittest.TestCase):
-    """kill -9, then a start with a bad configuration: the CPU the killed
-    run constrained gets its original back, the journal goes, and the exit
-    is still 78. systemd's ExecStopPost= would restore too; by hand nothing
-    else does."""
+class JournaledTree:
+    """A tree (--sysroot) of two CPUs, cpu 1 left at 20 by a killed run
+    whose journal in a runtime directory of its own says so, and a bad
+    configuration."""
 
     def setUp(self):
         self.tmp = tempfile.TemporaryDirectory()
@@ -128,6 +129,13 @@ class BadConfigurationRestores(unittest.TestCase):
                               stdin=subprocess.DEVNULL, capture_output=True, text=True,
                               env=env, timeout=30)
 
+
+class BadConfigurationRestores(JournaledTree, unittest.TestCase):
+    """kill -9, then a start with a bad configuration: the CPU the killed
+    run constrained gets its original back, the journal goes, and the exit
+    is still 78. systemd's ExecStopPost= would restore too; by hand nothing
+    else does."""
+
     def test_bad_configuration_restores_the_journal_before_exiting(self):
         result = self.run_latgovd()
         self.assertEqual(result.returncode, 78, result.stderr)
@@ -150,6 +158,59 @@ class BadConfigurationRestores(unittest.TestCase):
         self.assertEqual(result.returncode, 78, result.stderr)
         self.assertEqual(self.slot(1), "20\n")
         self.assertTrue(os.path.exists(self.journal))
+
+
+class RestoreOnAFullJournalStream(JournaledTree, unittest.TestCase):
+    """`latgovd --restore`, as ExecStopPost= runs it, with its stderr a
+    journal stream already full (journald behind): it writes without
+    blocking, so its lines wait, and before it exits it waits up to a second
+    for room. Read within that second, every line arrives, the report of
+    any dropped first; never read, it still exits, having restored."""
+
+    def run_on_full_stream(self, read_after):
+        ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+        self.addCleanup(ours.close)
+        theirs.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, 4096)
+        try:  # filled without O_NONBLOCK: the stream stays as systemd makes it
+            while True:
+                theirs.send(b"<6>filler\n" * 64, socket.MSG_DONTWAIT)
+        except BlockingIOError:
+            pass
+        st = os.fstat(theirs.fileno())
+        env = {k: v for k, v in os.environ.items() if k != "JOURNAL_STREAM"}
+        env["JOURNAL_STREAM"] = f"{st.st_dev}:{st.st_ino}"
+        start = time.monotonic()
+        proc = subprocess.Popen([LATGOVD, "--restore", "--sysroot", self.root,
+                                 "--runtime-dir", self.runtime], stdin=subprocess.DEVNULL,
+                                stdout=subprocess.DEVNULL, stderr=theirs, env=env)
+        theirs.close()
+        received = b""
+        if read_after is not None:
+            time.sleep(read_after)
+            ours.settimeout(10)
+            while chunk := ours.recv(65536):
+                received += chunk
+        try:
+            rc = proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+            self.fail("latgovd --restore still ran 10 s on, blocked on its journal stream")
+        return rc, time.monotonic() - start, received.decode(errors="replace")
+
+    def test_lines_wait_for_room_before_exit(self):
+        rc, _, text = self.run_on_full_stream(read_after=0.3)
+        self.assertEqual(rc, 0, text)
+        self.assertEqual(self.slot(1), "0")
+        self.assertRegex(text, r"(?m)^<\d>cpu 1: restored 0 from journal$")
+        self.assertFalse(text.endswith("filler\n"), "latgovd's lines never came")
+
+    def test_a_stream_never_read_does_not_keep_it(self):
+        rc, seconds, _ = self.run_on_full_stream(read_after=None)
+        self.assertEqual(rc, 0)
+        self.assertEqual(self.slot(1), "0")
+        self.assertFalse(os.path.exists(self.journal))
+        self.assertLess(seconds, 5.0, "latgovd --restore waited on a stream nobody read")
 
 
 if __name__ == "__main__":

@@ -986,9 +986,9 @@ class FaultTest(HostTestCase):
         and journald stops reading it: a socket with room for a few lines
         that nobody reads. The loop goes on: a request in flight in the
         tree is held and released again, cycle after cycle, the metrics
-        count the lines dropped, and SIGTERM ends it with everything back.
-        Once the stream is read again, the next line is preceded by one
-        that says how many were dropped."""
+        count the messages dropped, and SIGTERM ends it with everything
+        back. Once the stream is read again, a line says how many were
+        dropped."""
         root, tree_values = self.sampled_tree()
         before = tree_values()
         stat = os.path.join(root, "sys", "block", "vda", "stat")
@@ -1019,7 +1019,7 @@ class FaultTest(HostTestCase):
         def dropped():
             try:
                 with open(self.metrics_file) as f:
-                    found = re.search(r"(?m)^latgov_log_lines_dropped_total (\d+)$", f.read())
+                    found = re.search(r"(?m)^latgov_log_messages_dropped_total (\d+)$", f.read())
             except FileNotFoundError:
                 return 0
             return int(found.group(1)) if found else 0
@@ -1034,7 +1034,7 @@ class FaultTest(HostTestCase):
             pass
         d.send(signal.SIGHUP)
         deadline = time.monotonic() + 5.0
-        notice = re.compile(rb"(?m)^<4>(\d+) log lines? dropped: the journal stream was full$")
+        notice = re.compile(rb"(?m)^<4>(\d+) log messages? dropped: the journal stream was full$")
         while not (re.search(notice, text) and b"configuration reloaded" in text):
             self.assertLess(time.monotonic(), deadline,
                             f"no report of the dropped lines, then the reload, once the "

@@ -24,7 +24,7 @@ MetricsSnapshot example() {
     s.prearm_hits = 40;
     s.prearm_misses = 2;
     s.logged.warnings = 3;
-    s.logged.dropped_lines = 5;
+    s.logged.dropped_messages = 5;
     s.io_events = IoEventsState::in_use;
     s.onset.observe(80e-6);
     s.onset.observe(300e-6);
@@ -79,7 +79,7 @@ TEST_CASE("per-CPU limits are in seconds with the reason, counters carry _total"
     CHECK(l.contains("latgov_queue_active{device=\"nvme0n1\",queue=\"2\"} 1"));
     CHECK(l.contains("latgov_holds_total 7"));
     CHECK(l.contains("latgov_log_messages_total{level=\"warning\"} 3"));
-    CHECK(l.contains("latgov_log_lines_dropped_total 5"));
+    CHECK(l.contains("latgov_log_messages_dropped_total 5"));
     CHECK(l.contains("latgov_io_events{state=\"in_use\"} 1"));
     CHECK(l.contains("latgov_io_events{state=\"unavailable\"} 0"));
     CHECK(l.contains("latgov_io_events{state=\"off\"} 0"));

@@ -149,9 +149,10 @@ std::string format_metrics(const MetricsSnapshot& s) {
     e.sample("latgov_log_messages_total", "level=\"warning\"",
              static_cast<double>(s.logged.warnings));
     e.sample("latgov_log_messages_total", "level=\"error\"", static_cast<double>(s.logged.errors));
-    e.family("latgov_log_lines_dropped_total", "counter",
-             "Log lines dropped because the journal stream was full.");
-    e.sample("latgov_log_lines_dropped_total", "", static_cast<double>(s.logged.dropped_lines));
+    e.family("latgov_log_messages_dropped_total", "counter",
+             "Log messages dropped because the journal stream was full.");
+    e.sample("latgov_log_messages_dropped_total", "",
+             static_cast<double>(s.logged.dropped_messages));
     e.family("latgov_io_events", "gauge",
              "How an idle latgovd learns of the first block request, 1 for the state it is in: "
              "in_use (perf events wake it, unless paused while requests come alone), unavailable "

@@ -58,9 +58,9 @@ enum class IoEventsState {
 // What latgovd logged since it started.
 struct LogCounts {
     std::uint64_t warnings = 0, errors = 0;
-    // lines the journal stream had no room for (it is written without
+    // messages the journal stream had no room for (it is written without
     // blocking, so that a stalled journald cannot stall the loop)
-    std::uint64_t dropped_lines = 0;
+    std::uint64_t dropped_messages = 0;
 };
 
 struct MetricsSnapshot {
