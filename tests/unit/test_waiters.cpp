@@ -278,6 +278,21 @@ TEST_CASE("the governor takes issue counts as waiter evidence, bounded by the ac
     CHECK(h.percpu.at(0).held_for == std::vector<QueueKey>{{"vda", 0, HoldRole::waits}});
 }
 
+TEST_CASE("the global backend holds every CPU already, so no request counter is read for waiters") {
+    Config config = fixed_zero();
+    config.defaults.backend = Backend::global;
+    Governor g(virtio_machine(), config, declared_costs(virtio_machine()));
+    REQUIRE(g.can_hold());
+    CHECK_FALSE(g.holds_waiters());
+    CHECK(g.waiter_devs().devs.empty());
+    CHECK_FALSE(g.waiter_devs().hidden_paths);
+    g.observe(vda_sample(0, 0, 0, {0, 0}), t0);
+    g.observe(vda_sample(50, 50, 5, {0, 0}), t0 + 20ms);
+    REQUIRE(g.any_active());
+    CHECK(g.holds().global == LatencyLimit{0});
+    CHECK(g.waiter_bound().empty());
+}
+
 TEST_CASE("waiter_cpus, linger_ms = \"auto\" and evidence_file in the configuration") {
     auto config = parse_config("[daemon]\nevidence_file = \"/tmp/t/evidence\"\n"
                                "[defaults]\nwaiter_cpus = false\nlinger_ms = 5\n"

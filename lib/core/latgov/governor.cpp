@@ -551,10 +551,15 @@ bool Governor::can_hold() const {
                        [this](const GovernedDevice& d) { return may_hold(d); });
 }
 
+bool Governor::holds_waiters(const GovernedDevice& device) const {
+    // The global request holds every CPU already.
+    return device.policy.waiter_cpus && device.policy.backend != Backend::global &&
+           may_hold(device);
+}
+
 bool Governor::holds_waiters() const {
-    return std::any_of(devices_.begin(), devices_.end(), [this](const GovernedDevice& d) {
-        return d.policy.waiter_cpus && may_hold(d);
-    });
+    return std::any_of(devices_.begin(), devices_.end(),
+                       [this](const GovernedDevice& d) { return holds_waiters(d); });
 }
 
 bool Governor::prearms(const GovernedDevice& device) const {
@@ -653,8 +658,7 @@ WatchedDevs Governor::watched_devs() const {
 }
 
 WatchedDevs Governor::waiter_devs() const {
-    return devs_where(
-        [this](const GovernedDevice& d) { return d.policy.waiter_cpus && may_hold(d); });
+    return devs_where([this](const GovernedDevice& d) { return holds_waiters(d); });
 }
 
 bool Governor::evidence_decides(const GovernedDevice& device) const {
@@ -788,7 +792,7 @@ Holds Governor::holds() const {
 CpuSet Governor::waiter_bound() const {
     CpuSet cpus;
     for (const auto& d : devices_)
-        if (d.policy.waiter_cpus)
+        if (holds_waiters(d))
             for (const auto& q : d.queues)
                 if (q.activity.active)
                     cpus.insert(cpus.end(), q.submit_cpus.begin(), q.submit_cpus.end());

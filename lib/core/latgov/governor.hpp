@@ -276,6 +276,9 @@ class Governor {
     // The device's evidence, waiters and limit once its queues are
     // observed; true when what it holds may have changed.
     bool decide(GovernedDevice& device, std::uint64_t ios, std::uint64_t ticks_ms, TimePoint now);
+    // The device holds the CPUs where its IO is waited for, apart from its
+    // completion CPUs.
+    bool holds_waiters(const GovernedDevice& device) const;
     bool update_waiters(GovernedDevice& device, TimePoint now);
     // Ends a pre-armed queue's window, whether its request came or not.
     void close_prearm(GovernedQueue& queue);
