@@ -677,6 +677,29 @@ TEST_CASE("an interrupt shared by two namespaces activates only the one whose IO
     CHECK_FALSE(alone.devices()[0].queues[0].irq_shared);
 }
 
+TEST_CASE("a namespace with mode off still shares its controller's interrupts with its sibling") {
+    const Topology t = two_namespaces();
+    Config config = default_config();
+    DeviceRule off;
+    off.match.name = "nvme0n2";
+    off.mode = Mode::off;
+    off.origin = "t.toml:1:1";
+    config.devices.push_back(off);
+    Governor g(t, config, declared_costs(t));
+    REQUIRE(g.devices().size() == 1);
+    CHECK(g.devices()[0].queues[0].irq_shared);
+    // nvme0n2's reads complete through IRQ 10: not nvme0n1's IO.
+    g.observe(namespaces_sample(0, 0, 0), t0);
+    for (int i = 1; i <= 10; ++i) {
+        const std::uint64_t n2_ios = 200 * static_cast<std::uint64_t>(i);
+        g.observe(namespaces_sample(n2_ios, 0, n2_ios), t0 + i * 20ms);
+    }
+    CHECK_FALSE(g.any_active());
+    // Its own completion still activates it.
+    g.observe(namespaces_sample(2001, 1, 2000), t0 + 220ms);
+    CHECK(holds_for(g.holds(), "nvme0n1"));
+}
+
 TEST_CASE("IRQ counts: 32 bits, and a count that went down was reset and says nothing") {
     CHECK(irq_count_delta(100, 105) == 5);
     CHECK(irq_count_delta(0xFFFFFFF0u, 0xFFFFFFF3u) == 3);

@@ -108,11 +108,14 @@ Governor::Governor(const Topology& topology, const Config& config,
         stat_sources_.push_back(device.name);
         devices_.push_back(std::move(device));
     }
-    std::map<int, std::set<std::string>> irq_users; // IRQ -> the governed devices it completes
-    for (const auto& device : devices_)
-        for (const auto& queue : device.queues)
-            if (queue.irq)
-                irq_users[*queue.irq].insert(device.name);
+    // IRQ -> the disks it completes, governed or not: a namespace left alone
+    // (mode off) still completes its IO through its controller's queues,
+    // and those interrupts are not its sibling's.
+    std::map<int, std::set<std::string>> irq_users;
+    for (const auto& disk : topology.devices)
+        for (const auto& q : disk.queues)
+            if (q.irq && q.completion_source != CompletionSource::none)
+                irq_users[*q.irq].insert(disk.name);
     for (auto& device : devices_)
         for (auto& queue : device.queues)
             queue.irq_shared = queue.irq && irq_users[*queue.irq].size() > 1;

@@ -60,8 +60,8 @@ struct GovernedQueue {
     bool prearmed = false;
     bool prearm_seen = false;
     TimePoint prearm_closes{};
-    // Its IRQ completes another governed device's IO too: the namespaces of
-    // one controller share its queues and their interrupts.
+    // Its IRQ completes another disk's IO too, governed or not: the
+    // namespaces of one controller share its queues and their interrupts.
     bool irq_shared = false;
     std::uint64_t shared_pending = 0; // its interrupts of the last sample, not yet its own
     // When its own completions last moved (its IRQ, or its device's where
