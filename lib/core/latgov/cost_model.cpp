@@ -441,16 +441,6 @@ Result<EvidenceBook> parse_evidence(std::string_view text, const std::string& so
 
 // --- One device's decision --------------------------------------------------
 
-namespace {
-
-// ABBA: on, off, off, on, on, off, ...; pairs are windows (0,1), (2,3), ...
-bool experiment_arm(int window) {
-    const int phase = window % 4;
-    return phase == 0 || phase == 3;
-}
-
-} // namespace
-
 bool HoldEvidence::observe(std::uint64_t ios, double busy_ms, TimePoint::duration dt,
                            EvidenceBook& book, const std::string& device,
                            const EvidenceRules& rules, bool experiment) {
@@ -500,10 +490,8 @@ bool HoldEvidence::finish_window(EvidenceBook& book, const std::string& device,
         return false;
     }
     gap_us_ = done.gap_us();
-    if (before && *before != cls) {
-        first_.reset(); // the workload changed: a pair across it compares two workloads
-        pattern_ = 0;
-    }
+    if (before && *before != cls)
+        restart(); // the workload changed: a pair across it compares two workloads
     if (!experiment)
         return false;
     GapEvidence& evidence = book.gaps[cls];
@@ -514,15 +502,16 @@ bool HoldEvidence::finish_window(EvidenceBook& book, const std::string& device,
     // The window's arm was the experiment's: pair it with the previous one.
     if (!first_ || first_->held == done.held) {
         first_ = done;
-        ++pattern_;
+        resume_unheld_ = false;
         return false;
     }
-    const IoWindow& on = done.held ? done : *first_;
-    const IoWindow& off = done.held ? *first_ : done;
+    const IoWindow first = *first_;
     first_.reset();
-    ++pattern_;
+    const IoWindow& on = done.held ? done : first;
+    const IoWindow& off = done.held ? first : done;
     if (!evidence.gains.add(on, off))
         return false;
+    ++(first.held ? on_first_ : off_first_);
     GapEvidence judged = judge_at(book, cls, evidence.gains, rules);
     evidence.verdict = judged.verdict;
     evidence.inferred_from = judged.inferred_from;
@@ -531,9 +520,45 @@ bool HoldEvidence::finish_window(EvidenceBook& book, const std::string& device,
 }
 
 void HoldEvidence::idle() {
+    // The pair's first window stays: bursts of IO that each fit one window
+    // (0.5 to 1 s of IO between idle gaps) would otherwise never complete
+    // a pair, and their experiment would run for as long as they come, half
+    // of them without the hold. Pairing across the gap is unbiased: the
+    // ABBA order puts the held window before the gap in one pair and the
+    // unheld one in the next, so a difference between the IO before a gap
+    // and after it cancels as a drift does; a window is never measured
+    // across the gap itself (the one in progress is dropped, and the next
+    // settles first); and a workload that changed over the gap moves the
+    // gap class, which drops the pair (finish_window).
     window_ = {};
-    first_.reset();
     last_arm_.reset();
+}
+
+void HoldEvidence::interrupted() {
+    // Unlike an idle gap, this falls on the arm without the hold only: a
+    // pair across it would pair a held window measured while another
+    // device was active with an unheld one measured once it was not, every
+    // time in that order. So the pair's held window is dropped. The next
+    // pair starts without the hold, not held again: held, the device would
+    // hold for itself and so defer another learning device that waits for
+    // its own arm without the hold (Governor::defer_unheld_arms), and two
+    // such devices would interrupt each other's pairs for good; in the arm
+    // without the hold, it waits (held by the governor meanwhile) until
+    // nothing holds its CPUs. The pair order stays balanced all the same:
+    // each pair starts with the arm fewer completed pairs started with
+    // (decide()).
+    window_ = {};
+    last_arm_.reset();
+    if (first_) {
+        first_.reset();
+        resume_unheld_ = true;
+    }
+}
+
+void HoldEvidence::restart() {
+    first_.reset();
+    on_first_ = off_first_ = 0;
+    resume_unheld_ = false;
 }
 
 void HoldEvidence::span_gap(double gap_us) {
@@ -544,10 +569,8 @@ void HoldEvidence::span_gap(double gap_us) {
     if (tracker_.unconfirmed())
         return;
     gap_us_ = gap_us;
-    if (before && *before != cls) {
-        first_.reset(); // another workload: its experiment starts afresh
-        pattern_ = 0;
-    }
+    if (before && *before != cls)
+        restart(); // another workload: its experiment starts afresh
 }
 
 HoldDecision HoldEvidence::decide(const EvidenceBook& book) const {
@@ -574,8 +597,11 @@ HoldDecision HoldEvidence::decide(const EvidenceBook& book) const {
         }
     }
     d.experimenting = true;
-    // A pair in progress finishes with the other arm; otherwise ABBA.
-    d.hold = first_ ? !first_->held : experiment_arm(pattern_);
+    // A pair in progress finishes with the other arm. A new one starts with
+    // the arm fewer completed pairs started with, held at a tie: on, off,
+    // off, on, on, off, ... (ABBA order, so a drift in the workload
+    // cancels); without the hold after an interrupted pair (interrupted()).
+    d.hold = first_ ? !first_->held : !resume_unheld_ && on_first_ <= off_first_;
     return d;
 }
 

@@ -195,6 +195,10 @@ Result<EvidenceBook> parse_evidence(std::string_view text, const std::string& so
 struct HoldDecision {
     bool hold = true;
     bool experimenting = false;
+    // Experimenting, in the arm without the hold, while another device
+    // holds some of its CPUs (so the arm cannot be measured): held instead,
+    // measuring nothing, until that ends (Governor).
+    bool deferred = false;
     std::optional<int> gap_class;
     // The class whose verdict decided, and that verdict's evidence: the gap's
     // own class, or the one across a bound the gap is near (see
@@ -214,8 +218,15 @@ class HoldEvidence {
     bool observe(std::uint64_t ios, double busy_ms, TimePoint::duration dt, EvidenceBook& book,
                  const std::string& device, const EvidenceRules& rules = {},
                  bool experiment = true);
-    // The device went idle: the window in progress would measure idle time.
+    // The device went idle: the window in progress would measure idle time,
+    // and is dropped. The pair's first window is kept: the next window of
+    // the other arm completes the pair, after the idle gap (see idle()).
     void idle();
+    // A tick of the arm without the hold that was held after all (another
+    // device held some of the device's CPUs): the window in progress is
+    // dropped, and so is the pair's first window; the next pair starts
+    // without the hold (see interrupted()).
+    void interrupted();
     // The gap of spans of IO too short for a window (the governor measures
     // it from one release to a later one): it moves the gap and its class
     // as a window's would, so linger and the decision follow it; nothing is
@@ -230,14 +241,20 @@ class HoldEvidence {
   private:
     bool finish_window(EvidenceBook& book, const std::string& device, const EvidenceRules& rules,
                        bool experiment);
+    // Another workload: its experiment starts afresh.
+    void restart();
 
     GapClassTracker tracker_;
     std::optional<double> gap_us_;
     IoWindow window_;               // in progress
     std::optional<IoWindow> first_; // the first window of the pair in progress
-    int pattern_ = 0;               // windows of the experiment so far (ABBA order)
-    std::optional<bool> last_arm_;  // the hold during the previous tick
-    double settled_s_ = 0;          // time under the current arm so far
+    // The pairs of the experiment completed so far, by the arm they
+    // started with, and whether the last pair was interrupted (decide()).
+    int on_first_ = 0;
+    int off_first_ = 0;
+    bool resume_unheld_ = false;
+    std::optional<bool> last_arm_; // the hold during the previous tick
+    double settled_s_ = 0;         // time under the current arm so far
     std::uint64_t windows_ = 0;
     IoWindow last_window_{};
 };

@@ -180,6 +180,12 @@ bool Governor::observe(const IoSample& sample, TimePoint now, bool idle_wakes_on
     }
     if (missed)
         periodic_.miss(); // once per window, however many queues it held
+    // Every device decided: which arms without the hold wait, then the
+    // limits that follow.
+    defer_unheld_arms();
+    for (auto& device : devices_)
+        if (update_limits(device))
+            changed = true;
     // What the span until the next sample holds, for the experiments.
     for (auto& device : devices_)
         device.others_held = unheld_arm(device) && held_by_others(device);
@@ -300,20 +306,52 @@ bool Governor::decide(GovernedDevice& device, std::uint64_t ios, std::uint64_t t
     // nothing. Only ticks spent wholly active count: the first one after an
     // onset spans idle time too. A tick of the arm without the hold during
     // which another device held some of this one's CPUs (the strictest
-    // limit wins) was held after all: its window is dropped, not counted.
+    // limit wins), or that the device held itself for that reason
+    // (deferred), was held after all: its window is dropped, not counted.
     const bool learns = evidence_decides(device) && device.policy.backend != Backend::dry_run;
-    const bool spoilt = learns && device.others_held && unheld_arm(device);
-    if (active && device.was_active && !spoilt) {
+    const bool spoilt =
+        learns && (device.decision.deferred || (device.others_held && unheld_arm(device)));
+    if (spoilt) {
+        device.evidence.interrupted();
+    } else if (!active) {
+        device.evidence.idle();
+    } else if (device.was_active) {
         if (device.evidence.observe(ios, static_cast<double>(ticks_ms), now - previous_time_, book_,
                                     device.name, {}, learns))
             evidence_changed_ = true;
-    } else if (!active || spoilt) {
-        device.evidence.idle();
     }
     device.was_active = active;
     device.decision = device.evidence.decide(book_);
     if (update_waiters(device, now))
         changed = true;
+    return changed;
+}
+
+void Governor::defer_unheld_arms() {
+    // A learning device in its arm without the hold whose CPUs another
+    // device holds cannot measure that arm, and left unheld it would wait
+    // unheld for as long as the other holds, which may be for good (a
+    // fixed limit, a known "hold"), its CPUs that the other does not hold
+    // included. So it holds instead, measuring nothing, and takes up the
+    // arm once nothing holds them. Only holds that stand of their own
+    // decide this: those of devices that hold for themselves, then those
+    // of devices deferred by them, and so on. Two learning devices whose
+    // arms without the hold meet are not deferred by each other, so they
+    // measure that arm together; and a device in its held arm measures on
+    // whoever else holds, so it ends its window and its hold.
+    for (bool more = true; more;) {
+        more = false;
+        for (auto& device : devices_)
+            if (unheld_arm(device) && held_by_others(device)) {
+                device.decision.hold = true;
+                device.decision.deferred = true;
+                more = true;
+            }
+    }
+}
+
+bool Governor::update_limits(GovernedDevice& device) {
+    bool changed = false;
     const LatencyLimit limit = limit_for(
         device, device.queues.front().cpus.empty() ? -1 : device.queues.front().cpus.front());
     if (!device.has_limit || limit != device.limit)
@@ -725,8 +763,11 @@ std::string Governor::limit_reason(const GovernedDevice& device) const {
     if (d.experimenting || !d.decided_by) {
         auto it = book_.gaps.find(*d.gap_class);
         return fmt::format("live IO at gaps {}: uncertain, alternating windows with and without "
-                           "the hold ({} so far)",
-                           gap, figures(it == book_.gaps.end() ? Gains{} : it->second.gains));
+                           "the hold ({} so far){}",
+                           gap, figures(it == book_.gaps.end() ? Gains{} : it->second.gains),
+                           d.deferred ? "; held meanwhile: another device holds some of its "
+                                        "CPUs, so the window without the hold waits"
+                                      : "");
     }
     // The evidence that decided: the gap's own class's, or that of the class
     // across a bound the gap is near.

@@ -273,9 +273,14 @@ class Governor {
     bool observe_queue(const GovernedDevice& device, GovernedQueue& queue, std::uint64_t requests,
                        bool device_in_flight, std::optional<bool> busy_here,
                        bool idle_wakes_on_events, TimePoint now, bool& missed);
-    // The device's evidence, waiters and limit once its queues are
+    // The device's evidence, decision and waiters once its queues are
     // observed; true when what it holds may have changed.
     bool decide(GovernedDevice& device, std::uint64_t ios, std::uint64_t ticks_ms, TimePoint now);
+    // Once every device decided: a learning device in the arm without the
+    // hold whose CPUs others hold holds too (HoldDecision::deferred).
+    void defer_unheld_arms();
+    // The device's limits from its decision; true when one changed.
+    bool update_limits(GovernedDevice& device);
     // The device holds the CPUs where its IO is waited for, apart from its
     // completion CPUs.
     bool holds_waiters(const GovernedDevice& device) const;
