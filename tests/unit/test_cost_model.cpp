@@ -42,6 +42,15 @@ struct Simulation {
     int ticks = 0;
     int held_ticks = 0;
 
+    // Runs ticks until the window in progress ends; returns the ticks run.
+    int finish_window(const Workload& w) {
+        const auto before = evidence.windows();
+        int ran = 0;
+        for (; evidence.windows() == before; ++ran)
+            run(w, 1, false);
+        return ran;
+    }
+
     // Runs `limit` ticks, or until the decision settles when `settle`;
     // returns the ticks run.
     int run(const Workload& w, int limit, bool settle = true,
@@ -444,17 +453,12 @@ TEST_CASE("one window with an odd gap neither changes the decision nor enters th
     Workload thinking; // 1 ms gaps: holding pays
     sim.run(thinking, 500);
     REQUIRE(verdict_at(sim.book, 1000) == Verdict::hold);
-    const std::uint64_t windows = sim.evidence.windows();
     // One window's worth of back-to-back IO (a ramp ending, another job's
     // burst), then the 1 ms gaps again: held throughout.
     Workload burst = thinking;
     burst.think_us = 150;
     const int held_before = sim.held_ticks;
-    int ran = 0;
-    while (sim.evidence.windows() == windows) {
-        sim.run(burst, 1, false);
-        ++ran;
-    }
+    const int ran = sim.finish_window(burst);
     CHECK(sim.evidence.last_window().gap_us() < 400);
     CHECK_FALSE(sim.book.gaps.contains(gap_class(sim.evidence.last_window().gap_us())));
     sim.run(thinking, 50, false);
@@ -465,8 +469,7 @@ TEST_CASE("one window with an odd gap neither changes the decision nor enters th
 TEST_CASE("an idle device drops the window in progress and keeps the pair's first window") {
     Simulation sim;
     Workload w;
-    while (sim.evidence.windows() == 0)
-        sim.run(w, 1, false);
+    sim.finish_window(w);
     // The experiment's first window ran held; the pair's second one runs
     // without the hold, and is 5 ticks into its measurement (after the
     // 10 ticks of the settle period) when the device goes idle.
@@ -479,22 +482,16 @@ TEST_CASE("an idle device drops the window in progress and keeps the pair's firs
     // and a whole window again (nothing of the window before idle), and
     // the window that ends then completes the pair.
     CHECK_FALSE(sim.evidence.decide(sim.book).hold);
-    int ticks = 0;
-    while (sim.evidence.windows() == 1) {
-        sim.run(w, 1, false);
-        ++ticks;
-    }
+    const int ticks = sim.finish_window(w);
     CHECK(ticks >= 25); // 200 ms to settle, then 300 ms
     CHECK_FALSE(sim.evidence.last_window().held);
     CHECK(sim.book.gaps[cls].gains.pairs == 1);
     // The experiment goes on in its ABBA order: the next pair starts
     // without the hold.
     CHECK_FALSE(sim.evidence.decide(sim.book).hold);
-    while (sim.evidence.windows() == 2)
-        sim.run(w, 1, false);
+    sim.finish_window(w);
     CHECK(sim.evidence.decide(sim.book).hold);
-    while (sim.evidence.windows() == 3)
-        sim.run(w, 1, false);
+    sim.finish_window(w);
     CHECK(sim.book.gaps[cls].gains.pairs == 2);
 }
 
@@ -502,8 +499,7 @@ TEST_CASE("a window without the hold that was held after all drops its pair, and
           "starts without the hold") {
     Simulation sim;
     Workload w;
-    while (sim.evidence.windows() == 0)
-        sim.run(w, 1, false);
+    sim.finish_window(w);
     const int cls = *sim.evidence.decide(sim.book).gap_class;
     CHECK(sim.evidence.last_window().held);
     CHECK_FALSE(sim.evidence.decide(sim.book).hold);
@@ -512,26 +508,19 @@ TEST_CASE("a window without the hold that was held after all drops its pair, and
     // The held window before is not paired with one measured after, and
     // the device stays without the hold: held, it would hold for itself.
     CHECK_FALSE(sim.evidence.decide(sim.book).hold);
-    int ticks = 0;
-    while (sim.evidence.windows() == 1) {
-        sim.run(w, 1, false);
-        ++ticks;
-    }
+    const int ticks = sim.finish_window(w);
     CHECK(ticks >= 25); // 200 ms to settle, then 300 ms
     CHECK_FALSE(sim.evidence.last_window().held);
     CHECK(sim.book.gaps[cls].gains.pairs == 0);
     CHECK(sim.evidence.decide(sim.book).hold);
-    while (sim.evidence.windows() == 2)
-        sim.run(w, 1, false);
+    sim.finish_window(w);
     CHECK(sim.book.gaps[cls].gains.pairs == 1);
     // That pair started without the hold: the next one starts with it, so
     // the pairs' order stays balanced.
     CHECK(sim.evidence.decide(sim.book).hold);
-    while (sim.evidence.windows() == 3)
-        sim.run(w, 1, false);
+    sim.finish_window(w);
     CHECK_FALSE(sim.evidence.decide(sim.book).hold);
-    while (sim.evidence.windows() == 4)
-        sim.run(w, 1, false);
+    sim.finish_window(w);
     CHECK(sim.book.gaps[cls].gains.pairs == 2);
     CHECK(sim.evidence.decide(sim.book).hold); // one of each: held first, as at the start
 }
@@ -803,8 +792,7 @@ TEST_CASE("a gap near a class bound decided by the class across it says so") {
     Workload w;
     w.think_us = 1099;
     w.completion_wake_us = w.waiter_wake_us = 0;
-    while (sim.evidence.windows() == 0)
-        sim.run(w, 1, false);
+    sim.finish_window(w);
     const HoldDecision d = sim.evidence.decide(sim.book);
     REQUIRE(d.gap_class == 4);
     CHECK(d.hold);

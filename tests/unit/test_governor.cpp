@@ -891,9 +891,8 @@ int pairs_of(const Governor& g) {
     return pairs;
 }
 
-} // namespace
-
-TEST_CASE("a window without the hold while another device held the same CPU is not counted") {
+// The default, and vdb held at 0 whenever it has IO.
+Config vdb_fixed_at_0() {
     Config config = default_config();
     DeviceRule fixed;
     fixed.match.name = "vdb";
@@ -901,6 +900,13 @@ TEST_CASE("a window without the hold while another device held the same CPU is n
     fixed.limit_us = 0;
     fixed.origin = "t.toml:1:1";
     config.devices.push_back(fixed);
+    return config;
+}
+
+} // namespace
+
+TEST_CASE("a window without the hold while another device held the same CPU is not counted") {
+    const Config config = vdb_fixed_at_0();
     const Topology t = two_virtio_disks();
     Governor g(t, config, declared_costs(t));
     REQUIRE(g.devices().size() == 2);
@@ -931,13 +937,7 @@ TEST_CASE("a window without the hold while another device held the same CPU is n
 
 TEST_CASE("while another device holds some of its CPUs, a learning device holds the rest too, "
           "and its experiment goes on once the other stops") {
-    Config config = default_config();
-    DeviceRule fixed;
-    fixed.match.name = "vdb";
-    fixed.mode = Mode::fixed;
-    fixed.limit_us = 0;
-    fixed.origin = "t.toml:1:1";
-    config.devices.push_back(fixed);
+    const Config config = vdb_fixed_at_0();
     Topology t = two_virtio_disks();
     t.devices[0].queues[0].completion_cpus = {0, 1}; // vda completes on both, vdb on CPU 1
     Governor g(t, config, declared_costs(t));

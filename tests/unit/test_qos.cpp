@@ -195,7 +195,8 @@ TEST_CASE("someone changing a held CPU is logged, not fought, and released witho
     CHECK(tree.get(1) == theirs);
 }
 
-TEST_CASE("after yielding, a later value from someone else becomes the original") {
+TEST_CASE("after yielding, a limit stays theirs across a release, and a later value becomes "
+          "the original") {
     QosTree tree(2);
     Log log;
     PerCpuHolder holder(tree.sysroot(), tree.journal(), log.sink());
@@ -203,6 +204,12 @@ TEST_CASE("after yielding, a later value from someone else becomes the original"
     tree.set(1, "100\n");
     holder.apply({{1, us(20)}}, t0);
     REQUIRE(tree.get(1) == "100\n");
+    holder.apply({}, t0); // released: still theirs (unlike a change to 0)
+    REQUIRE(holder.yielded().count(1) == 1);
+    holder.apply({{1, us(20)}}, t0);
+    holder.prepare({{1, us(20)}});
+    CHECK(tree.get(1) == "100\n");
+    CHECK(journal_of(tree).empty());
 
     tree.set(1, "300\n"); // they moved on
     holder.apply({{1, us(20)}}, t0);
@@ -664,21 +671,6 @@ TEST_CASE("0 written on the same device by someone else is theirs while latgov w
     CHECK(journal_of(tree)[0].original == LatencyLimit{});
     holder.release_all();
     CHECK(tree.get(1) == "0");
-}
-
-TEST_CASE("a limit written on a held CPU by someone else stays theirs after latgov releases it") {
-    QosTree tree(2);
-    Log log;
-    PerCpuHolder holder(tree.sysroot(), tree.journal(), log.sink());
-    holder.apply({{1, us(20)}}, t0);
-    tree.set(1, "100\n");
-    holder.apply({{1, us(20)}}, t0);
-    holder.apply({}, t0);
-    REQUIRE(holder.yielded().count(1) == 1);
-    holder.apply({{1, us(20)}}, t0);
-    holder.prepare({{1, us(20)}});
-    CHECK(tree.get(1) == "100\n");
-    CHECK(journal_of(tree).empty());
 }
 
 TEST_CASE("a failed restore names the CPUs it could not put back, and only what failed") {
