@@ -32,9 +32,14 @@ namespace {
 
 // A failed rescan (a device mid-reset, a controller going away) is retried
 // after this, doubling up to max_rescan_retry; the current state governs
-// meanwhile.
+// meanwhile. So are a new map that cannot be sampled and a device's
+// statistics that could not be opened.
 constexpr std::chrono::milliseconds first_rescan_retry{100};
 constexpr std::chrono::milliseconds max_rescan_retry{5000};
+
+constexpr Backoff retry_backoff() {
+    return {first_rescan_retry, max_rescan_retry};
+}
 
 // The metrics follow the status writes, and are refreshed this often while
 // idle so a scrape can tell a live daemon from a stale file.
@@ -116,9 +121,9 @@ Result<Config> load_daemon_config(const Options& o) {
 
 Daemon::Daemon(Options options, Config config)
     : options_(std::move(options)), config_(std::move(config)), root_(options_.sysroot),
-      percpu_(root_, journal_path(), log_warning, !options_.dry_run),
-      global_(root_, log_warning), rescan_retry_{first_rescan_retry, max_rescan_retry},
-      sample_retry_{first_rescan_retry, max_rescan_retry}, metrics_(unix_time_now()) {}
+      percpu_(root_, journal_path(), log_warning, !options_.dry_run), global_(root_, log_warning),
+      rescan_retry_(retry_backoff()), sample_retry_(retry_backoff()),
+      reopen_retry_(retry_backoff()), metrics_(unix_time_now()) {}
 
 Daemon::~Daemon() {
     // The kick threads stop with the kicker, after members they would use.
@@ -163,6 +168,9 @@ void Daemon::install(GovernedState state, TimePoint now, RescanCause cause) {
     rescan_retry_.reset();
     next_rescan_ = {};
     failed_rescan_.reset();
+    reopen_retry_.reset();
+    next_reopen_ = now + reopen_retry_.next();
+    reopened_.clear(); // the new governor's first sample is its baseline
     // Every uevent read so far came before this discovery (one thread), so
     // the new state has seen what they announced.
     uevent_burst_ = {};
@@ -544,6 +552,8 @@ void Daemon::feed_watchdog(TimePoint now) {
 Result<void> Daemon::sample_or_rescan(TimePoint now, bool& rescanned) {
     // A rescan that made a new map this tick is not made again below.
     rescanned = rescan_if_due(now);
+    if (!rescanned)
+        reopen_left_out(now);
     auto sampled = state_->sampler.sample(sample_);
     if (!sampled && !rescanned && now >= next_rescan_) {
         // A device went away (or a controller reset): map the machine anew.
@@ -561,6 +571,10 @@ void Daemon::observe_sample(TimePoint now, bool rescanned) {
     // Back from a span nothing observed, on the same map: its counters
     // start again from here.
     const bool rebase = !sampling_error_.empty() && !rescanned;
+    if (!reopened_.empty()) {
+        state_->governor.rebase_stats(sample_, reopened_);
+        reopened_.clear();
+    }
     if (!sampling_error_.empty()) {
         spdlog::info("sampling again");
         sampling_error_.clear();
@@ -635,6 +649,21 @@ void Daemon::cannot_sample(TimePoint now, const std::string& why, bool fresh_map
     apply(Holds{}, now);
     holds_dropped_ = true;
     housekeeping(now);
+}
+
+void Daemon::reopen_left_out(TimePoint now) {
+    // A disk whose stat was not there yet when the map was made (one
+    // appearing as it was scanned) would otherwise go unseen until the map
+    // changes. A try is one failed open; it waits longer each time.
+    if (!state_->sampler.leaves_out() || now < next_reopen_)
+        return;
+    const auto opened = state_->sampler.reopen_left_out(root_);
+    for (const auto slot : opened)
+        spdlog::info("the IO of {} is seen: its statistics opened",
+                     state_->sampler.devices()[slot]);
+    // Their counts since boot are no tick's IO: observe_sample rebases them.
+    reopened_.insert(reopened_.end(), opened.begin(), opened.end());
+    next_reopen_ = now + reopen_retry_.next();
 }
 
 bool Daemon::rescan_if_due(TimePoint now) {

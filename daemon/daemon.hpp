@@ -87,6 +87,9 @@ class Daemon {
     // is due again, when the online CPU set changed, or when the periodic
     // check finds another topology; whether that made a new map.
     bool rescan_if_due(TimePoint now);
+    // Tries again, when due, to open the statistics of devices the sampler
+    // left out; the next sample rebases when one opened.
+    void reopen_left_out(TimePoint now);
     // When the next rescan is due: a burst of uevents, or a failed rescan
     // to try again.
     std::optional<TimePoint> rescan_at() const;
@@ -232,9 +235,12 @@ class Daemon {
     // that would bring it back).
     std::optional<RescanCause> failed_rescan_;
     Backoff rescan_retry_;
-    Backoff sample_retry_;       // after a new map that cannot be sampled
-    std::string sampling_error_; // why the last tick could not sample, for the status
-    bool holds_dropped_ = false; // released since nothing could be observed
+    Backoff sample_retry_; // after a new map that cannot be sampled
+    Backoff reopen_retry_; // of the statistics a device had none of
+    TimePoint next_reopen_{};
+    std::vector<std::size_t> reopened_; // sampler slots opened since the last observe
+    std::string sampling_error_;        // why the last tick could not sample, for the status
+    bool holds_dropped_ = false;        // released since nothing could be observed
     bool status_dirty_ = true;
     OnsetDelays onset_;      // request issued -> constraint written
     OnsetDelays onset_wake_; // of that, request issued -> latgovd running

@@ -65,10 +65,22 @@ def write_proc_stat(root, vda_interrupts):
     the host-haltpoll tree) at the count given."""
     irqs = [0] * 64
     irqs[36] = vda_interrupts
-    with open(os.path.join(root, "proc", "stat"), "w") as f:
-        f.write("cpu  1 0 1 100 0 0 0 0 0 0\n"
-                "cpu0 1 0 1 50 0 0 0 0 0 0\ncpu1 0 0 0 50 0 0 0 0 0 0\n"
-                f"intr {sum(irqs)} " + " ".join(str(n) for n in irqs) + "\n")
+    text = ("cpu  1 0 1 100 0 0 0 0 0 0\n"
+            "cpu0 1 0 1 50 0 0 0 0 0 0\ncpu1 0 0 0 50 0 0 0 0 0 0\n"
+            f"intr {sum(irqs)} " + " ".join(str(n) for n in irqs) + "\n")
+    path = os.path.join(root, "proc", "stat")
+    # At the same length (a count of as many digits), in place: latgovd,
+    # which may read it at any moment, never finds it truncated.
+    try:
+        with open(path, "r+") as f:
+            if len(f.read()) == len(text):
+                f.seek(0)
+                f.write(text)
+                return
+    except FileNotFoundError:
+        pass
+    with open(path, "w") as f:
+        f.write(text)
 
 # What someone else writes to a CPU: no value latgov ever writes here.
 THEIRS = "77"
@@ -1044,6 +1056,46 @@ class FaultTest(HostTestCase):
             except BlockingIOError:
                 time.sleep(0.01)
         self.assertGreater(int(re.search(notice, text).group(1)), 0)
+        self.assert_stopped_clean(d, tree_values, before)
+
+    def test_24_statistics_missing_at_start_are_opened_later(self):
+        """A disk whose stat file is not there when latgovd maps the tree (a
+        disk appearing as it was scanned): latgovd says its IO is not seen,
+        and opens the file once it is there, without a change of the map
+        that would rescan. Its requests then count: 200 reads in 100 ms of
+        read time show as a mean latency of 500 us, which the completion
+        interrupts alone would never tell, and the counts the file had when
+        it was opened are not taken for IO."""
+        root, tree_values = self.sampled_tree()
+        before = tree_values()
+        stat = os.path.join(root, "sys", "block", "vda", "stat")
+        os.unlink(stat)
+        d = self.start_daemon(CONFIG.format(backend="percpu", limit=0), events=None,
+                              args=("--sysroot", root))
+        d.wait_log(rf"Failed to open {re.escape(stat)}: .*; the IO of vda is not seen")
+
+        def kernel_stat(reads, sectors, ticks):
+            # As the kernel prints it, each field 8 wide: rewritten in place
+            # at the same length, never read empty or half written.
+            fields = [reads, 0, sectors, ticks] + [0] * 13
+            return " ".join(f"{v:8d}" for v in fields) + "\n"
+        with open(stat, "w") as f:
+            f.write(kernel_stat(1000, 8000, 9000))  # 9 ms each since boot
+        d.wait_log(r"the IO of vda is seen: its statistics opened", timeout=8.0)
+        # Logged just before the sample that takes the file's counts as
+        # its baseline, in the same tick: well after that, new counts.
+        time.sleep(0.2)
+        with open(stat, "r+") as f:
+            f.write(kernel_stat(1200, 9600, 9100))
+        write_proc_stat(root, vda_interrupts=5)  # completions: active, so the status is written
+
+        def observed(st):
+            dev = next((x for x in st["devices"] if x["name"] == "vda"), {})
+            return dev.get("observed_latency_us") is not None
+        st = self.wait_status(d, observed, "vda observed_latency_us", timeout=2.0)
+        dev = next(x for x in st["devices"] if x["name"] == "vda")
+        self.assertAlmostEqual(dev["observed_latency_us"], 500.0, delta=1.0, msg=dev)
+        self.assertNotIn("topology scanned (", d.log().split("the IO of vda is seen")[1])
         self.assert_stopped_clean(d, tree_values, before)
 
     def test_08_onset_after_idle(self):

@@ -134,6 +134,26 @@ TEST_CASE("an active queue stays held while its device has IO in flight") {
     CHECK(g.holds().percpu.empty());
 }
 
+TEST_CASE("statistics opened late are a new baseline for their device, not its IO") {
+    // IRQ 10 (queue 0) and IRQ 11 (queue 1) stand still throughout.
+    for (const bool rebased : {false, true}) {
+        CAPTURE(rebased);
+        Governor g(machine(), default_config(), declared_costs(machine()));
+        g.observe(sample(0, 0, 0, 0), t0); // nvme0n1 left out: its slot reads zero
+        const IoSample opened = sample(0, 0, 90000, 9000, 1); // its counts since boot
+        if (rebased)
+            g.rebase_stats(opened, std::vector<std::size_t>{0});
+        g.observe(opened, t0 + 5ms);
+        // Its first sample is no tick's IO: no latency.
+        CHECK(g.devices()[0].latency.mean_us().has_value() == !rebased);
+        g.observe(sample(0, 0, 90100, 9010, 0), t0 + 10ms);
+        if (rebased) { // from there on its IO counts as usual: 100 in 10 ms
+            REQUIRE(g.devices()[0].latency.mean_us());
+            CHECK(*g.devices()[0].latency.mean_us() == doctest::Approx(100.0));
+        }
+    }
+}
+
 TEST_CASE("another queue's IO in flight keeps an active queue only within in_flight_bound") {
     Governor g(machine(), default_config(), declared_costs(machine()));
     g.observe(sample(0, 0, 0, 0), t0);

@@ -567,11 +567,13 @@ TEST_CASE("an NVMe queue count or namespace ID that does not parse is unknown, w
     CHECK(topo->device("nvme1c1n1")->nsid == 4294967294u);
 }
 
-TEST_CASE("the sampler leaves out a device whose stat cannot be opened, and reads the others") {
+TEST_CASE("the sampler leaves out a device whose stat cannot be opened, reads the others, and "
+          "opens it once it is there") {
     MultipathTree tree;
     tree.stat_files();
+    const SysRoot root(tree.root());
     fs::remove(tree.root() / "sys/block/nvme1n1/stat");
-    auto sampler = IoSampler::open(SysRoot(tree.root()), {"nvme1n1", "nullb0"});
+    auto sampler = IoSampler::open(root, {"nvme1n1", "nullb0"});
     REQUIRE(sampler);
     REQUIRE(sampler->warnings().size() == 1);
     CHECK(sampler->warnings()[0].find("sys/block/nvme1n1/stat") != std::string::npos);
@@ -581,6 +583,15 @@ TEST_CASE("the sampler leaves out a device whose stat cannot be opened, and read
     CHECK(sample.devices[0].read_ios == 0);
     CHECK(sample.devices[1].read_ios == 1);
     CHECK(sample.irq_counts == std::vector<std::uint64_t>{1, 2, 3});
+    CHECK(sampler->leaves_out());
+    CHECK(sampler->reopen_left_out(root).empty()); // still not there
+    std::ofstream(tree.root() / "sys/block/nvme1n1/stat") << "7 0 8 0 0 0 0 0 0 5 5 0 0 0 0 0 0\n";
+    CHECK(sampler->reopen_left_out(root) == std::vector<std::size_t>{0}); // nvme1n1
+    CHECK_FALSE(sampler->leaves_out());
+    CHECK(sampler->reopen_left_out(root).empty()); // nothing left to open
+    REQUIRE(sampler->sample(sample));
+    CHECK(sample.devices[0].read_ios == 7);
+    CHECK(sample.devices[1].read_ios == 1);
 }
 
 TEST_CASE("a CPU whose idle table is unknown is held at POLL while its queue is active") {

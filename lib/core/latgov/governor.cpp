@@ -135,6 +135,14 @@ void Governor::rebase(const IoSample& sample, TimePoint now) {
     }
 }
 
+void Governor::rebase_stats(const IoSample& sample, std::span<const std::size_t> slots) {
+    if (!previous_)
+        return; // the first sample is the baseline of all
+    for (const auto slot : slots)
+        if (slot < previous_->devices.size() && slot < sample.devices.size())
+            previous_->devices[slot] = sample.devices[slot];
+}
+
 bool Governor::observe(const IoSample& sample, TimePoint now, bool idle_wakes_on_events) {
     waiters_.observe_iowait(sample.cpu_iowait, now);
     waiters_.observe_issues(sample.cpu_issues, now);

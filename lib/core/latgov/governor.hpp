@@ -14,6 +14,7 @@
 
 #include <map>
 #include <optional>
+#include <span>
 #include <string>
 #include <utility>
 #include <vector>
@@ -152,6 +153,11 @@ class Governor {
     // that span activates nothing and counts as no window held; what was
     // active stays so, and lingers out as usual if no IO follows.
     void rebase(const IoSample& sample, TimePoint now);
+    // The statistics of the devices at `slots` (of stat_sources()) were
+    // not read until this sample, which holds their counts since boot: the
+    // baseline of those alone, so the next observe() sees no IO of theirs
+    // in it and the others' as usual.
+    void rebase_stats(const IoSample& sample, std::span<const std::size_t> slots);
     // A request was issued on `dev` from `cpu`: activate the queue it went
     // to at once, before the next sample. True if a queue became active.
     // `waited` says whether its submitter waits for it (a read or a

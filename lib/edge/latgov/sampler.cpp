@@ -9,6 +9,14 @@
 
 namespace latgov {
 
+namespace {
+
+std::string stat_path(const std::string& device) {
+    return "/sys/block/" + device + "/stat";
+}
+
+} // namespace
+
 Result<PreadFile> PreadFile::open(const SysRoot& root, const std::string& abs) {
     auto fd = root.open(abs, O_RDONLY | O_CLOEXEC);
     if (!fd)
@@ -49,7 +57,7 @@ Result<IoSampler> IoSampler::open(const SysRoot& root, const std::vector<std::st
     std::vector<std::optional<PreadFile>> stats;
     std::vector<std::string> warnings;
     for (const auto& name : devices) {
-        auto file = PreadFile::open(root, "/sys/block/" + name + "/stat");
+        auto file = PreadFile::open(root, stat_path(name));
         if (!file) {
             warnings.push_back(file.error().message + "; the IO of " + name + " is not seen");
             stats.emplace_back();
@@ -65,7 +73,26 @@ Result<IoSampler> IoSampler::open(const SysRoot& root, const std::vector<std::st
             return file.error();
         tags.push_back(std::move(*file));
     }
-    return IoSampler(std::move(*proc_stat), std::move(stats), std::move(tags), std::move(warnings));
+    return IoSampler(std::move(*proc_stat), devices, std::move(stats), std::move(tags),
+                     std::move(warnings));
+}
+
+bool IoSampler::leaves_out() const {
+    return std::any_of(device_stats_.begin(), device_stats_.end(),
+                       [](const auto& file) { return !file; });
+}
+
+std::vector<std::size_t> IoSampler::reopen_left_out(const SysRoot& root) {
+    std::vector<std::size_t> opened;
+    for (size_t i = 0; i < device_stats_.size(); ++i) {
+        if (device_stats_[i])
+            continue;
+        if (auto file = PreadFile::open(root, stat_path(devices_[i]))) {
+            device_stats_[i] = std::move(*file);
+            opened.push_back(i);
+        }
+    }
+    return opened;
 }
 
 Result<void> IoSampler::sample(IoSample& out) {

@@ -47,13 +47,25 @@ class IoSampler {
     Result<void> sample(IoSample& out);
     // One line per device left out at open(), for the caller to log once.
     const std::vector<std::string>& warnings() const { return warnings_; }
+    // Devices left out at open() whose stat file has not opened since.
+    bool leaves_out() const;
+    // Opens what it can of those (a disk whose stat was not there yet when
+    // the map was made); the slots of the devices it opened. They jump from
+    // zero to the counts since boot at the next sample, which is no IO of
+    // one tick: the caller starts their deltas again from there.
+    std::vector<std::size_t> reopen_left_out(const SysRoot& root);
+    // The devices asked for at open(), by slot.
+    const std::vector<std::string>& devices() const { return devices_; }
 
   private:
-    IoSampler(PreadFile proc_stat, std::vector<std::optional<PreadFile>> device_stats,
-              std::vector<PreadFile> queue_tags, std::vector<std::string> warnings)
-        : proc_stat_(std::move(proc_stat)), device_stats_(std::move(device_stats)),
-          queue_tags_(std::move(queue_tags)), warnings_(std::move(warnings)) {}
+    IoSampler(PreadFile proc_stat, std::vector<std::string> devices,
+              std::vector<std::optional<PreadFile>> device_stats, std::vector<PreadFile> queue_tags,
+              std::vector<std::string> warnings)
+        : proc_stat_(std::move(proc_stat)), devices_(std::move(devices)),
+          device_stats_(std::move(device_stats)), queue_tags_(std::move(queue_tags)),
+          warnings_(std::move(warnings)) {}
     PreadFile proc_stat_;
+    std::vector<std::string> devices_;                   // by slot
     std::vector<std::optional<PreadFile>> device_stats_; // nullopt: left out
     std::vector<PreadFile> queue_tags_;
     std::vector<std::string> warnings_;
