@@ -60,6 +60,42 @@ int started_kicker_thread_id(int cpu) {
     return tid;
 }
 
+// A kicker with a thread for the first CPU this process may use, moved by
+// hand to the second: what a CPU going offline does to the thread pinned
+// there (it is moved to another CPU, with a wider affinity that stays once
+// the CPU is back).
+struct MovedOff {
+    std::unique_ptr<CpuKicker> kicker;
+    int cpu = -1;
+    int elsewhere = -1;
+    int tid = 0;
+};
+
+MovedOff thread_moved_off_its_cpu() {
+    const auto cpus = allowed_cpus();
+    REQUIRE(cpus.size() >= 2); // the test beds have 2 CPUs or more
+    MovedOff moved;
+    moved.cpu = cpus[0];
+    moved.elsewhere = cpus[1];
+    auto started = CpuKicker::start({moved.cpu});
+    REQUIRE(started);
+    moved.kicker = std::move(*started);
+    moved.tid = started_kicker_thread_id(moved.cpu);
+    REQUIRE(moved.tid > 0);
+    cpu_set_t away;
+    CPU_ZERO(&away);
+    CPU_SET(static_cast<unsigned>(moved.elsewhere), &away);
+    REQUIRE(::sched_setaffinity(moved.tid, sizeof away, &away) == 0);
+    return moved;
+}
+
+bool pinned_to(int tid, int cpu) {
+    cpu_set_t set;
+    CPU_ZERO(&set);
+    return ::sched_getaffinity(tid, sizeof set, &set) == 0 && CPU_COUNT(&set) == 1 &&
+           CPU_ISSET(static_cast<unsigned>(cpu), &set);
+}
+
 // This process's epoll descriptors.
 std::vector<int> epoll_fds() {
     std::vector<int> fds;
@@ -158,28 +194,34 @@ TEST_CASE("an update stops the threads of CPUs that went, and keeps the others (
 }
 
 TEST_CASE("an update pins again a thread the kernel moved off its CPU (two CPUs)") {
-    const auto cpus = allowed_cpus();
-    REQUIRE(cpus.size() >= 2); // the test beds have 2 CPUs or more
-    const int cpu = cpus[0], elsewhere = cpus[1];
-    auto started = CpuKicker::start({cpu});
-    REQUIRE(started);
-    auto& kicker = **started;
-    // What a CPU going offline does to the thread pinned there: it is moved
-    // to another CPU, with a wider affinity that stays once the CPU is back.
-    const int tid = started_kicker_thread_id(cpu);
-    REQUIRE(tid > 0);
-    cpu_set_t wide;
-    CPU_ZERO(&wide);
-    CPU_SET(static_cast<unsigned>(elsewhere), &wide);
-    REQUIRE(::sched_setaffinity(tid, sizeof wide, &wide) == 0);
-    REQUIRE(kicker.kick(cpu));
-    REQUIRE(wait_for(kicker, cpu, 1).last_cpu == elsewhere);
-
-    kicker.update({cpu}); // the same CPUs: it came back
+    auto moved = thread_moved_off_its_cpu();
+    auto& kicker = *moved.kicker;
+    // Not kicked before the update: running, it would pin itself.
+    kicker.update({moved.cpu}); // the same CPUs: it came back
     CHECK(kicker.refused().empty());
-    REQUIRE(kicker.kick(cpu));
-    CHECK(wait_for(kicker, cpu, 2).last_cpu == cpu);
-    CHECK(kicker_thread_id(cpu) == tid); // the same thread, pinned again
+    CHECK(pinned_to(moved.tid, moved.cpu));
+    REQUIRE(kicker.kick(moved.cpu));
+    CHECK(wait_for(kicker, moved.cpu, 1).last_cpu == moved.cpu);
+    CHECK(kicker_thread_id(moved.cpu) == moved.tid); // the same thread, pinned again
+}
+
+TEST_CASE("a thread the kernel moved off its CPU pins itself again when it next runs (two CPUs)") {
+    // The CPU went offline and came back between two checks of the online
+    // CPUs, so no update() follows: the thread alone can tell.
+    auto moved = thread_moved_off_its_cpu();
+    auto& kicker = *moved.kicker;
+    REQUIRE(kicker.kick(moved.cpu));
+    REQUIRE(wait_for(kicker, moved.cpu, 1).last_cpu == moved.elsewhere);
+    bool pinned = false;
+    for (int i = 0; i < 200 && !pinned; ++i) { // it pins itself after counting the wake
+        pinned = pinned_to(moved.tid, moved.cpu);
+        if (!pinned)
+            std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    }
+    CHECK(pinned);
+    REQUIRE(kicker.kick(moved.cpu));
+    CHECK(wait_for(kicker, moved.cpu, 2).last_cpu == moved.cpu);
+    CHECK(kicker_thread_id(moved.cpu) == moved.tid); // the same thread
 }
 
 TEST_CASE("an update starts again a thread that ended, and pins no other thread (two CPUs)") {

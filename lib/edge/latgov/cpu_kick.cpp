@@ -168,6 +168,13 @@ void* CpuKicker::run(void* arg) noexcept {
         }
         if (watched && worker->on_ready)
             (*worker->on_ready)(worker->cpu);
+        // A CPU that went offline had this thread moved off it, with a
+        // wider affinity that stays once it is back, and nothing may tell
+        // latgovd it was gone (its online list reads the same again). Found
+        // elsewhere, the thread pins itself again: a syscall only then, and
+        // refused while the CPU is still offline.
+        if (::sched_getcpu() != worker->cpu)
+            pin(::pthread_self(), worker->cpu);
     }
     worker->ended.store(true, std::memory_order_release);
     return nullptr;
