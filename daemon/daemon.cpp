@@ -397,7 +397,7 @@ bool Daemon::on_io_events(TimePoint now) {
     return first_ns != 0;
 }
 
-void Daemon::apply(const Holds& holds, TimePoint now, bool kick) {
+void Daemon::apply(const Holds& holds, TimePoint now, bool kick, bool retry) {
     std::map<int, LatencyLimit> wanted;
     for (const auto& [cpu, hold] : holds.percpu)
         wanted[cpu] = hold.limit;
@@ -418,8 +418,9 @@ void Daemon::apply(const Holds& holds, TimePoint now, bool kick) {
     if (!percpu_changes.empty() || holds.global != holds_.global || !dry_run_changes.empty())
         status_dirty_ = true;
     // The CPUs held anew or more strictly, looked for only when the wanted
-    // limits changed (a tick that changes nothing compares nothing).
-    const bool find_anew = kicker_ && !percpu_changes.empty();
+    // limits changed or failed holds are tried again (a tick that changes
+    // nothing compares nothing).
+    const bool find_anew = kicker_ && (!percpu_changes.empty() || retry);
     std::map<int, LatencyLimit> written_before;
     if (find_anew)
         for (const auto& [cpu, held] : percpu_.held())
@@ -626,8 +627,26 @@ void Daemon::housekeeping(TimePoint now) {
         queue_metrics(now);
     if (now - last_record_check_ >= record_check_interval) {
         percpu_.check_records();
+        retry_failed_holds(now);
         last_record_check_ = now;
     }
+}
+
+void Daemon::retry_failed_holds(TimePoint now) {
+    // apply() writes when the wanted limits change, and they may not for a
+    // whole burst of IO: a hold that failed (a journal not taken over yet
+    // or that could not be written, a CPU file that could not be read or
+    // written, /dev/cpu_dma_latency that could not be opened) is tried
+    // again here. A CPU left alone on purpose (someone else's value, one
+    // already as strict) costs a read.
+    const auto& held = percpu_.held();
+    const auto& yielded = percpu_.yielded();
+    const bool short_of_percpu =
+        std::any_of(holds_.percpu.begin(), holds_.percpu.end(), [&](const auto& wanted) {
+            return wanted.second.limit && !held.count(wanted.first) && !yielded.count(wanted.first);
+        });
+    if (short_of_percpu || global_.held() != holds_.global)
+        apply(holds_, now, true, true);
 }
 
 void Daemon::cannot_sample(TimePoint now, const std::string& why, bool fresh_map) {

@@ -1098,6 +1098,64 @@ class FaultTest(HostTestCase):
         self.assertNotIn("topology scanned (", d.log().split("the IO of vda is seen")[1])
         self.assert_stopped_clean(d, tree_values, before)
 
+    def test_25_hold_that_failed_is_tried_again(self):
+        """The runtime directory's file system is full when a request comes
+        in the tree: the hold cannot be journaled, so cpu 1 is not held. Room
+        is made while the request is still in flight, the holds latgovd
+        wants unchanged: cpu 1 is held within seconds (a failed hold is tried
+        again at each check of the journal, every second), not only once the
+        wanted holds change, and released when the request completes. The
+        request in flight is read from the queue's debugfs tags, which keep
+        it active with no file rewritten in between (a rewrite read half
+        done fails the sample, which would retry the hold by itself)."""
+        root, tree_values = self.sampled_tree()
+        before = tree_values()
+        tags = os.path.join(root, "sys", "kernel", "debug", "block", "vda", "hctx0", "tags")
+        with open(tags, "w") as f:  # the captured tree has the queue's debugfs directory
+            f.write("nr_tags=256\nbusy=0\n")
+        mnt = os.path.join(self.tmp, "full")
+        os.mkdir(mnt)
+        out = self.run_cmd("mount", "-t", "tmpfs", "-o", "size=8k,mode=0755", "latgov-full", mnt)
+        self.assertEqual(out.returncode, 0, f"mount tmpfs: {out.stderr}")
+        self.addCleanup(self.run_cmd, "umount", mnt)
+        run = os.path.join(mnt, "run")
+        os.mkdir(run, 0o711)
+        filler = os.path.join(mnt, "filler")
+        try:
+            with open(filler, "wb") as f:
+                while True:
+                    f.write(b"x" * 1024)
+                    f.flush()
+        except OSError:
+            pass  # full
+        config = CONFIG.format(backend="percpu", limit=0).replace(
+            "[daemon]\n", "[daemon]\nqueue_inflight = true\nstatus_interval_ms = 1000\n")
+        config = config.replace("status_interval_ms = 20\n", "")
+        d = self.start_daemon(config, runtime_dir=run, events=None, args=("--sysroot", root))
+        self.addCleanup(d.kill)
+        with open(tags, "w") as f:
+            f.write("nr_tags=256\nbusy=1\n")
+
+        def values_for(seconds):
+            seen = set()
+            end = time.monotonic() + seconds
+            while time.monotonic() < end:
+                seen.add(tuple(tree_values()))
+                time.sleep(0.005)
+            return seen
+        self.assertEqual(values_for(1.0), {tuple(before)}, "held a CPU it could not journal")
+        self.assertRegex(d.log(), r"Failed to (create|write) .*No space left on device")
+        os.unlink(filler)
+        self.assertIsNotNone(self.wait_value(lambda: tree_values() != before, True, 4.0),
+                             "cpu 1 not held within 4 s of room in the runtime directory, the "
+                             f"request still in flight:\n{d.log()[-3000:]}")
+        self.assertEqual(values_for(0.5), {tuple(tree_values())}, "the hold did not last")
+        with open(tags, "w") as f:
+            f.write("nr_tags=256\nbusy=0\n")
+        self.assertIsNotNone(self.wait_value(tree_values, before, 2.0),
+                             f"not released once the request completed: {tree_values()}")
+        self.assert_stopped_clean(d, tree_values, before)
+
     def test_08_onset_after_idle(self):
         """Pairs of 4k reads 30 ms apart (each pair after the 3 ms linger
         released the CPU): the onset delay, from the first request's issue to
