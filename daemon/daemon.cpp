@@ -880,21 +880,30 @@ void Daemon::reload(TimePoint now) {
     notify_state("READY=1\n");
 }
 
-void Daemon::shutdown() {
+bool Daemon::shutdown() {
     gate_->open = false; // no kick thread holds anything again
     sd_notify(0, "STOPPING=1\nSTATUS=Releasing constraints");
-    percpu_.release_all();
+    const bool released = percpu_.release_all();
     global_.apply(std::nullopt, std::chrono::steady_clock::now());
-    if (runtime_)
+    // A status left behind tells `latgov status` and `latgov doctor` that
+    // this latgovd is gone with limits it may still hold; the restore that
+    // puts them back removes it.
+    if (runtime_ && released)
         if (auto removed = runtime_->remove(status_file_name); !removed)
             spdlog::warn("{}", removed.error().message);
     // node_exporter would go on serving a stopped daemon's last values.
     remove_metrics_file();
-    spdlog::info("stopped; every constraint released");
+    if (released)
+        spdlog::info("stopped; every constraint released");
+    else
+        spdlog::error("stopped, but not every constraint could be released (above); the "
+                      "status stays for `latgov status` and `latgov doctor`, and `latgovd "
+                      "--restore` tries again");
     if (state_ && (evidence_unsaved_ || evidence_to_save_))
         save_learnt_evidence(state_->governor.evidence(), config_.daemon.evidence_file);
     else if (state_ && !options_.dry_run) // --dry-run writes no file
         save_unfinished_evidence(state_->governor, config_.daemon);
+    return released;
 }
 
 // What the first requests after idle would hold: every queue activated on a
@@ -1088,8 +1097,7 @@ std::optional<int> Daemon::on_signals() {
             schedule_wake(now); // the rescan made new, unarmed IO events
         } else {
             spdlog::info("received {}, stopping", strsignal(static_cast<int>(info.ssi_signo)));
-            shutdown();
-            return 0;
+            return shutdown() ? 0 : 1;
         }
     }
     return std::nullopt;

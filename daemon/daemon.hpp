@@ -133,7 +133,9 @@ class Daemon {
     // The file and any write of it still pending.
     void remove_metrics_file();
     void reload(TimePoint now);
-    void shutdown();
+    // Releases every constraint and removes what a running latgovd keeps;
+    // false when something could not be put back (the status stays).
+    bool shutdown();
     // Arms the IO events while idle and sets wake_at_ to the next deadline.
     void schedule_wake(TimePoint now);
     // What wakes an idle daemon: the IO events, armed while idle unless

@@ -1156,6 +1156,52 @@ class FaultTest(HostTestCase):
                              f"not released once the request completed: {tree_values()}")
         self.assert_stopped_clean(d, tree_values, before)
 
+    def test_26_stop_that_cannot_release_says_so(self):
+        """cpu 1 of the tree is held, and its PM QoS file is gone when SIGTERM
+        comes (removed: a CPU going, a broken tree). latgovd cannot put
+        its original back: it says so, exits 1 rather than 0, and keeps the
+        journal and its status, so that `latgov status` and `latgov doctor`
+        tell an operator what may still be held. `latgovd --restore` puts it
+        back once the file is there, and removes both."""
+        root, tree_values = self.sampled_tree()
+        before = tree_values()
+        tags = os.path.join(root, "sys", "kernel", "debug", "block", "vda", "hctx0", "tags")
+        with open(tags, "w") as f:
+            f.write("nr_tags=256\nbusy=0\n")
+        config = CONFIG.format(backend="percpu", limit=0).replace(
+            "[daemon]\n", "[daemon]\nqueue_inflight = true\n")
+        d = self.start_daemon(config, events=None, args=("--sysroot", root))
+        with open(tags, "w") as f:  # a request in flight, for as long as it says so
+            f.write("nr_tags=256\nbusy=1\n")
+        self.assertIsNotNone(self.wait_value(lambda: tree_values() != before, True, 2.0),
+                             f"cpu 1 not held with a request in flight: {tree_values()}")
+        held = tree_values()
+        self.wait_status(d, lambda st: any(c["limit_us"] is not None for c in st["cpus"]),
+                         "a held CPU in the status")
+        qos = os.path.join(root, "sys", "devices", "system", "cpu", "cpu1", "power",
+                           "pm_qos_resume_latency_us")
+        shutil.copy(qos, qos + ".away")  # held; latgovd's descriptor sees it removed
+        os.unlink(qos)
+        self.assertEqual(d.stop(), 1, d.log()[-3000:])
+        text = d.log()
+        self.assertIn("Failed to put back every original", text)
+        self.assertIn("stopped, but not every constraint could be released", text)
+        self.assertNotIn("every constraint released", text)
+        self.assertTrue(os.path.exists(d.journal), "the journal of what is held was removed")
+        self.assertTrue(os.path.exists(d.status_path), "the status of what is held was removed")
+        shown = self.run_cmd(self.latgov, "--sysroot", root, "status", "--runtime-dir",
+                             d.runtime_dir)
+        self.assertIn(f"(pid {d.proc.pid}) is not running", shown.stdout, shown.stderr)
+        os.rename(qos + ".away", qos)
+        self.assertEqual(tree_values(), held)
+        restored = self.run_cmd(self.latgovd, "--sysroot", root, "--restore", "--runtime-dir",
+                                d.runtime_dir)
+        self.assertEqual(restored.returncode, 0, restored.stderr)
+        self.assertEqual(tree_values(), before)
+        self.assertFalse(os.path.exists(d.journal))
+        self.assertFalse(os.path.exists(d.status_path))
+        self.assertEqual(read_all(), self.baseline, "the machine's own files were written")
+
     def test_08_onset_after_idle(self):
         """Pairs of 4k reads 30 ms apart (each pair after the 3 ms linger
         released the CPU): the onset delay, from the first request's issue to

@@ -104,7 +104,7 @@ TEST_CASE("release puts back the original, and the journal goes with the last CP
     CHECK(journal_of(tree)[0].cpu == 0);
     CHECK(journal_of(tree)[0].original == us(500));
 
-    holder.release_all();
+    CHECK(holder.release_all());
     CHECK(tree.get(1) == "500");
     CHECK(holder.held().empty());
     CHECK_FALSE(fs::exists(tree.journal()));
@@ -145,7 +145,7 @@ TEST_CASE("a stricter value someone else set is kept, not journaled, and survive
     CHECK_FALSE(fs::exists(tree.journal()));
 
     holder.apply({}, t0);
-    holder.release_all();
+    CHECK(holder.release_all());
     CHECK(tree.get(1) == "5\n");
 }
 
@@ -159,7 +159,7 @@ TEST_CASE("a looser value someone else set is overridden and put back on release
     REQUIRE(journal_of(tree).size() == 1);
     CHECK(journal_of(tree)[0].original == us(200));
 
-    holder.release_all();
+    CHECK(holder.release_all());
     CHECK(tree.get(1) == "200");
 }
 
@@ -191,7 +191,7 @@ TEST_CASE("someone changing a held CPU is logged, not fought, and released witho
     holder.apply({{1, us(20)}}, t0); // and on the next tick too
     CHECK(tree.get(1) == theirs);
 
-    holder.release_all();
+    CHECK(holder.release_all());
     CHECK(tree.get(1) == theirs);
 }
 
@@ -216,7 +216,7 @@ TEST_CASE("after yielding, a limit stays theirs across a release, and a later va
     CHECK(tree.get(1) == "20");
     REQUIRE(journal_of(tree).size() == 1);
     CHECK(journal_of(tree)[0].original == us(300));
-    holder.release_all();
+    CHECK(holder.release_all());
     CHECK(tree.get(1) == "300");
 }
 
@@ -258,7 +258,7 @@ TEST_CASE("a held CPU moves to a new limit and keeps its original and start time
     CHECK(holder.held().at(1).since == t0);
     REQUIRE(journal_of(tree).size() == 1);
     CHECK(journal_of(tree)[0].written == us(10));
-    holder.release_all();
+    CHECK(holder.release_all());
     CHECK(tree.get(1) == "500");
 }
 
@@ -271,7 +271,7 @@ TEST_CASE("a held CPU whose original already meets the new limit gets its origin
     holder.apply({{1, us(200)}}, t0); // writing 200 would weaken their 100
     CHECK(tree.get(1) == "100");
     CHECK(holder.held().empty());
-    holder.release_all();
+    CHECK(holder.release_all());
     CHECK_FALSE(fs::exists(tree.journal()));
 }
 
@@ -344,7 +344,7 @@ TEST_CASE("a journal of an earlier boot is removed, nothing of it put back") {
         CHECK(text->boot_id == "new-boot");
         REQUIRE(text->entries.size() == 1);
         CHECK(text->entries[0].cpu == 0);
-        holder.release_all();
+        CHECK(holder.release_all());
     }
     CHECK(tree.get(1) == "20\n");
     CHECK(tree.get(0) == "0");
@@ -400,7 +400,7 @@ TEST_CASE("the record of a CPU that was hot-removed is dropped, by a restore or 
     fs::remove_all(tree.slot(5).parent_path().parent_path());
     holder.check_records();
     CHECK(held_log.mentions("cpu 5 no longer exists"));
-    holder.release_all();
+    CHECK(holder.release_all());
     CHECK(tree.get(0) == "0");
     CHECK_FALSE(fs::exists(tree.journal()));
 
@@ -413,7 +413,7 @@ TEST_CASE("the record of a CPU that was hot-removed is dropped, by a restore or 
     holding.apply({}, t0);
     CHECK(held_log.mentions("cpu 1 no longer exists"));
     CHECK(holding.held().empty());
-    holding.release_all();
+    CHECK(holding.release_all());
     CHECK_FALSE(fs::exists(tree.journal()));
 }
 
@@ -432,7 +432,7 @@ TEST_CASE("no record is dropped as a removed CPU's when the CPUs' directory is m
         PerCpuHolder holder(tree.sysroot(), tree.journal(), log.sink());
         holder.apply({}, t0);
         holder.check_records();
-        holder.release_all();
+        CHECK_FALSE(holder.release_all()); // nothing to put back where it belongs
     }
     CHECK_FALSE(log.mentions("no longer exists"));
     CHECK(journal_of(tree).size() == 2);
@@ -605,7 +605,7 @@ TEST_CASE("a CPU removed and added back is constrained again, its new value the 
     CHECK(entries[0].original == LatencyLimit{});
     CHECK(entries[0].written == us(20));
 
-    holder.release_all();
+    CHECK(holder.release_all());
     CHECK(tree.get(1) == "0");
     CHECK_FALSE(fs::exists(tree.journal()));
 }
@@ -669,7 +669,7 @@ TEST_CASE("0 written on the same device by someone else is theirs while latgov w
     CHECK(tree.get(1) == "20");
     REQUIRE(journal_of(tree).size() == 1);
     CHECK(journal_of(tree)[0].original == LatencyLimit{});
-    holder.release_all();
+    CHECK(holder.release_all());
     CHECK(tree.get(1) == "0");
 }
 
@@ -736,7 +736,7 @@ TEST_CASE("a journal of more than 4096 CPUs is read, restored and taken over") {
     PerCpuHolder holder(tree.sysroot(), tree.journal(), log.sink());
     holder.apply({}, t0);
     CHECK_FALSE(log.mentions("not taken over"));
-    holder.release_all();
+    CHECK(holder.release_all());
     CHECK(tree.get(0) == "300");
     CHECK(tree.get(cpus - 1) == "300");
     CHECK_FALSE(fs::exists(tree.journal()));

@@ -197,6 +197,7 @@ Result<Calibration> run_calibration(const SysRoot& root, const CalibrateOptions&
     // between them. A thread of their own is pinned there: the caller (latgovd
     // before its loop) keeps the CPUs it had.
     std::string log_lines;
+    bool put_back = true;
     auto outcome = run_on_cpu(c.submit_cpu, [&]() -> Result<void> {
         Ring ring(4);
         if (!ring.ok())
@@ -248,13 +249,19 @@ Result<Calibration> run_calibration(const SysRoot& root, const CalibrateOptions&
                 level.samples_us.insert(level.samples_us.end(), samples.begin(), samples.end());
             }
         }
-        holder.release_all();
+        put_back = holder.release_all();
         return probed;
     });
+    const std::string log_tail = log_lines.empty() ? "" : ":\n" + log_lines;
+    if (!put_back)
+        return make_error(
+            (outcome ? std::string("Calibration measured, but ")
+                     : "Calibration stopped (" + outcome.error().message + "), and ") +
+            "not every value could be put back; `latgovd --restore` puts back what " +
+            (options.runtime_dir / journal_file_name).string() + " records" + log_tail);
     if (!outcome)
         return make_error("Calibration stopped (" + outcome.error().message +
-                          "); every value was put back" +
-                          (log_lines.empty() ? "" : ":\n" + log_lines));
+                          "); every value was put back" + log_tail);
     std::time_t t = std::time(nullptr);
     char date[32];
     std::strftime(date, sizeof date, "%Y-%m-%dT%H:%M:%SZ", std::gmtime(&t));

@@ -659,7 +659,7 @@ void PerCpuHolder::prepare(const std::map<int, LatencyLimit>& likely) {
     }
 }
 
-void PerCpuHolder::release_all() {
+bool PerCpuHolder::release_all() {
     while (!held_.empty())
         release(held_.begin()->first);
     retry_restores();
@@ -678,7 +678,7 @@ void PerCpuHolder::release_all() {
             forget(cpu); // logged if it fails
         log_("Failed to put back every original; " + journal_path_.string() +
              " keeps what is left for `latgovd --restore`");
-        return;
+        return false;
     }
     if (journal_fd_) {
         journal_fd_.reset();
@@ -688,6 +688,7 @@ void PerCpuHolder::release_all() {
     records_.clear();
     free_slots_.clear();
     next_slot_ = 0;
+    return true;
 }
 
 GlobalHolder::GlobalHolder(const SysRoot& root, LogSink log) : root_(root), log_(std::move(log)) {}

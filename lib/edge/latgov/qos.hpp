@@ -129,8 +129,9 @@ class PerCpuHolder {
     // IO events wake an idle daemon); hold() checks the same at each onset.
     void check_records();
     // Puts back every original; removes the journal unless something could
-    // not be put back.
-    void release_all();
+    // not be put back. False when something could not (logged; the journal
+    // keeps it for a restore).
+    [[nodiscard]] bool release_all();
 
     struct Held {
         LatencyLimit original;
