@@ -95,9 +95,11 @@ TEST_CASE("a snapshot's missing files are unknown, not a fix, and its latgovd is
     facts.debugfs_block = Found::unknown;
     facts.mounts = Found::unknown;
     facts.has_nvme = true;
+    facts.cpuidle_driver = ""; // no current_driver in the tree
     const auto findings = diagnose(facts);
     CHECK_FALSE(needs_attention(findings));
-    for (const char* check : {"/dev/cpu_dma_latency", "tracefs", "debugfs", "/run", "NVMe APST"}) {
+    for (const char* check :
+         {"/dev/cpu_dma_latency", "tracefs", "debugfs", "/run", "NVMe APST", "cpuidle driver"}) {
         CAPTURE(check);
         REQUIRE(find(findings, check));
         CHECK(find(findings, check)->level == Finding::Level::note);
@@ -116,6 +118,8 @@ TEST_CASE("a snapshot's missing files are unknown, not a fix, and its latgovd is
     CHECK(find(diagnose(facts), "latgovd")->result == "not running; pid 4242 left its status");
     facts.latgov_gone_pid.reset();
     // What the snapshot holds is judged as on the live host.
+    facts.cpuidle_driver = "none";
+    CHECK(find(diagnose(facts), "cpuidle driver")->level == Finding::Level::attention);
     facts.tracefs_events = Found::no;
     facts.mounts = Found::yes;
     facts.run_fstype = "ext4";

@@ -30,7 +30,9 @@ std::vector<Finding> diagnose(const HostFacts& f) {
     using L = Finding::Level;
     std::vector<Finding> out;
 
-    if (f.cpuidle_driver.empty() || f.cpuidle_driver == "none")
+    if (f.cpuidle_driver.empty() && f.snapshot)
+        out.push_back({L::note, "cpuidle driver", "unknown (not in the snapshot)", ""});
+    else if (f.cpuidle_driver.empty() || f.cpuidle_driver == "none")
         out.push_back({L::attention, "cpuidle driver", "none",
                        "CPUs idle in the default idle whatever PM QoS says: latgov cannot change "
                        "wake-up latency here. Enable a cpuidle driver (intel_idle, acpi_idle; "
