@@ -222,12 +222,14 @@ void Daemon::start_kicker() {
                      kicker_->refused());
 }
 
-void Daemon::watch(int fd) {
+bool Daemon::watch(int fd, std::string_view what) {
     epoll_event ev{};
     ev.events = EPOLLIN;
     ev.data.fd = fd;
-    if (::epoll_ctl(epoll_.get(), EPOLL_CTL_ADD, fd, &ev) != 0)
-        spdlog::warn("Failed to watch fd {}: {}", fd, errno_message(errno));
+    if (::epoll_ctl(epoll_.get(), EPOLL_CTL_ADD, fd, &ev) == 0)
+        return true;
+    spdlog::warn("Failed to watch {} (fd {}): {}", what, fd, errno_message(errno));
+    return false;
 }
 
 void Daemon::unwatch_events() {
@@ -259,7 +261,9 @@ void Daemon::watch_events() {
     // holds nothing for it until the task yields.
     for (const auto& [cpu, fd] : state_->events->fds())
         if (!kicker_ || !kicker_->watch(cpu, fd))
-            watch(fd);
+            watch(fd, fmt::format("the IO events of cpu {} (its first request after idle is "
+                                  "seen at the next tick)",
+                                  cpu));
 }
 
 void Daemon::on_io_ready(TimePoint now) {
@@ -1008,10 +1012,16 @@ bool Daemon::open_event_loop() {
         spdlog::error("Failed to set up the event loop: {}", errno_message(errno));
         return false;
     }
-    watch(signals_.get());
-    watch(gate_->wake.get());
-    if (uevents_)
-        watch(uevents_->fd());
+    // Without these the loop could not stop, or would miss the onsets the
+    // kick threads see.
+    if (!watch(signals_.get(), "the signals") ||
+        !watch(gate_->wake.get(), "the kick threads' wake-up")) {
+        spdlog::error("Failed to set up the event loop");
+        return false;
+    }
+    if (uevents_ && !watch(uevents_->fd(), "the kernel's uevents (the periodic check alone "
+                                           "finds devices added or removed)"))
+        uevents_.reset();
     return true;
 }
 

@@ -149,7 +149,9 @@ class Daemon {
     // The same on a CPU's kick thread, under the lock; true when the loop
     // must wake: its deadline moved earlier, or this failed.
     bool on_cpu_io_ready() noexcept;
-    void watch(int fd);
+    // Adds `fd` to the loop's epoll; false, logged naming `what`, when
+    // that fails.
+    bool watch(int fd, std::string_view what);
     // Takes the IO events out of the loop's and the threads' epolls, before
     // they close.
     void unwatch_events();

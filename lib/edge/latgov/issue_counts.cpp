@@ -50,9 +50,13 @@ Result<void> IssueCounters::read(const CpuSet& only, std::vector<std::uint64_t>&
         std::uint64_t total = 0;
         for (const auto& fd : counter.fds) {
             std::uint64_t value = 0;
-            if (::read(fd.get(), &value, sizeof value) != sizeof value)
+            if (const ssize_t n = ::read(fd.get(), &value, sizeof value); n != sizeof value)
                 return make_error("Failed to read the block_rq_issue counter of cpu " +
-                                  std::to_string(counter.cpu) + ": " + errno_message(errno));
+                                  std::to_string(counter.cpu) + ": " +
+                                  (n < 0 ? errno_message(errno)
+                                         : "read " + std::to_string(n) + " of " +
+                                               std::to_string(sizeof value) +
+                                               " bytes (an event in error state)"));
             total += value;
         }
         const auto i = static_cast<size_t>(counter.cpu);
