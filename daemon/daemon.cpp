@@ -496,10 +496,20 @@ void Daemon::notify_state(const char* also) const {
 }
 
 void Daemon::write_status(TimePoint now) {
-    if (runtime_)
-        if (auto written = latgov::write_status(*runtime_, build_status(status_input(now)));
-            !written)
-            spdlog::warn("{}", written.error().message);
+    if (runtime_) {
+        // A failure that lasts (a full /run) is said once, not at every
+        // write while IO runs, and so is its end.
+        auto written = latgov::write_status(*runtime_, build_status(status_input(now)));
+        if (!written) {
+            const auto& why = written.error().message;
+            spdlog::log(status_failing_ ? spdlog::level::debug : spdlog::level::warn, "{}{}", why,
+                        status_failing_ ? "" : "; not said again until a status is written");
+            status_failing_ = true;
+        } else if (status_failing_) {
+            spdlog::info("status written again");
+            status_failing_ = false;
+        }
+    }
     last_status_ = now;
     status_dirty_ = false;
     queue_metrics(now);
@@ -641,13 +651,18 @@ void Daemon::retry_failed_holds(TimePoint now) {
     // whole burst of IO: a hold that failed (a journal not taken over yet
     // or that could not be written, a CPU file that could not be read or
     // written, /dev/cpu_dma_latency that could not be opened) is tried
-    // again here. A CPU left alone on purpose (someone else's value, one
-    // already as strict) costs a read.
+    // again here, and so is a held CPU that could not be tightened. A CPU
+    // left alone on purpose (someone else's value, one already as strict)
+    // costs a read.
     const auto& held = percpu_.held();
     const auto& yielded = percpu_.yielded();
     const bool short_of_percpu =
         std::any_of(holds_.percpu.begin(), holds_.percpu.end(), [&](const auto& wanted) {
-            return wanted.second.limit && !held.count(wanted.first) && !yielded.count(wanted.first);
+            const auto& [cpu, hold] = wanted;
+            if (!hold.limit || yielded.count(cpu))
+                return false;
+            const auto it = held.find(cpu);
+            return it == held.end() || it->second.written != hold.limit;
         });
     if (short_of_percpu || global_.held() != holds_.global)
         apply(holds_, now, true, true);

@@ -245,6 +245,7 @@ class Daemon {
     Backoff reopen_retry_; // of the statistics a device had none of
     TimePoint next_reopen_{};
     std::vector<std::size_t> reopened_; // sampler slots opened since the last observe
+    bool status_failing_ = false;       // the last status write failed (logged once)
     std::string sampling_error_;        // why the last tick could not sample, for the status
     bool holds_dropped_ = false;        // released since nothing could be observed
     bool status_dirty_ = true;

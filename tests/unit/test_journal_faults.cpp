@@ -5,6 +5,7 @@
 #include "latgov/qos.hpp"
 #include "scratch.hpp"
 
+#include <algorithm>
 #include <doctest/doctest.h>
 #include <filesystem>
 #include <fstream>
@@ -455,4 +456,33 @@ TEST_CASE("the journal is refused, and nothing written, when it is a symlink") {
     REQUIRE_FALSE(lines.empty());
     CHECK(lines.front().find("symlink") != std::string::npos);
     CHECK_FALSE(restore_journal(tree.sysroot(), tree.journal(), ignore));
+}
+
+TEST_CASE("a hold that keeps failing is said once per hold wanted, and so is its end") {
+    Tree tree(1, "300\n");
+    // The journal's directory is not there: nothing can be journaled, so
+    // nothing is held.
+    const fs::path journal = tree.journal().parent_path() / "not-yet" / "journal";
+    std::vector<std::string> log;
+    PerCpuHolder holder(tree.sysroot(), journal,
+                        [&](const std::string& line) { log.push_back(line); });
+    const auto failures = [&] {
+        return std::count_if(log.begin(), log.end(), [](const std::string& line) {
+            return line.find("not constraining cpu 0") != std::string::npos;
+        });
+    };
+    for (int tick = 0; tick < 5; ++tick) // tried again at every check
+        holder.apply({{0, us(20)}}, t0);
+    CHECK(tree.value(0) == us(300));
+    CHECK(failures() == 1);
+    holder.apply({}, t0); // the IO stopped; the next burst fails anew
+    holder.apply({{0, us(20)}}, t0);
+    CHECK(failures() == 2);
+    fs::create_directories(journal.parent_path());
+    holder.apply({{0, us(20)}}, t0);
+    CHECK(tree.value(0) == us(20));
+    REQUIRE_FALSE(log.empty());
+    CHECK(log.back() == "cpu 0: constrained now; what failed before has passed");
+    CHECK(holder.release_all());
+    CHECK(tree.value(0) == us(300));
 }

@@ -354,7 +354,8 @@ bool PerCpuHolder::journal(const JournalEntry& entry, bool restored) {
     if (!adopted_)
         return false; // adopt_journal() said why
     if (auto opened = open_journal(); !opened) {
-        log_(opened.error().message + ", not constraining cpu " + std::to_string(entry.cpu));
+        hold_failed(entry.cpu,
+                    opened.error().message + ", not constraining cpu " + std::to_string(entry.cpu));
         return false;
     }
     auto it = records_.find(entry.cpu);
@@ -368,7 +369,8 @@ bool PerCpuHolder::journal(const JournalEntry& entry, bool restored) {
     }
     if (auto written = write_slot(slot, format_journal_entry(entry)); !written) {
         // A failed pwrite on tmpfs (ENOSPC) writes nothing: the record is as before.
-        log_(written.error().message + ", not constraining cpu " + std::to_string(entry.cpu));
+        hold_failed(entry.cpu, written.error().message + ", not constraining cpu " +
+                                   std::to_string(entry.cpu));
         return false;
     }
     if (it != records_.end()) {
@@ -463,12 +465,24 @@ void PerCpuHolder::check_records() {
             drop_if_theirs(cpu, *current);
 }
 
+void PerCpuHolder::hold_failed(int cpu, const std::string& why) {
+    // The first failure only: the text of the next may differ in nothing
+    // that matters (a temporary file's name).
+    if (hold_failing_.insert(cpu).second)
+        log_(why);
+}
+
+void PerCpuHolder::hold_succeeded(int cpu) {
+    if (hold_failing_.erase(cpu) > 0)
+        log_("cpu " + std::to_string(cpu) + ": constrained now; what failed before has passed");
+}
+
 bool PerCpuHolder::hold(int cpu, LatencyLimit want, TimePoint now) {
     const std::string name = "cpu " + std::to_string(cpu);
     auto& slot = file(cpu);
     auto current = read(cpu);
     if (!current) {
-        log_(current.error().message + ", not constraining " + name);
+        hold_failed(cpu, current.error().message + ", not constraining " + name);
         return false;
     }
     if (auto y = yielded_.find(cpu); y != yielded_.end()) {
@@ -525,10 +539,11 @@ bool PerCpuHolder::hold(int cpu, LatencyLimit want, TimePoint now) {
     if (auto written = slot.write(want); !written) {
         // The record names both the old and the new value: whichever the
         // file holds, a restore puts the original back.
-        log_(written.error().message);
+        hold_failed(cpu, written.error().message);
         records_[cpu].restored = false;
         return false;
     }
+    hold_succeeded(cpu);
     auto& journaled = records_[cpu];
     journaled.restored = false;
     held_[cpu] = previous ? Held{original, want, previous->since} : Held{original, want, now};
@@ -622,6 +637,8 @@ void PerCpuHolder::apply(const std::map<int, LatencyLimit>& wanted, TimePoint no
     // longer does nobody holds anything there, and the next hold takes it
     // as at any start.
     std::erase_if(yielded_, [&](const auto& y) { return !y.second && unwanted(y.first); });
+    // A failure is said once per hold wanted, not once for good.
+    std::erase_if(hold_failing_, [&](int cpu) { return unwanted(cpu); });
     std::vector<int> to_release;
     for (const auto& [cpu, h] : held_)
         if (unwanted(cpu))
@@ -697,6 +714,7 @@ void GlobalHolder::apply(LatencyLimit wanted, TimePoint now) {
     if (!wanted) {
         fd_.reset();
         held_.reset();
+        failing_ = false; // a failure is said once per hold wanted
         return;
     }
     if (fd_ && held_ == wanted)
@@ -704,7 +722,7 @@ void GlobalHolder::apply(LatencyLimit wanted, TimePoint now) {
     if (!fd_) {
         auto fd = root_.open("/dev/cpu_dma_latency", O_WRONLY | O_CLOEXEC);
         if (!fd) {
-            log_(fd.error().message);
+            failed(fd.error().message);
             return;
         }
         fd_ = std::move(*fd);
@@ -715,13 +733,24 @@ void GlobalHolder::apply(LatencyLimit wanted, TimePoint now) {
     const auto value = static_cast<std::int32_t>(
         std::min<std::uint32_t>(*wanted, static_cast<std::uint32_t>(cpu_dma_latency_none)));
     if (const ssize_t n = ::write(fd_.get(), &value, sizeof value); n != sizeof value) {
-        log_("Failed to write /dev/cpu_dma_latency: " +
-             (n < 0 ? errno_message(errno) : short_write(n, sizeof value)));
+        failed("Failed to write /dev/cpu_dma_latency: " +
+               (n < 0 ? errno_message(errno) : short_write(n, sizeof value)));
         fd_.reset();
         held_.reset();
         return;
     }
     held_ = wanted;
+    if (failing_)
+        log_("/dev/cpu_dma_latency held now; what failed before has passed");
+    failing_ = false;
+}
+
+void GlobalHolder::failed(const std::string& why) {
+    // The first failure only: the caller may try again often (latgovd
+    // does every second).
+    if (!failing_)
+        log_(why);
+    failing_ = true;
 }
 
 } // namespace latgov

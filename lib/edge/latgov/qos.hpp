@@ -15,6 +15,7 @@
 #include <filesystem>
 #include <functional>
 #include <map>
+#include <set>
 #include <string>
 #include <string_view>
 #include <sys/types.h>
@@ -162,6 +163,11 @@ class PerCpuHolder {
     Result<LatencyLimit> read(int cpu, bool* replugged = nullptr);
     void forget_device(int cpu, LatencyLimit current);
     bool hold(int cpu, LatencyLimit want, TimePoint now);
+    // Why holding `cpu` failed, logged the first time while it is wanted:
+    // a failure that lasts (a full /run) is tried again every second, and
+    // said once. hold_succeeded() says when it has passed.
+    void hold_failed(int cpu, const std::string& why);
+    void hold_succeeded(int cpu);
     bool adopt_journal(); // false while an earlier run's journal is not taken over
     bool drop_if_theirs(int cpu, LatencyLimit current);
     void release(int cpu);
@@ -187,7 +193,8 @@ class PerCpuHolder {
     // An earlier run's journal taken over, or known not to exist (or not to
     // be taken over: --dry-run). Until then nothing is held or journaled.
     bool adopted_ = false;
-    std::string adopt_error_; // why it is not yet, as last logged
+    std::string adopt_error_;    // why it is not yet, as last logged
+    std::set<int> hold_failing_; // CPUs whose last hold failed (said once)
     Fd journal_fd_;
     size_t first_slot_offset_ = 0;
     size_t next_slot_ = 0;
@@ -208,8 +215,11 @@ class GlobalHolder {
     TimePoint since() const { return since_; }
 
   private:
+    void failed(const std::string& why);
+
     SysRoot root_;
     LogSink log_;
+    bool failing_ = false; // the last apply failed (said once)
     Fd fd_;
     LatencyLimit held_;
     TimePoint since_{};
