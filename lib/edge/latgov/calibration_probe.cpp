@@ -257,8 +257,8 @@ Result<Calibration> run_calibration(const SysRoot& root, const CalibrateOptions&
         return make_error(
             (outcome ? std::string("Calibration measured, but ")
                      : "Calibration stopped (" + outcome.error().message + "), and ") +
-            "not every value could be put back; `latgovd --restore` puts back what " +
-            (options.runtime_dir / journal_file_name).string() + " records" + log_tail);
+            "not every value could be put back; `latgovd --restore --runtime-dir " +
+            options.runtime_dir.string() + "` puts back what its journal records" + log_tail);
     if (!outcome)
         return make_error("Calibration stopped (" + outcome.error().message +
                           "); every value was put back" + log_tail);

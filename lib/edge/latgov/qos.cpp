@@ -693,9 +693,14 @@ bool PerCpuHolder::release_all() {
                 restored.push_back(cpu);
         for (int cpu : restored)
             forget(cpu); // logged if it fails
-        log_("Failed to put back every original; " + journal_path_.string() +
-             " keeps what is left for `latgovd --restore`");
-        return false;
+        if (!all_restored)
+            log_("Failed to put back every original; " + journal_path_.string() +
+                 " keeps what is left for `latgovd --restore`");
+        else // every value of its own back; the lines are an earlier run's
+            log_(journal_path_.string() + " keeps " + std::to_string(kept_lines_.size()) +
+                 " line(s) it cannot read, left by an earlier run; every value this one "
+                 "wrote is put back");
+        return all_restored;
     }
     if (journal_fd_) {
         journal_fd_.reset();

@@ -130,7 +130,8 @@ class PerCpuHolder {
     // IO events wake an idle daemon); hold() checks the same at each onset.
     void check_records();
     // Puts back every original; removes the journal unless something could
-    // not be put back. False when something could not (logged; the journal
+    // not be put back or it has lines of an earlier run it cannot read.
+    // False when an original could not be put back (logged; the journal
     // keeps it for a restore).
     [[nodiscard]] bool release_all();
 
