@@ -33,9 +33,15 @@ int doctor(const Args& args) {
     if (!topology)
         return fail(topology.error().message);
     const StatusPlace place(root, runtime_dir);
-    const auto facts = read_host_facts(root, *topology, place.read(), place);
+    const auto status = place.load();
+    auto facts =
+        read_host_facts(root, *topology, status ? *status : nlohmann::json(nullptr), place);
     if (!facts)
         return fail(facts.error().message);
+    // Missing is no status (latgovd not running); there but unreadable or
+    // not JSON hides what latgov holds.
+    if (!status && place.present())
+        facts->status_error = status.error().message;
     const auto findings = diagnose(*facts);
     fmt::print("{}", format_findings(findings));
     const bool attention = needs_attention(findings);

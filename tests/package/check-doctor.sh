@@ -7,7 +7,8 @@
 #    "not in the snapshot", never FIX, and its latgovd is the status inside
 #    the tree, not this host's /run/latgov;
 #  - a status linked out of the tree is not read, and a --runtime-dir of
-#    this host is judged as this host's;
+#    this host is judged as this host's; a status that does not parse is a
+#    FIX that names it;
 #  - a new snapshot of the tree keeps what doctor reads;
 #  - a snapshot that cannot be written says why.
 set -uo pipefail
@@ -74,6 +75,14 @@ out=$("$latgov" --sysroot "$tree" doctor --runtime-dir "$tmp/run"); rc=$?
 grep -q "^\[FIX \] latgovd: not running; pid 4242 left its status" <<< "$out" ||
   fail "the status of --runtime-dir is not judged as this host's: $out"
 rm "$tree/run/latgov/status.json" && mv "$tmp/run/status.json" "$tree/run/latgov/status.json"
+
+# A status there that does not parse hides what latgov holds: a fix that
+# names it, not "not running".
+mkdir "$tmp/bad" && echo '{"pid": 42' > "$tmp/bad/status.json"
+out=$("$latgov" --sysroot "$tree" doctor --runtime-dir "$tmp/bad"); rc=$?
+[[ $rc -eq 3 ]] || fail "doctor with an unparsable status exits $rc, expected 3: $out"
+grep -qF "[FIX ] latgovd: status unreadable: Failed to parse $tmp/bad/status.json: not a JSON object" \
+  <<< "$out" || fail "the unparsable status is not named: $out"
 
 # A new snapshot of the tree keeps what doctor reads: its mounts, tracefs
 # and status give verdicts, not "not in the snapshot".

@@ -128,6 +128,18 @@ TEST_CASE("a snapshot's missing files are unknown, not a fix, and its latgovd is
     CHECK(find(spoiled, "/run")->level == Finding::Level::attention);
 }
 
+TEST_CASE("a status file that cannot be read is a fix, named") {
+    auto facts = healthy();
+    facts.latgov_running = false;
+    facts.status_error = "Failed to parse /run/latgov/status.json: not a JSON object";
+    const auto findings = diagnose(facts);
+    CHECK(needs_attention(findings));
+    REQUIRE(find(findings, "latgovd"));
+    CHECK(find(findings, "latgovd")->level == Finding::Level::attention);
+    CHECK(find(findings, "latgovd")->result ==
+          "status unreadable: Failed to parse /run/latgov/status.json: not a JSON object");
+}
+
 TEST_CASE("on the live host /proc/mounts unread is still a fix") {
     auto facts = healthy();
     facts.run_fstype.clear();

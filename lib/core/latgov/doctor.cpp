@@ -171,7 +171,12 @@ std::vector<Finding> diagnose(const HostFacts& f) {
     // A snapshot's latgovd does not run here: its status is what it held
     // when the snapshot was taken, whether it still runs is not this host's
     // to tell.
-    if (f.status_from_snapshot)
+    if (!f.status_error.empty())
+        out.push_back({L::attention, "latgovd", "status unreadable: " + f.status_error,
+                       "What latgov holds cannot be told from it (`latgov status` says the same). "
+                       "A running latgovd replaces it at its next status write; one that no "
+                       "latgovd writes may be removed."});
+    else if (f.status_from_snapshot)
         out.push_back({L::note, "latgovd",
                        f.latgov_running ? "status from the snapshot" : "no status in the snapshot",
                        ""});

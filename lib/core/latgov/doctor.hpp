@@ -32,6 +32,7 @@ struct HostFacts {
     bool latgov_running = false;            // a status file, its writer running
                                             // (in a snapshot: a status file)
     std::optional<int> latgov_gone_pid;     // a status file, its writer gone
+    std::string status_error;               // a status file there that could not be read or parsed
     LatencyLimit latgov_global_limit;       // what latgov itself holds there
     std::map<int, LatencyLimit> cpu_values; // each CPU's pm_qos_resume_latency_us
     std::set<int> latgov_held_cpus;   // CPUs latgov holds (status, or a newer hold in its journal)

@@ -36,6 +36,15 @@ Result<nlohmann::json> StatusPlace::load() const {
     return status;
 }
 
+bool StatusPlace::present() const {
+    if (tree_)
+        return tree_->exists(std::string(default_runtime_dir) + "/" +
+                             std::string(status_file_name));
+    std::error_code ec;
+    return std::filesystem::symlink_status(dir_ / status_file_name, ec).type() !=
+           std::filesystem::file_type::not_found;
+}
+
 nlohmann::json StatusPlace::read() const {
     auto status = load();
     return status ? *status : nlohmann::json(nullptr);

@@ -33,6 +33,8 @@ class StatusPlace {
     Result<nlohmann::json> load() const;
     // The same, null for any error (a report that goes on without it).
     nlohmann::json read() const;
+    // Whether a status file is there, read or not.
+    bool present() const;
 
   private:
     std::filesystem::path dir_;
