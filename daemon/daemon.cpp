@@ -367,6 +367,7 @@ bool Daemon::on_io_events(TimePoint now) {
     if (first_ns != 0) {
         spdlog::debug("woken by a request issued at {} ns", first_ns);
         last_change_ = now;
+        status_dirty_ = true; // a queue went active, whether or not a hold came with it
         const auto done_ns = monotonic_ns();
         if (done_ns >= first_ns && woken_ns >= first_ns) {
             const std::chrono::nanoseconds onset(done_ns - first_ns);
@@ -607,6 +608,10 @@ void Daemon::observe_sample(TimePoint now, bool rescanned) {
         state_->governor.rebase(sample_, now);
     else
         changed = state_->governor.observe(sample_, now, events_armed);
+    // A queue that went active or idle is in the status even when no hold
+    // changes with it (nothing held with no cpuidle driver, say).
+    if (changed)
+        status_dirty_ = true;
     // Holds dropped while nothing could be observed are taken again.
     if (changed || holds_dropped_) {
         apply(state_->governor.holds(), now);

@@ -1209,6 +1209,41 @@ class FaultTest(HostTestCase):
         self.assertFalse(os.path.exists(d.status_path))
         self.assertEqual(read_all(), self.baseline, "the machine's own files were written")
 
+    def test_27_status_follows_io_that_holds_nothing(self):
+        """A tree whose cpuidle driver is none, in auto mode: IO there holds
+        nothing, so the holds latgovd wants never change. The status still
+        follows the IO: the queue is listed active while its request is in
+        flight and no longer once it has completed, though no hold changed
+        to mark the status for a rewrite."""
+        root, tree_values = self.sampled_tree()
+        before = tree_values()
+        with open(os.path.join(root, "sys", "devices", "system", "cpu", "cpuidle",
+                               "current_driver"), "w") as f:
+            f.write("none\n")
+        tags = os.path.join(root, "sys", "kernel", "debug", "block", "vda", "hctx0", "tags")
+        with open(tags, "w") as f:
+            f.write("nr_tags=256\nbusy=0\n")
+        config = ("[daemon]\nlog_level = \"info\"\nstatus_interval_ms = 20\n"
+                  "queue_inflight = true\n")
+        d = self.start_daemon(config, events=None, args=("--sysroot", root))
+
+        def active(st):
+            dev = next((x for x in st["devices"] if x["name"] == "vda"), {})
+            return dev.get("active_queues")
+        self.wait_status(d, lambda st: active(st) == [], "vda listed with no active queue")
+        with open(tags, "w") as f:  # a request in flight
+            f.write("nr_tags=256\nbusy=1\n")
+        st = self.wait_status(d, lambda st: active(st) == [0], "vda queue 0 active")
+        dev = next(x for x in st["devices"] if x["name"] == "vda")
+        self.assertIsNone(dev["limit_us"], dev)
+        self.assertTrue(dev["limit_from"].startswith("no cpuidle driver"), dev)
+        with open(tags, "w") as f:  # completed
+            f.write("nr_tags=256\nbusy=0\n")
+        self.wait_status(d, lambda st: active(st) == [], "vda queue 0 idle again once its "
+                                                           "request completed", timeout=3.0)
+        self.assertEqual(tree_values(), before, "held a CPU with no cpuidle driver")
+        self.assert_stopped_clean(d, tree_values, before)
+
     def test_08_onset_after_idle(self):
         """Pairs of 4k reads 30 ms apart (each pair after the 3 ms linger
         released the CPU): the onset delay, from the first request's issue to
