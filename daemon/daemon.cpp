@@ -1004,6 +1004,10 @@ bool Daemon::open_runtime_dir() {
         spdlog::warn("{} is not on tmpfs: latgovd's own journal and status writes there are "
                      "IO that a governed disk may see; use a tmpfs (systemd's /run is one)",
                      config_.daemon.runtime_dir.string());
+    if (auto ours = check_journal_is_ours(*runtime_, root_); !ours) {
+        spdlog::error("{}", ours.error().message);
+        return false;
+    }
     // A run that was killed may have left values behind: put them back first.
     if (auto prepared = prepare_runtime_dir(*runtime_, root_, config_.daemon); !prepared)
         spdlog::error("{}", prepared.error().message);

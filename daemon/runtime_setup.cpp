@@ -81,4 +81,12 @@ Result<void> prepare_runtime_dir(const RuntimeDir& dir, const SysRoot& root,
     return restored;
 }
 
+Result<void> check_journal_is_ours(const RuntimeDir& dir, const SysRoot& root) {
+    const auto journal = dir.path() / journal_file_name;
+    auto text = read_journal(journal);
+    if (!text)
+        return {};
+    return check_journal_root(*text, root, journal);
+}
+
 } // namespace latgov

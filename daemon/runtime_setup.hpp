@@ -26,4 +26,10 @@ LockWait lock_runtime_dir(RuntimeDir& dir, std::chrono::seconds wait);
 Result<void> prepare_runtime_dir(const RuntimeDir& dir, const SysRoot& root,
                                  const DaemonSettings& settings);
 
+// An error when the journal in `dir` records the CPUs of another root than
+// `root` (check_journal_root): a run there can neither put it back nor
+// take it over, so it would hold nothing. A journal that cannot be read is
+// left to prepare_runtime_dir, which says why.
+Result<void> check_journal_is_ours(const RuntimeDir& dir, const SysRoot& root);
+
 } // namespace latgov

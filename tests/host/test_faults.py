@@ -562,12 +562,13 @@ class FaultTest(HostTestCase):
         self.assertIn("no status at", shown.stderr, shown.stdout)
         self.assertFalse(os.path.exists(elsewhere), "restore looked in the configured directory")
 
-    def sampled_tree(self):
+    def sampled_tree(self, name="root"):
         """A captured tree (discovery's files: a haltpoll guest, vda's one
         queue completing on cpu 1) with what sampling reads added: latgovd
         runs on it with --sysroot, holding nothing of this machine's. Its
-        root, and a reader of its CPUs' PM QoS values."""
-        root = os.path.join(self.tmp, "root")
+        root (`name` in the test's directory), and a reader of its CPUs' PM
+        QoS values."""
+        root = os.path.join(self.tmp, name)
         golden = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "golden",
                               "host-haltpoll.tar.gz")
         os.makedirs(root)
@@ -1243,6 +1244,64 @@ class FaultTest(HostTestCase):
                                                            "request completed", timeout=3.0)
         self.assertEqual(tree_values(), before, "held a CPU with no cpuidle driver")
         self.assert_stopped_clean(d, tree_values, before)
+
+    def test_28_journal_of_another_root_is_kept_for_it(self):
+        """latgovd on one tree is killed while it holds cpu 1 there; a
+        latgovd on another tree is then started with the same runtime
+        directory. The journal records the first tree's CPUs: the second
+        latgovd must neither put them back on its own tree nor take the
+        records over (which would lose them: the first tree's cpu 1 would
+        stay held for good). It refuses to start and names the restore that
+        puts them back; `--restore` under the second tree refuses too, and
+        under the first it puts cpu 1 back."""
+        first, first_values = self.sampled_tree("first")
+        second, second_values = self.sampled_tree("second")
+        before, second_before = first_values(), second_values()
+        tags = os.path.join(first, "sys", "kernel", "debug", "block", "vda", "hctx0", "tags")
+        with open(tags, "w") as f:
+            f.write("nr_tags=256\nbusy=0\n")
+        config = CONFIG.format(backend="percpu", limit=0).replace(
+            "[daemon]\n", "[daemon]\nqueue_inflight = true\n")
+        d = self.start_daemon(config, events=None, args=("--sysroot", first))
+        with open(tags, "w") as f:  # a request in flight
+            f.write("nr_tags=256\nbusy=1\n")
+        self.assertIsNotNone(self.wait_value(lambda: first_values() != before, True, 2.0),
+                             f"cpu 1 not held with a request in flight: {first_values()}")
+        held = first_values()
+        d.kill()
+        journal = d.journal
+        with open(journal) as f:
+            recorded = f.read()
+        named = os.path.realpath(first)  # as the journal names a root
+        refusal = (f"{journal} records the CPUs of the tree {named}, not of the tree "
+                   f"{os.path.realpath(second)}: nothing of it is put back or taken over here, "
+                   f"and it is kept for `latgovd --restore --sysroot {named} --runtime-dir "
+                   f"{d.runtime_dir}`")
+
+        other = self.start_daemon(config, wait=False, args=("--sysroot", second))
+        try:
+            code = other.proc.wait(10)
+        except subprocess.TimeoutExpired:
+            code = None
+        other.kill()
+        self.assertEqual(code, 1, f"latgovd started on a journal of another tree:\n"
+                                  f"{other.log()[-3000:]}")
+        self.assertIn(refusal, other.log())
+        wrong = self.run_cmd(self.latgovd, "--sysroot", second, "--restore", "--runtime-dir",
+                             d.runtime_dir)
+        self.assertEqual(wrong.returncode, 1, wrong.stderr)
+        self.assertIn(refusal, wrong.stderr)
+        with open(journal) as f:
+            self.assertEqual(f.read(), recorded, "the journal of the first tree was changed")
+        self.assertEqual(first_values(), held)
+        self.assertEqual(second_values(), second_before)
+
+        restored = self.run_cmd(self.latgovd, "--sysroot", first, "--restore", "--runtime-dir",
+                                d.runtime_dir)
+        self.assertEqual(restored.returncode, 0, restored.stderr)
+        self.assertEqual(first_values(), before)
+        self.assertFalse(os.path.exists(journal))
+        self.assertEqual(read_all(), self.baseline, "the machine's own files were written")
 
     def test_08_onset_after_idle(self):
         """Pairs of 4k reads 30 ms apart (each pair after the 3 ms linger

@@ -179,8 +179,8 @@ TEST_CASE("a hold newer than the status is latgov's by its journal, not another 
     // one that is not a regular file (read without blocking on a FIFO).
     const std::string both = "other holders (kept, not governed by latgov): cpu0 20, cpu1 100\n";
     tree.put("/proc/sys/kernel/random/boot_id", "this-boot\n");
-    tree.put("/run/journal",
-             format_journal({{0, LatencyLimit{}, LatencyLimit{20}}}, {}, "earlier-boot"));
+    tree.put("/run/journal", format_journal({{0, LatencyLimit{}, LatencyLimit{20}}}, {},
+                                            {.boot_id = "earlier-boot"}));
     CHECK(format_other_holders(SysRoot(root), status, place) == both);
     fs::remove(root / "run/journal");
     REQUIRE(::mkfifo((root / "run/journal").c_str(), 0600) == 0);

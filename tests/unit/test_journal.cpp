@@ -42,7 +42,8 @@ TEST_CASE("journal comments and blank lines are skipped") {
 
 TEST_CASE("a journal names the boot that wrote it in its header, and one that names none reads") {
     const std::vector<JournalEntry> entries{{1, LatencyLimit{}, LatencyLimit{20}}};
-    const auto text = format_journal(entries, {}, "3f1e9c2a-0b6d-4c7e-9a41-5d2f8e6b7c10");
+    const auto text =
+        format_journal(entries, {}, {.boot_id = "3f1e9c2a-0b6d-4c7e-9a41-5d2f8e6b7c10"});
     CHECK(text.starts_with(std::string(journal_header) +
                            "# boot 3f1e9c2a-0b6d-4c7e-9a41-5d2f8e6b7c10\n"));
     const auto parsed = parse_journal(text);
@@ -52,6 +53,21 @@ TEST_CASE("a journal names the boot that wrote it in its header, and one that na
     // Padded as a record's rest is, and an older latgov's header alone.
     CHECK(parse_journal(std::string(journal_header) + "# boot abc      \n").boot_id == "abc");
     CHECK(parse_journal(format_journal(entries)).boot_id.empty());
+}
+
+TEST_CASE("a journal names the root whose CPUs it records, after the boot") {
+    const std::vector<JournalEntry> entries{{1, LatencyLimit{}, LatencyLimit{20}}};
+    const auto text = format_journal(entries, {}, {.boot_id = "abc", .root = "/var/tmp/tree"});
+    CHECK(text.starts_with(std::string(journal_header) + "# boot abc\n# root /var/tmp/tree\n"));
+    const auto parsed = parse_journal(text);
+    CHECK(parsed.boot_id == "abc");
+    CHECK(parsed.root == "/var/tmp/tree");
+    REQUIRE(parsed.entries.size() == 1);
+    CHECK(parsed.errors.empty());
+    // Padded to a record as the header is, the first root line wins, and
+    // an older latgov's journal names none.
+    CHECK(parse_journal(std::string(journal_header) + "# root /     \n# root /x\n").root == "/");
+    CHECK(parse_journal(format_journal(entries, {}, {.boot_id = "abc"})).root.empty());
 }
 
 TEST_CASE("a malformed journal line is reported by number and costs only that line") {

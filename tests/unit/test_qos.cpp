@@ -317,7 +317,7 @@ TEST_CASE("a journal of an earlier boot is removed, nothing of it put back") {
     // Since the boot, someone set what latgov had written before it.
     tree.set(1, "20\n");
     REQUIRE(write_journal(tree.journal(), {{1, LatencyLimit{}, us(20)}}, {"cpu 9 garbled"},
-                          "old-boot"));
+                          {.boot_id = "old-boot"}));
     Log log;
     REQUIRE(restore_journal(tree.sysroot(), tree.journal(), log.sink()));
     CHECK(tree.get(1) == "20\n");
@@ -328,14 +328,16 @@ TEST_CASE("a journal of an earlier boot is removed, nothing of it put back") {
     for (const char* boot : {"new-boot", ""}) {
         CAPTURE(boot);
         tree.set(1, "20\n");
-        REQUIRE(write_journal(tree.journal(), {{1, LatencyLimit{}, us(20)}}, {}, boot));
+        REQUIRE(
+            write_journal(tree.journal(), {{1, LatencyLimit{}, us(20)}}, {}, {.boot_id = boot}));
         REQUIRE(restore_journal(tree.sysroot(), tree.journal(), log.sink()));
         CHECK(tree.get(1) == "0");
     }
 
     // A holder takes over nothing of an earlier boot's, and names its own.
     tree.set(1, "20\n");
-    REQUIRE(write_journal(tree.journal(), {{1, LatencyLimit{}, us(20)}}, {}, "old-boot"));
+    REQUIRE(
+        write_journal(tree.journal(), {{1, LatencyLimit{}, us(20)}}, {}, {.boot_id = "old-boot"}));
     {
         PerCpuHolder holder(tree.sysroot(), tree.journal(), log.sink());
         holder.apply({{0, us(5)}}, t0);
@@ -347,6 +349,76 @@ TEST_CASE("a journal of an earlier boot is removed, nothing of it put back") {
         CHECK(holder.release_all());
     }
     CHECK(tree.get(1) == "20\n");
+    CHECK(tree.get(0) == "0");
+}
+
+TEST_CASE("a journal of another root is neither put back nor taken over, and kept") {
+    // A run on a captured tree (--sysroot) killed while it held, and a run
+    // on another root with the same runtime directory after it.
+    QosTree tree(2);
+    const std::string elsewhere = "/var/tmp/another-tree";
+    const std::vector<JournalEntry> held{{1, LatencyLimit{}, us(20)}};
+    REQUIRE(write_journal(tree.journal(), held, {}, {.root = elsewhere}));
+    const std::string before = test::slurp(tree.journal());
+    tree.set(1, "20\n"); // as the other root's value was: latgov may have written it
+    Log log;
+    auto restored = restore_journal(tree.sysroot(), tree.journal(), log.sink());
+    REQUIRE_FALSE(restored);
+    const std::string ours = journal_root_of(tree.sysroot());
+    CHECK(ours == fs::canonical(tree.root()).string());
+    CHECK(restored.error().message ==
+          tree.journal().string() + " records the CPUs of the tree " + elsewhere +
+              ", not of the tree " + ours +
+              ": nothing of it is put back or taken over here, and it is kept for "
+              "`latgovd --restore --sysroot " +
+              elsewhere + " --runtime-dir " + tree.journal().parent_path().string() + "`");
+    CHECK(tree.get(1) == "20\n");
+    CHECK(test::slurp(tree.journal()) == before);
+    {
+        PerCpuHolder holder(tree.sysroot(), tree.journal(), log.sink());
+        holder.apply({{0, us(5)}}, t0);
+        CHECK(holder.held().empty());
+        CHECK(log.mentions("records the CPUs of the tree " + elsewhere));
+        CHECK(holder.release_all());
+    }
+    CHECK(tree.get(0) == "0\n");
+    CHECK(test::slurp(tree.journal()) == before);
+
+    // The live system's journal under a tree: the restore it names has no --sysroot.
+    REQUIRE(write_journal(tree.journal(), held, {}, {.root = "/"}));
+    restored = restore_journal(tree.sysroot(), tree.journal(), log.sink());
+    REQUIRE_FALSE(restored);
+    CHECK(restored.error().message.find("records the CPUs of the live system (/), not of the "
+                                        "tree " +
+                                        ours) != std::string::npos);
+    CHECK(restored.error().message.ends_with("`latgovd --restore --runtime-dir " +
+                                             tree.journal().parent_path().string() + "`"));
+
+    // The same root spelt another way (a symlink to it, a "." in it) is this
+    // one, and so is a journal that names none (an older latgov's): put back.
+    const fs::path link = tree.root().parent_path() / (tree.root().filename().string() + "-link");
+    fs::create_directory_symlink(tree.root(), link);
+    for (const std::string& named : {(link / ".").string(), std::string()}) {
+        CAPTURE(named);
+        tree.set(1, "20\n");
+        REQUIRE(write_journal(tree.journal(), held, {}, {.root = named.empty() ? "" : ours}));
+        REQUIRE(restore_journal(SysRoot(named.empty() ? tree.root() : fs::path(named)),
+                                tree.journal(), log.sink()));
+        CHECK(tree.get(1) == "0");
+        CHECK_FALSE(fs::exists(tree.journal()));
+    }
+    fs::remove(link);
+
+    // A holder names its root, and a restore under that root puts it back.
+    {
+        PerCpuHolder holder(tree.sysroot(), tree.journal(), log.sink());
+        holder.apply({{0, us(5)}}, t0);
+        auto text = read_journal(tree.journal());
+        REQUIRE(text);
+        CHECK(text->root == ours);
+    } // abandoned holding, as a kill leaves it
+    CHECK(tree.get(0) == "5");
+    REQUIRE(restore_journal(tree.sysroot(), tree.journal(), log.sink()));
     CHECK(tree.get(0) == "0");
 }
 

@@ -35,16 +35,19 @@ std::string format_journal_entry(const JournalEntry& e) {
     return out;
 }
 
-std::string journal_header_for(std::string_view boot_id) {
+std::string journal_header_for(const JournalOrigin& origin) {
     std::string out(journal_header);
-    if (!boot_id.empty())
-        out += std::string(journal_boot_prefix) + std::string(boot_id) + "\n";
+    if (!origin.boot_id.empty())
+        out += std::string(journal_boot_prefix) + origin.boot_id + "\n";
+    if (!origin.root.empty())
+        out += std::string(journal_root_prefix) + origin.root + "\n";
     return out;
 }
 
 std::string format_journal(const std::vector<JournalEntry>& entries,
-                           const std::vector<std::string>& kept_lines, std::string_view boot_id) {
-    std::string out = journal_header_for(boot_id);
+                           const std::vector<std::string>& kept_lines,
+                           const JournalOrigin& origin) {
+    std::string out = journal_header_for(origin);
     for (const auto& line : kept_lines)
         out += line + "\n";
     for (const auto& e : entries)
@@ -60,6 +63,8 @@ JournalText parse_journal(std::string_view text) {
         const auto content = trim(line);
         if (content.starts_with(journal_boot_prefix) && out.boot_id.empty())
             out.boot_id = std::string(trim(content.substr(journal_boot_prefix.size())));
+        if (content.starts_with(journal_root_prefix) && out.root.empty())
+            out.root = std::string(trim(content.substr(journal_root_prefix.size())));
         if (content.empty() || content.front() == '#')
             continue;
         std::vector<std::string_view> fields;

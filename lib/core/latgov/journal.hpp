@@ -26,10 +26,19 @@ struct JournalEntry {
     bool latgov_may_have_written(LatencyLimit value) const;
 };
 
+// Where a journal's records belong, named in its header: the boot that
+// wrote it and the root whose CPUs it records ("/", or a tree given with
+// --sysroot, as an absolute path). Either is empty when unknown.
+struct JournalOrigin {
+    std::string boot_id{};
+    std::string root{};
+};
+
 // A journal as read: one bad line (a torn or hand-edited file) costs only
 // that line, which is kept verbatim and reported.
 struct JournalText {
     std::string boot_id; // of the boot that wrote it; empty when it names none
+    std::string root;    // whose CPUs it records; empty when it names none
     std::vector<JournalEntry> entries;
     std::vector<std::string> bad_lines; // verbatim
     std::vector<std::string> errors;    // "line 3: expected ..., got ..."
@@ -39,7 +48,7 @@ struct JournalText {
 std::string format_journal_entry(const JournalEntry& entry);
 std::string format_journal(const std::vector<JournalEntry>& entries,
                            const std::vector<std::string>& kept_lines = {},
-                           std::string_view boot_id = {});
+                           const JournalOrigin& origin = {});
 JournalText parse_journal(std::string_view text);
 
 constexpr std::string_view journal_header =
@@ -50,8 +59,12 @@ constexpr std::string_view journal_header =
 // runtime directory not on tmpfs keeps it across a reboot, and putting its
 // originals back would overwrite values set since.
 constexpr std::string_view journal_boot_prefix = "# boot ";
-// The header with that line, when boot_id is not empty.
-std::string journal_header_for(std::string_view boot_id);
+// The header's next line, when the root is known: "# root <path>". Records
+// of a captured tree are not this machine's, nor the other way round: a
+// journal is put back, or taken over, only under the root it names.
+constexpr std::string_view journal_root_prefix = "# root ";
+// The header with those lines, each when its part of `origin` is not empty.
+std::string journal_header_for(const JournalOrigin& origin);
 // One record per CPU, padded with spaces to this size: a power of two that
 // divides a page, so a record's pwrite never straddles two pages.
 constexpr size_t journal_record_size = 256;

@@ -133,18 +133,49 @@ Result<JournalText> read_journal(const std::filesystem::path& path) {
 
 Result<void> write_journal(const std::filesystem::path& path,
                            const std::vector<JournalEntry>& entries,
-                           const std::vector<std::string>& kept_lines, std::string_view boot_id) {
+                           const std::vector<std::string>& kept_lines,
+                           const JournalOrigin& origin) {
     if (entries.empty() && kept_lines.empty()) {
         if (::unlink(path.c_str()) != 0 && errno != ENOENT)
             return make_error("Failed to remove " + path.string() + ": " + errno_message(errno));
         return {};
     }
-    return write_file_atomic(path, format_journal(entries, kept_lines, boot_id), 0600);
+    return write_file_atomic(path, format_journal(entries, kept_lines, origin), 0600);
 }
 
 std::string boot_id_of(const SysRoot& root) {
     auto text = root.read("/proc/sys/kernel/random/boot_id");
     return text ? std::string(trim(*text)) : std::string();
+}
+
+std::string journal_root_of(const SysRoot& root) {
+    std::error_code ec;
+    auto path = std::filesystem::absolute(root.root(), ec);
+    if (ec)
+        return root.root().lexically_normal().string();
+    auto resolved = std::filesystem::weakly_canonical(path, ec);
+    return (ec ? path.lexically_normal() : resolved).string();
+}
+
+JournalOrigin journal_origin_of(const SysRoot& root) {
+    return {boot_id_of(root), journal_root_of(root)};
+}
+
+Result<void> check_journal_root(const JournalText& text, const SysRoot& root,
+                                const std::filesystem::path& journal) {
+    const std::string ours = journal_root_of(root);
+    if (text.root.empty() || text.root == ours)
+        return {};
+    auto of = [](const std::string& r) {
+        return r == "/" ? std::string("the live system (/)") : "the tree " + r;
+    };
+    std::string restore = "latgovd --restore";
+    if (text.root != "/")
+        restore += " --sysroot " + text.root;
+    restore += " --runtime-dir " + journal.parent_path().string();
+    return make_error(journal.string() + " records the CPUs of " + of(text.root) + ", not of " +
+                      of(ours) + ": nothing of it is put back or taken over here, and it is " +
+                      "kept for `" + restore + "`");
 }
 
 namespace {
@@ -186,8 +217,10 @@ Result<void> restore_journal(const SysRoot& root, const std::filesystem::path& j
     auto text = read_journal(journal);
     if (!text)
         return text.error();
-    const std::string boot_id = boot_id_of(root);
-    if (of_earlier_boot(*text, boot_id, journal, log))
+    if (auto ours = check_journal_root(*text, root, journal); !ours)
+        return ours.error();
+    const JournalOrigin origin = journal_origin_of(root);
+    if (of_earlier_boot(*text, origin.boot_id, journal, log))
         return write_journal(journal, {}); // removes it
     if (text->entries.empty() && text->bad_lines.empty()) {
         if (auto removed = write_journal(journal, {}); !removed) // a journal of blank records
@@ -226,7 +259,7 @@ Result<void> restore_journal(const SysRoot& root, const std::filesystem::path& j
             log(name + ": restored " + format_resume_latency(e.original) + " from journal");
         }
     }
-    if (auto saved = write_journal(journal, unrestored, text->bad_lines, boot_id); !saved)
+    if (auto saved = write_journal(journal, unrestored, text->bad_lines, origin); !saved)
         return saved.error();
     if (unrestored.empty() && text->bad_lines.empty())
         return {};
@@ -252,7 +285,7 @@ Result<void> restore_journal(const SysRoot& root, const std::filesystem::path& j
 PerCpuHolder::PerCpuHolder(const SysRoot& root, std::filesystem::path journal, LogSink log,
                            bool take_over)
     : root_(root), journal_path_(std::move(journal)), log_(std::move(log)),
-      boot_id_(boot_id_of(root_)), adopted_(!take_over) {}
+      origin_(journal_origin_of(root_)), adopted_(!take_over) {}
 
 ResumeLatencyFile& PerCpuHolder::file(int cpu) {
     auto it = files_.find(cpu);
@@ -305,9 +338,11 @@ Result<void> PerCpuHolder::open_journal() {
     auto old = read_journal(journal_path_);
     if (!old)
         return old.error();
-    if (of_earlier_boot(*old, boot_id_, journal_path_, log_))
+    if (auto ours = check_journal_root(*old, root_, journal_path_); !ours)
+        return ours.error();
+    if (of_earlier_boot(*old, origin_.boot_id, journal_path_, log_))
         *old = JournalText{};
-    std::string prefix = journal_header_for(boot_id_);
+    std::string prefix = journal_header_for(origin_);
     for (const auto& line : old->bad_lines)
         prefix += line + "\n";
     prefix.insert(prefix.size() - 1,

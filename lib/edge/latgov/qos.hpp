@@ -70,15 +70,26 @@ inline constexpr size_t max_journal_bytes = journal_record_size * (1 + journal_m
 // (max_journal_bytes).
 Result<JournalText> read_journal(const std::filesystem::path& path);
 // Atomic (unique temporary + rename); no entry and no kept line removes it.
-// boot_id (boot_id_of) goes in the header when not empty.
+// `origin` (journal_origin_of) goes in the header.
 Result<void> write_journal(const std::filesystem::path& path,
                            const std::vector<JournalEntry>& entries,
                            const std::vector<std::string>& kept_lines = {},
-                           std::string_view boot_id = {});
+                           const JournalOrigin& origin = {});
 
 // This boot's /proc/sys/kernel/random/boot_id under `root`; empty when it
 // cannot be read (a tree given with --sysroot need not have it).
 std::string boot_id_of(const SysRoot& root);
+// The root as a journal names it: an absolute path without symlinks or
+// "..", so that two spellings of one tree are one root.
+std::string journal_root_of(const SysRoot& root);
+// This boot's id and the root.
+JournalOrigin journal_origin_of(const SysRoot& root);
+// An error when the journal at `journal` (as read: `text`) records the CPUs
+// of another root than `root`: nothing of it may be put back or taken over
+// under this one. The error names both and the restore that puts it back.
+// A journal that names no root (an older latgov's) is anyone's.
+Result<void> check_journal_root(const JournalText& text, const SysRoot& root,
+                                const std::filesystem::path& journal);
 
 // One-line messages for the log ("cpu 1: ..."), so this layer needs no logger.
 using LogSink = std::function<void(const std::string&)>;
@@ -87,7 +98,8 @@ using LogSink = std::function<void(const std::string&)>;
 // value latgov may have written; a value someone else set stays. Removes the
 // journal when done; entries that could not be put back and lines that could
 // not be parsed stay in it, and are an error. A journal of an earlier boot
-// (journal_boot_prefix) is removed, nothing of it put back. The caller holds
+// (journal_boot_prefix) is removed, nothing of it put back; one of another
+// root (check_journal_root) is an error, and kept as it is. The caller holds
 // the runtime directory's lock.
 Result<void> restore_journal(const SysRoot& root, const std::filesystem::path& journal,
                              const LogSink& log);
@@ -186,7 +198,7 @@ class PerCpuHolder {
     SysRoot root_; // by value, so a temporary root cannot dangle
     std::filesystem::path journal_path_;
     LogSink log_;
-    std::string boot_id_; // this boot's, written in the journal's header
+    JournalOrigin origin_; // this boot's and root's, written in the journal's header
     std::map<int, ResumeLatencyFile> files_;
     std::map<int, Held> held_;
     std::map<int, Record> records_;
