@@ -40,6 +40,12 @@ backend = "{backend}"
 limit_us = {limit}
 """
 
+# A fixed limit, and a queue kept active by the requests its debugfs tags
+# say are in flight (set_requests_in_flight): no file is rewritten while
+# they are, so no sample reads one half written.
+INFLIGHT_CONFIG = CONFIG.format(backend="percpu", limit=0).replace(
+    "[daemon]\n", "[daemon]\nqueue_inflight = true\n")
+
 # Malformed configurations: (name, text, the line and column, and a word the
 # error must name). Each must stop a start with exit 78, fail --check-config
 # with 1, and leave a running daemon on its configuration after SIGHUP.
@@ -596,6 +602,25 @@ class FaultTest(HostTestCase):
         self.assertEqual(tree_values(), before, "the tree's CPUs were left held")
         self.assertEqual(read_all(), self.baseline, "the machine's own files were written")
 
+    @staticmethod
+    def set_requests_in_flight(root, busy):
+        """The tree's vda queue with `busy` requests in flight, as its
+        debugfs tags say (the captured tree has the queue's directory)."""
+        tags = os.path.join(root, "sys", "kernel", "debug", "block", "vda", "hctx0", "tags")
+        with open(tags, "w") as f:
+            f.write(f"nr_tags=256\nbusy={busy}\n")
+
+    def hold_in_tree(self, root, tree_values, **start):
+        """latgovd on the tree (INFLIGHT_CONFIG), then a request in flight
+        there: cpu 1 is held. The daemon, and the tree's values held."""
+        before = tree_values()
+        self.set_requests_in_flight(root, 0)
+        d = self.start_daemon(INFLIGHT_CONFIG, events=None, args=("--sysroot", root), **start)
+        self.set_requests_in_flight(root, 1)
+        self.assertIsNotNone(self.wait_value(lambda: tree_values() != before, True, 2.0),
+                             f"cpu 1 not held with a request in flight: {tree_values()}")
+        return d, tree_values()
+
     def test_13_unreadable_device_statistics_back_off(self):
         """A device whose statistics this build cannot parse (an unexpected
         kernel, say) in a tree given with --sysroot, where discovery still
@@ -1111,9 +1136,7 @@ class FaultTest(HostTestCase):
         done fails the sample, which would retry the hold by itself)."""
         root, tree_values = self.sampled_tree()
         before = tree_values()
-        tags = os.path.join(root, "sys", "kernel", "debug", "block", "vda", "hctx0", "tags")
-        with open(tags, "w") as f:  # the captured tree has the queue's debugfs directory
-            f.write("nr_tags=256\nbusy=0\n")
+        self.set_requests_in_flight(root, 0)
         mnt = os.path.join(self.tmp, "full")
         os.mkdir(mnt)
         out = self.run_cmd("mount", "-t", "tmpfs", "-o", "size=8k,mode=0755", "latgov-full", mnt)
@@ -1129,12 +1152,10 @@ class FaultTest(HostTestCase):
                     f.flush()
         except OSError:
             pass  # full
-        config = CONFIG.format(backend="percpu", limit=0).replace(
-            "[daemon]\n", "[daemon]\nqueue_inflight = true\n")
-        d = self.start_daemon(config, runtime_dir=run, events=None, args=("--sysroot", root))
+        d = self.start_daemon(INFLIGHT_CONFIG, runtime_dir=run, events=None,
+                              args=("--sysroot", root))
         self.addCleanup(d.kill)
-        with open(tags, "w") as f:
-            f.write("nr_tags=256\nbusy=1\n")
+        self.set_requests_in_flight(root, 1)
 
         def values_for(seconds):
             seen = set()
@@ -1158,8 +1179,7 @@ class FaultTest(HostTestCase):
         self.assertEqual(values_for(0.5), {tuple(tree_values())}, "the hold did not last")
         d.wait_log(r"cpu 1: constrained now; what failed before has passed")
         d.wait_log(r"status written again")
-        with open(tags, "w") as f:
-            f.write("nr_tags=256\nbusy=0\n")
+        self.set_requests_in_flight(root, 0)
         self.assertIsNotNone(self.wait_value(tree_values, before, 2.0),
                              f"not released once the request completed: {tree_values()}")
         self.assert_stopped_clean(d, tree_values, before)
@@ -1173,17 +1193,7 @@ class FaultTest(HostTestCase):
         back once the file is there, and removes both."""
         root, tree_values = self.sampled_tree()
         before = tree_values()
-        tags = os.path.join(root, "sys", "kernel", "debug", "block", "vda", "hctx0", "tags")
-        with open(tags, "w") as f:
-            f.write("nr_tags=256\nbusy=0\n")
-        config = CONFIG.format(backend="percpu", limit=0).replace(
-            "[daemon]\n", "[daemon]\nqueue_inflight = true\n")
-        d = self.start_daemon(config, events=None, args=("--sysroot", root))
-        with open(tags, "w") as f:  # a request in flight, for as long as it says so
-            f.write("nr_tags=256\nbusy=1\n")
-        self.assertIsNotNone(self.wait_value(lambda: tree_values() != before, True, 2.0),
-                             f"cpu 1 not held with a request in flight: {tree_values()}")
-        held = tree_values()
+        d, held = self.hold_in_tree(root, tree_values)
         self.wait_status(d, lambda st: any(c["limit_us"] is not None for c in st["cpus"]),
                          "a held CPU in the status")
         qos = os.path.join(root, "sys", "devices", "system", "cpu", "cpu1", "power",
@@ -1221,9 +1231,7 @@ class FaultTest(HostTestCase):
         with open(os.path.join(root, "sys", "devices", "system", "cpu", "cpuidle",
                                "current_driver"), "w") as f:
             f.write("none\n")
-        tags = os.path.join(root, "sys", "kernel", "debug", "block", "vda", "hctx0", "tags")
-        with open(tags, "w") as f:
-            f.write("nr_tags=256\nbusy=0\n")
+        self.set_requests_in_flight(root, 0)
         config = ("[daemon]\nlog_level = \"info\"\nstatus_interval_ms = 20\n"
                   "queue_inflight = true\n")
         d = self.start_daemon(config, events=None, args=("--sysroot", root))
@@ -1232,14 +1240,12 @@ class FaultTest(HostTestCase):
             dev = next((x for x in st["devices"] if x["name"] == "vda"), {})
             return dev.get("active_queues")
         self.wait_status(d, lambda st: active(st) == [], "vda listed with no active queue")
-        with open(tags, "w") as f:  # a request in flight
-            f.write("nr_tags=256\nbusy=1\n")
+        self.set_requests_in_flight(root, 1)
         st = self.wait_status(d, lambda st: active(st) == [0], "vda queue 0 active")
         dev = next(x for x in st["devices"] if x["name"] == "vda")
         self.assertIsNone(dev["limit_us"], dev)
         self.assertTrue(dev["limit_from"].startswith("no cpuidle driver"), dev)
-        with open(tags, "w") as f:  # completed
-            f.write("nr_tags=256\nbusy=0\n")
+        self.set_requests_in_flight(root, 0)  # completed
         self.wait_status(d, lambda st: active(st) == [], "vda queue 0 idle again once its "
                                                            "request completed", timeout=3.0)
         self.assertEqual(tree_values(), before, "held a CPU with no cpuidle driver")
@@ -1257,17 +1263,7 @@ class FaultTest(HostTestCase):
         first, first_values = self.sampled_tree("first")
         second, second_values = self.sampled_tree("second")
         before, second_before = first_values(), second_values()
-        tags = os.path.join(first, "sys", "kernel", "debug", "block", "vda", "hctx0", "tags")
-        with open(tags, "w") as f:
-            f.write("nr_tags=256\nbusy=0\n")
-        config = CONFIG.format(backend="percpu", limit=0).replace(
-            "[daemon]\n", "[daemon]\nqueue_inflight = true\n")
-        d = self.start_daemon(config, events=None, args=("--sysroot", first))
-        with open(tags, "w") as f:  # a request in flight
-            f.write("nr_tags=256\nbusy=1\n")
-        self.assertIsNotNone(self.wait_value(lambda: first_values() != before, True, 2.0),
-                             f"cpu 1 not held with a request in flight: {first_values()}")
-        held = first_values()
+        d, held = self.hold_in_tree(first, first_values)
         d.kill()
         journal = d.journal
         with open(journal) as f:
@@ -1278,7 +1274,7 @@ class FaultTest(HostTestCase):
                    f"and it is kept for `latgovd --restore --sysroot {named} --runtime-dir "
                    f"{d.runtime_dir}`")
 
-        other = self.start_daemon(config, wait=False, args=("--sysroot", second))
+        other = self.start_daemon(INFLIGHT_CONFIG, wait=False, args=("--sysroot", second))
         try:
             code = other.proc.wait(10)
         except subprocess.TimeoutExpired:
