@@ -367,7 +367,6 @@ bool Daemon::on_io_events(TimePoint now) {
     if (first_ns != 0) {
         spdlog::debug("woken by a request issued at {} ns", first_ns);
         last_change_ = now;
-        status_dirty_ = true; // a queue went active, whether or not a hold came with it
         const auto done_ns = monotonic_ns();
         if (done_ns >= first_ns && woken_ns >= first_ns) {
             const std::chrono::nanoseconds onset(done_ns - first_ns);
@@ -513,6 +512,7 @@ void Daemon::write_status(TimePoint now) {
     }
     last_status_ = now;
     status_dirty_ = false;
+    status_shows_activity_ = state_ && state_->governor.any_active();
     queue_metrics(now);
 }
 
@@ -608,10 +608,6 @@ void Daemon::observe_sample(TimePoint now, bool rescanned) {
         state_->governor.rebase(sample_, now);
     else
         changed = state_->governor.observe(sample_, now, events_armed);
-    // A queue that went active or idle is in the status even when no hold
-    // changes with it (nothing held with no cpuidle driver, say).
-    if (changed)
-        status_dirty_ = true;
     // Holds dropped while nothing could be observed are taken again.
     if (changed || holds_dropped_) {
         apply(state_->governor.holds(), now);
@@ -639,8 +635,13 @@ void Daemon::housekeeping(TimePoint now) {
     // At most one status write per status_interval: the file may live on a
     // disk latgov governs, and every write there is IO it would react to.
     // Left dirty, it would wake the loop at once.
+    // A status that lists a queue active is written again once it is idle,
+    // whether or not a hold went with it (none does with no cpuidle
+    // driver). Not at every change of activity: a write's own IO on a
+    // governed disk would activate its queue again, and that would be one.
     const bool holding = sampling_error_.empty() && state_->governor.any_active();
-    if ((status_dirty_ || holding) && now - last_status_ >= config_.daemon.status_interval)
+    if ((status_dirty_ || holding || status_shows_activity_) &&
+        now - last_status_ >= config_.daemon.status_interval)
         write_status(now);
     if (now - last_metrics_ >= metrics_refresh)
         queue_metrics(now);

@@ -249,6 +249,8 @@ class Daemon {
     std::string sampling_error_;        // why the last tick could not sample, for the status
     bool holds_dropped_ = false;        // released since nothing could be observed
     bool status_dirty_ = true;
+    // The last status written lists an active queue.
+    bool status_shows_activity_ = false;
     OnsetDelays onset_;      // request issued -> constraint written
     OnsetDelays onset_wake_; // of that, request issued -> latgovd running
     OnsetDelays onset_work_; // and latgovd running -> constraint written

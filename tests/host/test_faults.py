@@ -20,6 +20,7 @@ import shutil
 import signal
 import socket
 import subprocess
+import threading
 import time
 
 from hostlib import (
@@ -1298,6 +1299,74 @@ class FaultTest(HostTestCase):
         self.assertEqual(first_values(), before)
         self.assertFalse(os.path.exists(journal))
         self.assertEqual(read_all(), self.baseline, "the machine's own files were written")
+
+    def test_29_own_writes_on_a_governed_disk_do_not_feed_the_status(self):
+        """latgovd's metrics file on the disk it watches (node_exporter's
+        directory is on disk): each replacement of it is a write there. On a
+        tree whose cpuidle driver is none (latgovd only watches, sampling the
+        counters), a thread turns each replacement into a completion on the
+        tree's vda. One burst of IO from elsewhere is shown in the status,
+        active then idle; the writes latgovd makes for it must not keep the
+        queue active and the files rewritten: within a second it is quiet."""
+        root, tree_values = self.sampled_tree()
+        before = tree_values()
+        with open(os.path.join(root, "sys", "devices", "system", "cpu", "cpuidle",
+                               "current_driver"), "w") as f:
+            f.write("none\n")
+        completions = [1000000]  # as many digits throughout: rewritten in place
+        write_proc_stat(root, vda_interrupts=completions[0])
+        metrics = os.path.join(self.tmp, "metrics", "latgov.prom")
+        os.mkdir(os.path.dirname(metrics))
+        config = "[daemon]\nlog_level = \"info\"\nstatus_interval_ms = 100\n"
+        d = self.start_daemon(config, events=None,
+                              args=("--sysroot", root, "--metrics-file", metrics))
+        done = threading.Event()
+        writes = []  # (seconds since start, what the status lists active)
+
+        def inode(path):
+            try:
+                return os.stat(path).st_ino
+            except FileNotFoundError:
+                return None
+
+        def disk():
+            seen = {metrics: inode(metrics), d.status_path: inode(d.status_path)}
+            t0 = time.monotonic()
+            while not done.is_set():
+                for path in seen:
+                    now = inode(path)
+                    if now == seen[path]:
+                        continue
+                    seen[path] = now
+                    if path == metrics:
+                        completions[0] += 1
+                        write_proc_stat(root, vda_interrupts=completions[0])
+                    else:
+                        try:
+                            shown = next(x["active_queues"] for x in self.status(d.runtime_dir)
+                                         ["devices"] if x["name"] == "vda")
+                        except (OSError, ValueError, KeyError, StopIteration):
+                            shown = "?"
+                        writes.append((time.monotonic() - t0, shown))
+                time.sleep(0.002)
+        thread = threading.Thread(target=disk)
+        thread.start()
+        try:
+            time.sleep(0.5)
+            completions[0] += 3  # IO from elsewhere
+            write_proc_stat(root, vda_interrupts=completions[0])
+            time.sleep(3.5)
+        finally:
+            done.set()
+            thread.join()
+        shown = [active for _, active in writes]
+        self.assertIn([0], shown, f"the burst was never shown: {writes}")
+        self.assertEqual(shown[-1], [], f"the status was left listing vda active: {writes}")
+        late = [(round(t, 2), active) for t, active in writes if t > 2.0]
+        self.assertEqual(late, [], f"status rewritten 1.5 s after the burst, fed by latgovd's own "
+                                   f"writes ({completions[0] - 1000003} of them): {writes}")
+        self.assertEqual(tree_values(), before)
+        self.assert_stopped_clean(d, tree_values, before)
 
     def test_08_onset_after_idle(self):
         """Pairs of 4k reads 30 ms apart (each pair after the 3 ms linger
