@@ -136,6 +136,28 @@ class CalibrateConfig(unittest.TestCase):
         self.assertIn(missing, out)
         self.assertFalse(os.path.exists(self.configured))
 
+    def test_a_level_that_cannot_be_held_is_not_measured(self):
+        """The runtime directory keeps the journal of a latgovd that ran on
+        another root: the probe may neither take it over nor hold a CPU
+        without it. It stops at the first level that needs a hold, names
+        why, and writes no calibration measured without its limits."""
+        run = os.path.join(self.run_dir, "run")
+        os.mkdir(run, 0o700)
+        journal = os.path.join(run, "journal")
+        elsewhere = os.path.join(self.tmp, "another-root")
+        recorded = ("# latgov journal: per-CPU pm_qos_resume_latency_us to restore\n"
+                    f"# root {elsewhere}\ncpu 0 original 0 written n/a\n")
+        write(journal, recorded)
+        rc, out = self.calibrate()
+        self.assertEqual(rc, 1, out)
+        self.assertRegex(out, rf"Calibration stopped \(cpu {self.cpus[-1]} could not be held at "
+                              r"\S+ for the \S+ level \(it reads 0\)\)")
+        self.assertIn(f"{journal} records the CPUs of the tree {elsewhere}", out)
+        self.assertFalse(os.path.exists(self.configured), "a calibration measured unheld")
+        self.assertEqual(self.slots(), ["0"] * len(self.cpus))
+        with open(journal) as f:
+            self.assertEqual(f.read(), recorded)
+
 
 if __name__ == "__main__":
     if len(sys.argv) < 3 or not os.access(sys.argv[1], os.X_OK) or not os.path.isdir(sys.argv[2]):

@@ -225,6 +225,22 @@ Result<Calibration> run_calibration(const SysRoot& root, const CalibrateOptions&
                 if (level.limit)
                     wanted[c.cpu] = level.limit;
                 holder.apply(wanted, std::chrono::steady_clock::now());
+                // A level is measured only with its limit in force: a hold
+                // that failed (a journal that cannot be taken over or
+                // written, a file that cannot be) would measure the CPU
+                // unconstrained under the level's name.
+                if (level.limit) {
+                    auto current = ResumeLatencyFile(root, c.cpu).read();
+                    if (!current || !at_least_as_strict(*current, level.limit)) {
+                        probed = make_error(
+                            "cpu " + std::to_string(c.cpu) + " could not be held at " +
+                            format_resume_latency(level.limit) + " for the " + level.name +
+                            " level (it reads " +
+                            (current ? format_resume_latency(*current) : current.error().message) +
+                            ")");
+                        break;
+                    }
+                }
                 std::vector<double> samples;
                 for (int i = 0; i < c.ios_per_level; ++i) {
                     if (stop.load()) {
