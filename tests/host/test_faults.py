@@ -1273,7 +1273,8 @@ class FaultTest(HostTestCase):
         refusal = (f"{journal} records the CPUs of the tree {named}, not of the tree "
                    f"{os.path.realpath(second)}: nothing of it is put back or taken over here, "
                    f"and it is kept for `latgovd --restore --sysroot {named} --runtime-dir "
-                   f"{d.runtime_dir}`")
+                   f"{d.runtime_dir}` (if that tree is gone, so are its CPUs: remove the "
+                   "journal)")
 
         other = self.start_daemon(INFLIGHT_CONFIG, wait=False, args=("--sysroot", second))
         try:

@@ -68,6 +68,15 @@ TEST_CASE("a journal names the root whose CPUs it records, after the boot") {
     // an older latgov's journal names none.
     CHECK(parse_journal(std::string(journal_header) + "# root /     \n# root /x\n").root == "/");
     CHECK(parse_journal(format_journal(entries, {}, {.boot_id = "abc"})).root.empty());
+    // A path may hold any byte but NUL: spaces (a trailing one too, which
+    // the record padding would swallow), newlines and '%' are escaped.
+    const std::string odd = "/var/tmp/a tree \n%41\x7f ";
+    const auto escaped = format_journal(entries, {}, {.root = odd});
+    CHECK(escaped.find("# root /var/tmp/a%20tree%20%0A%2541%7F%20\n") != std::string::npos);
+    CHECK(parse_journal(escaped).root == odd);
+    CHECK(parse_journal(std::string(journal_header) + "# root /a%20b%20      \n").root == "/a b ");
+    // An escape that is not one is taken as written: a root nobody has.
+    CHECK(parse_journal("# root /a%4/b%zz%\n").root == "/a%4/b%zz%");
 }
 
 TEST_CASE("a malformed journal line is reported by number and costs only that line") {

@@ -371,7 +371,8 @@ TEST_CASE("a journal of another root is neither put back nor taken over, and kep
               ", not of the tree " + ours +
               ": nothing of it is put back or taken over here, and it is kept for "
               "`latgovd --restore --sysroot " +
-              elsewhere + " --runtime-dir " + tree.journal().parent_path().string() + "`");
+              elsewhere + " --runtime-dir " + tree.journal().parent_path().string() +
+              "` (if that tree is gone, so are its CPUs: remove the journal)");
     CHECK(tree.get(1) == "20\n");
     CHECK(test::slurp(tree.journal()) == before);
     {
@@ -393,6 +394,15 @@ TEST_CASE("a journal of another root is neither put back nor taken over, and kep
                                         ours) != std::string::npos);
     CHECK(restored.error().message.ends_with("`latgovd --restore --runtime-dir " +
                                              tree.journal().parent_path().string() + "`"));
+
+    // A root of any bytes is named exactly, and quoted in the restore named.
+    const std::string odd = "/var/tmp/it's a\ntree ";
+    REQUIRE(write_journal(tree.journal(), held, {}, {.root = odd}));
+    CHECK(read_journal(tree.journal())->root == odd);
+    restored = restore_journal(tree.sysroot(), tree.journal(), log.sink());
+    REQUIRE_FALSE(restored);
+    CHECK(restored.error().message.find("--sysroot '/var/tmp/it'\\''s a\ntree ' --runtime-dir") !=
+          std::string::npos);
 
     // The same root spelt another way (a symlink to it, a "." in it) is this
     // one, and so is a journal that names none (an older latgov's): put back.

@@ -35,12 +35,59 @@ std::string format_journal_entry(const JournalEntry& e) {
     return out;
 }
 
+namespace {
+
+// A root is a path, which may hold any byte but NUL: in the header each
+// byte that is not printable ASCII, a space or '%' is written as "%XX", so
+// that the line ends where it should and the record padding that follows
+// the header's last line is not taken for a part of it.
+std::string encode_root(std::string_view root) {
+    static constexpr char hex[] = "0123456789ABCDEF";
+    std::string out;
+    for (const char ch : root) {
+        const auto byte = static_cast<unsigned char>(ch);
+        if (byte > 0x20 && byte < 0x7f && byte != '%') {
+            out += ch;
+        } else {
+            out += '%';
+            out += hex[byte >> 4];
+            out += hex[byte & 0xf];
+        }
+    }
+    return out;
+}
+
+// The root a header line names; a malformed escape leaves the text as it
+// is, which names no root anyone has, so the journal is refused, not taken.
+std::string decode_root(std::string_view text) {
+    auto digit = [](char c) -> int {
+        if (c >= '0' && c <= '9')
+            return c - '0';
+        if (c >= 'A' && c <= 'F')
+            return c - 'A' + 10;
+        return -1;
+    };
+    std::string out;
+    for (size_t i = 0; i < text.size(); ++i) {
+        if (text[i] == '%' && i + 2 < text.size() && digit(text[i + 1]) >= 0 &&
+            digit(text[i + 2]) >= 0) {
+            out += static_cast<char>(digit(text[i + 1]) * 16 + digit(text[i + 2]));
+            i += 2;
+        } else {
+            out += text[i];
+        }
+    }
+    return out;
+}
+
+} // namespace
+
 std::string journal_header_for(const JournalOrigin& origin) {
     std::string out(journal_header);
     if (!origin.boot_id.empty())
         out += std::string(journal_boot_prefix) + origin.boot_id + "\n";
     if (!origin.root.empty())
-        out += std::string(journal_root_prefix) + origin.root + "\n";
+        out += std::string(journal_root_prefix) + encode_root(origin.root) + "\n";
     return out;
 }
 
@@ -64,7 +111,7 @@ JournalText parse_journal(std::string_view text) {
         if (content.starts_with(journal_boot_prefix) && out.boot_id.empty())
             out.boot_id = std::string(trim(content.substr(journal_boot_prefix.size())));
         if (content.starts_with(journal_root_prefix) && out.root.empty())
-            out.root = std::string(trim(content.substr(journal_root_prefix.size())));
+            out.root = decode_root(trim(content.substr(journal_root_prefix.size())));
         if (content.empty() || content.front() == '#')
             continue;
         std::vector<std::string_view> fields;

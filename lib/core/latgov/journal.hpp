@@ -59,7 +59,8 @@ constexpr std::string_view journal_header =
 // runtime directory not on tmpfs keeps it across a reboot, and putting its
 // originals back would overwrite values set since.
 constexpr std::string_view journal_boot_prefix = "# boot ";
-// The header's next line, when the root is known: "# root <path>". Records
+// The header's next line, when the root is known: "# root <path>", each
+// byte of the path that is not printable ASCII, a space or '%' as "%XX". Records
 // of a captured tree are not this machine's, nor the other way round: a
 // journal is put back, or taken over, only under the root it names.
 constexpr std::string_view journal_root_prefix = "# root ";

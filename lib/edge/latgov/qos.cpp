@@ -3,6 +3,7 @@
 #include "latgov/runtime_dir.hpp"
 
 #include <algorithm>
+#include <cctype>
 #include <cerrno>
 #include <fcntl.h>
 #include <limits>
@@ -161,6 +162,25 @@ JournalOrigin journal_origin_of(const SysRoot& root) {
     return {boot_id_of(root), journal_root_of(root)};
 }
 
+namespace {
+
+// `word` as one word of a shell command: quoted when it holds anything but
+// the characters paths are usually made of.
+std::string shell_word(const std::string& word) {
+    const bool plain = !word.empty() && std::all_of(word.begin(), word.end(), [](char c) {
+        return std::isalnum(static_cast<unsigned char>(c)) ||
+               std::string_view("/._+-:@,=").find(c) != std::string_view::npos;
+    });
+    if (plain)
+        return word;
+    std::string out = "'";
+    for (const char c : word)
+        out += c == '\'' ? std::string("'\\''") : std::string(1, c);
+    return out + "'";
+}
+
+} // namespace
+
 Result<void> check_journal_root(const JournalText& text, const SysRoot& root,
                                 const std::filesystem::path& journal) {
     const std::string ours = journal_root_of(root);
@@ -169,13 +189,18 @@ Result<void> check_journal_root(const JournalText& text, const SysRoot& root,
     auto of = [](const std::string& r) {
         return r == "/" ? std::string("the live system (/)") : "the tree " + r;
     };
+    std::error_code ec;
+    const auto dir = std::filesystem::absolute(journal.parent_path(), ec);
     std::string restore = "latgovd --restore";
     if (text.root != "/")
-        restore += " --sysroot " + text.root;
-    restore += " --runtime-dir " + journal.parent_path().string();
+        restore += " --sysroot " + shell_word(text.root);
+    restore += " --runtime-dir " + shell_word((ec ? journal.parent_path() : dir).string());
     return make_error(journal.string() + " records the CPUs of " + of(text.root) + ", not of " +
                       of(ours) + ": nothing of it is put back or taken over here, and it is " +
-                      "kept for `" + restore + "`");
+                      "kept for `" + restore + "`" +
+                      (text.root == "/" ? ""
+                                        : " (if that tree is gone, so are its CPUs: remove the "
+                                          "journal)"));
 }
 
 namespace {
