@@ -1110,7 +1110,10 @@ class HostTestCase(unittest.TestCase):
         driver, governor = cpuidle_driver(), cpuidle_governor()
         kind = idle_governor_kind(driver, governor)
         states = idle_states(self.comp)
-        fio = self.start_fio(3 if kind == ZERO_ONLY else 2)
+        # Under haltpoll the live IO decides: a window pair takes about a
+        # second of IO after the onset, and the default status is written
+        # once a second.
+        fio = self.start_fio(4 if kind == ZERO_ONLY else 2)
         fio.wait_io_start()
 
         def observed(st):
