@@ -179,13 +179,15 @@ int status(const Args& args) {
             fmt::print(stderr, "{}", gone);
         return 0;
     }
+    std::string text;
     try {
-        fmt::print("{}{}{}", format_status(*status), format_other_holders(root, *status, place),
-                   writer_gone(place, *status));
+        text = format_status(*status) + format_other_holders(root, *status, place) +
+               writer_gone(place, *status);
     } catch (const std::exception& e) {
         return fail(fmt::format("Failed to read {}: {}", (place.dir() / status_file_name).string(),
                                 e.what()));
     }
+    fmt::print("{}", text);
     return 0;
 }
 

@@ -4,9 +4,11 @@
 #include "latgov/config.hpp"
 
 #include <cstdio>
+#include <cstring>
 #include <fmt/format.h>
 #include <string>
 #include <string_view>
+#include <system_error>
 
 namespace latgov::cli {
 
@@ -107,7 +109,9 @@ int option_error(std::string_view command, const std::string& option,
 
 } // namespace latgov::cli
 
-int main(int argc, char** argv) {
+namespace {
+
+int dispatch(int argc, char** argv) {
     using namespace latgov::cli;
     Args args;
     int i = 1;
@@ -163,4 +167,29 @@ int main(int argc, char** argv) {
         return command.run(args);
     }
     return usage_error("unknown command " + args.command);
+}
+
+} // namespace
+
+// Output that did not reach its reader (a full disk, a closed file) fails
+// the command, however it ended: fmt::print throws when a write fails, and
+// what stays in stdout's buffer is written only at the flush here.
+int main(int argc, char** argv) {
+    using latgov::cli::fail;
+    int status = 0;
+    try {
+        status = dispatch(argc, argv);
+    } catch (const std::system_error& e) {
+        if (!std::ferror(stdout))
+            return fail(e.what());
+        return fail("Failed to write to standard output: " + e.code().message());
+    } catch (const std::exception& e) {
+        return fail(e.what());
+    }
+    const bool flushed = std::fflush(stdout) == 0;
+    const int error = errno;
+    if (!flushed || std::ferror(stdout))
+        return fail(fmt::format("Failed to write to standard output{}",
+                                flushed ? "" : std::string(": ") + std::strerror(error)));
+    return status;
 }

@@ -8,8 +8,10 @@ Usage: test_help.py LATGOV
 """
 import os
 import re
+import shutil
 import subprocess
 import sys
+import tempfile
 import unittest
 
 LATGOV = None
@@ -119,6 +121,25 @@ class OptionErrors(unittest.TestCase):
                 (["calibrate", "--bogus"], "calibrate: unknown option --bogus", "calibrate")):
             with self.subTest(args=args):
                 self.check(args, message, command)
+
+    def test_output_that_cannot_be_written_fails(self):
+        """stdout on a full device: the usage text, small output (written at
+        exit from stdout's buffer) and large output (written as it goes)
+        each end in exit status 1 and a line that names standard output,
+        not in an abort (134) or a success with nothing written (0)."""
+        tree = tempfile.mkdtemp(prefix="latgov-cli-output.")
+        self.addCleanup(shutil.rmtree, tree)
+        golden = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "golden",
+                              "host-haltpoll.tar.gz")
+        subprocess.run(["tar", "xzf", golden, "-C", tree], check=True)
+        for args in (["--help"], ["topology", "--help"], ["--sysroot", tree, "topology"],
+                     ["--sysroot", tree, "topology", "--json"]):
+            with self.subTest(args=args), open("/dev/full", "w") as full:
+                out = subprocess.run([LATGOV, *args], stdout=full, stderr=subprocess.PIPE,
+                                     text=True, timeout=30)
+                self.assertEqual(out.returncode, 1, out.stderr)
+                self.assertEqual(out.stderr, "latgov: Failed to write to standard output: "
+                                             "No space left on device\n")
 
     def test_calibrate_cpu_takes_a_cpu_number(self):
         # 2^32 would wrap to CPU 0 and 2^32 - 1 to -1 in an int.
