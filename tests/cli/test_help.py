@@ -2,7 +2,7 @@
 """`latgov COMMAND --help` and `-h`: that command's part of the usage text on
 stdout and exit status 0, wherever the option stands after the command and
 whatever else is given (nothing is read or run). An unknown command stays a
-usage error.
+usage error. Output that cannot be written is a failure (exit 1).
 
 Usage: test_help.py LATGOV
 """
