@@ -39,8 +39,13 @@ int explain(const Args& args) {
         return fail(config.error().message);
     // The costs latgovd uses; why a calibration does not apply is in the source.
     const auto costs = load_idle_costs(root, config->daemon, *topology, [](const std::string&) {});
+    // No status: latgovd is not running. One that cannot be read is an
+    // error, not taken for none.
     const StatusPlace place(root, runtime_dir);
-    const auto status = place.read();
+    auto loaded = place.load();
+    if (!loaded && place.present())
+        return fail(loaded.error().message);
+    const nlohmann::json status = loaded ? std::move(*loaded) : nlohmann::json(nullptr);
     auto text = explain_device({*topology, *config, costs.per_cpu, costs.source, status}, device);
     if (!text)
         return fail(text.error().message);

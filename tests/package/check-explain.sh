@@ -3,7 +3,7 @@
 # captured tree with the embedded default configuration: the device is
 # governed by default, every one of its QUEUES queues is listed with its IRQ,
 # and each completion CPU gets its idle-state table. A --config that does
-# not exist is an error.
+# not exist is an error, and so is a status that cannot be read.
 set -euo pipefail
 latgov=$1 fixture=$2 device=$3 queues=$4
 tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
@@ -43,4 +43,12 @@ grep -q "^  held now at 7 us for $device/0" <<< "$snap" ||
 js=$("$latgov" --sysroot "$tmp" status --json 2>&1) || fail "status --json on the tree failed: $js"
 grep -q '"pid": 4242' <<< "$js" || fail "status --json does not read the tree's status: $js"
 grep -q '"latgovd_running": null' <<< "$js" || fail "status --json asks this host of the snapshot: $js"
-echo "PASS explain $device: $rows queues, $tables idle-state tables; a missing --config named; the tree's status read"
+# A status that cannot be read is an error naming it, as for `latgov
+# status`, not taken for a latgovd that is not running.
+printf '{"pid": 4242, "devices": [' > "$tmp/run/latgov/status.json"   # cut short
+if bad=$("$latgov" --sysroot "$tmp" explain "$device" --config "$tmp/empty.toml" 2>&1); then
+  fail "explain with a truncated status succeeded: $bad"
+fi
+grep -q "Failed to parse .*status.json" <<< "$bad" || fail "the error does not name the status: $bad"
+! grep -q "not running" <<< "$bad" || fail "a truncated status taken for no latgovd: $bad"
+echo "PASS explain $device: $rows queues, $tables idle-state tables; a missing --config named; the tree's status read; a truncated one named"

@@ -186,6 +186,54 @@ TEST_CASE("explain: a CPU a dry-run device would hold says at what and for what"
     CHECK_FALSE(contains(*text, "not held now"));
 }
 
+TEST_CASE("explain: the global request holds every CPU, and explain says so") {
+    const Machine machine;
+    auto config = parse_config("[[device]]\nname = \"vda\"\nmode = \"fixed\"\nlimit_us = "
+                               "5\nbackend = \"global\"\n",
+                               "t.toml");
+    REQUIRE(config);
+    // What latgovd writes with a global device active: no per-CPU hold, the
+    // global one beside.
+    auto status = nlohmann::json::parse(R"({
+        "devices": [{"name": "vda", "limit_us": 5, "active_queues": [0]}],
+        "cpus": [{"cpu": 0, "limit_us": null, "held_for": []},
+                 {"cpu": 1, "limit_us": null, "held_for": []}],
+        "global_limit_us": 5,
+        "global_held_for": [{"device": "vda", "queue": 0, "why": "completes"}]})");
+    auto text = machine.explain(*config, status);
+    REQUIRE(text);
+    INFO(*text);
+    CHECK(contains(*text, "Mode fixed: while a queue is active every CPU holds 5 us (backend "
+                          "global: /dev/cpu_dma_latency).\n"));
+    CHECK(contains(*text, "\nCPU 1 idle states:\n"));
+    CHECK(text->ends_with(
+        "  held now at 5 us through /dev/cpu_dma_latency (every CPU) for vda/0 (completes)\n"));
+    CHECK_FALSE(contains(*text, "not held now"));
+
+    // Released: nothing held anywhere.
+    status["global_limit_us"] = nullptr;
+    status["global_held_for"] = nlohmann::json::array();
+    text = machine.explain(*config, status);
+    REQUIRE(text);
+    CHECK(text->ends_with("  not held now\n"));
+    CHECK_FALSE(contains(*text, "cpu_dma_latency) for"));
+}
+
+TEST_CASE("explain: a status that does not list a governed device does not say latgovd is "
+          "not running") {
+    // latgovd runs with another configuration than the one explain reads
+    // (edited, not reloaded): its status lists other devices.
+    const Machine machine;
+    const Config config;
+    auto status = valid_status();
+    status["devices"][0]["name"] = "vdb";
+    auto text = machine.explain(config, status);
+    REQUIRE(text);
+    INFO(*text);
+    CHECK(contains(*text, "latgovd's status does not list this device"));
+    CHECK_FALSE(contains(*text, "latgovd is not running"));
+}
+
 TEST_CASE("explain: a device with only poll queues is not governed, and says why") {
     Machine machine;
     for (auto& q : machine.topology.devices.at(0).queues) {

@@ -44,6 +44,10 @@ struct LiveDevice {
 struct LiveStatus {
     std::vector<LiveDevice> devices;
     std::vector<LiveCpu> cpus;
+    // The global request (/dev/cpu_dma_latency), which holds every CPU;
+    // nullopt: not held.
+    LatencyLimit global_limit;
+    std::vector<HeldFor> global_held_for;
 };
 
 // status.json's limit_us: a number, or null for no limit.
@@ -93,13 +97,21 @@ LiveStatus read_live_status(const nlohmann::json& status) {
             cpu.dry_run_for = read_held_for(c.at("dry_run_for"));
         }
     }
+    if (const auto global = root.find("global_limit_us"); global && !global->is_null()) {
+        live.global_limit = global->whole<std::uint32_t>();
+        live.global_held_for = read_held_for(root.at("global_held_for"));
+    }
     return live;
 }
 
 // The policy in words, with the live limit and linger where latgovd runs.
-std::string explain_policy(const Policy& p, const LiveDevice* live) {
+std::string explain_policy(const Policy& p, const LiveDevice* live, bool status_read) {
     std::string out;
-    if (p.mode == Mode::fixed) {
+    if (p.mode == Mode::fixed && p.backend == Backend::global) {
+        out += fmt::format("Mode fixed: while a queue is active every CPU holds {} (backend "
+                           "global: /dev/cpu_dma_latency).\n",
+                           describe_limit(p.limit_us));
+    } else if (p.mode == Mode::fixed) {
         out += fmt::format("Mode fixed: while a queue is active its completion CPUs hold {}.\n",
                            describe_limit(p.limit_us));
     } else if (p.mode == Mode::automatic) {
@@ -116,7 +128,9 @@ std::string explain_policy(const Policy& p, const LiveDevice* live) {
                                "{:.1f} us.\n",
                                latency, latency * p.latency_fraction);
         } else {
-            out += "No latency observed yet (idle, or latgovd is not running).\n";
+            out += live          ? "No latency observed yet (idle).\n"
+                   : status_read ? "No latency observed yet (not in latgovd's status).\n"
+                                 : "No latency observed yet (latgovd is not running).\n";
         }
     }
     if (live) {
@@ -124,6 +138,13 @@ std::string explain_policy(const Policy& p, const LiveDevice* live) {
         if (live->limit_from)
             out += fmt::format(" ({})", *live->limit_from);
         out += ".\n";
+    } else if (status_read) {
+        // Governed under the configuration read here, not in latgovd's
+        // status: it runs with another one (not reloaded since a change),
+        // or has not mapped the device yet.
+        out += "latgovd's status does not list this device: latgovd governs it under another "
+               "configuration than this one (a reload applies a changed one), or has not seen "
+               "it yet.\n";
     } else {
         out += "latgovd is not running: no live limit (start it, then ask again).\n";
     }
@@ -259,7 +280,12 @@ std::string explain_cpus(const ExplainInput& in, const LiveStatus* status, CpuSe
         if (c && c->dry_run_limit)
             out += fmt::format("  would hold at {} (dry-run) for {}\n",
                                describe_limit(c->dry_run_limit), describe_held_for(c->dry_run_for));
-        if (!c || (!c->limit && !c->dry_run_limit))
+        // The global request holds every CPU, whatever its own file says.
+        if (status && status->global_limit)
+            out += fmt::format("  held now at {} through /dev/cpu_dma_latency (every CPU) for {}\n",
+                               describe_limit(status->global_limit),
+                               describe_held_for(status->global_held_for));
+        if ((!c || (!c->limit && !c->dry_run_limit)) && !(status && status->global_limit))
             out += "  not held now\n";
     }
     return out;
@@ -319,7 +345,7 @@ Result<std::string> explain_device(const ExplainInput& in, std::string_view name
         for (const auto& d : status->devices)
             if (!live && d.name == name)
                 live = &d;
-    out += explain_policy(p, live);
+    out += explain_policy(p, live, status.has_value());
     out += explain_idle(in);
 
     CpuSet cpus;
