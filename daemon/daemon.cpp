@@ -1007,6 +1007,7 @@ bool Daemon::open_runtime_dir() {
                      config_.daemon.runtime_dir.string());
     if (auto ours = check_journal_is_ours(*runtime_, root_); !ours) {
         spdlog::error("{}", ours.error().message);
+        start_failure_status_ = exit_config; // a restart would find the same journal
         return false;
     }
     // A run that was killed may have left values behind: put them back first.
@@ -1140,7 +1141,7 @@ std::optional<int> Daemon::on_signals() {
 
 int Daemon::run_loop(std::unique_lock<std::mutex>& lock) {
     if (!start())
-        return stopped_before_start_ ? 0 : 1;
+        return stopped_before_start_ ? 0 : start_failure_status_;
     for (;;) {
         std::array<epoll_event, max_events_per_wait> events;
         const int n = wait_for_events(events, lock);

@@ -35,6 +35,11 @@
 
 namespace latgov {
 
+// EX_CONFIG: a start that will not get better by restarting (a bad
+// configuration, a runtime directory that holds another root's journal);
+// the unit's RestartPreventExitStatus= names it.
+inline constexpr int exit_config = 78;
+
 struct Options {
     std::filesystem::path config{default_config_file};
     std::string sysroot = "/";
@@ -274,6 +279,7 @@ class Daemon {
     };
     std::optional<PendingMetrics> metrics_to_write_;
     bool stopped_before_start_ = false; // a stop signal ended the lock's wait
+    int start_failure_status_ = 1;      // the exit status of a start that failed
     bool metrics_failed_ = false;       // warn once until a write succeeds again
 };
 

@@ -23,7 +23,6 @@ namespace {
 
 using namespace latgov;
 
-constexpr int exit_config = 78; // EX_CONFIG: systemd does not restart on it
 // The longest --wait-for-lock, in seconds.
 constexpr std::uint64_t max_wait_for_lock = 3600;
 
