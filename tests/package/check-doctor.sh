@@ -81,7 +81,7 @@ rm "$tree/run/latgov/status.json" && mv "$tmp/run/status.json" "$tree/run/latgov
 mkdir "$tmp/bad" && echo '{"pid": 42' > "$tmp/bad/status.json"
 out=$("$latgov" --sysroot "$tree" doctor --runtime-dir "$tmp/bad"); rc=$?
 [[ $rc -eq 3 ]] || fail "doctor with an unparsable status exits $rc, expected 3: $out"
-grep -qF "[FIX ] latgovd: status unreadable: Failed to parse $tmp/bad/status.json: not a JSON object" \
+grep -qF "[FIX ] latgovd: status unreadable: Failed to parse $tmp/bad/status.json at line 2, column 1: syntax error while parsing object - unexpected end of input; expected '}'" \
   <<< "$out" || fail "the unparsable status is not named: $out"
 
 # A new snapshot of the tree keeps what doctor reads: its mounts, tracefs

@@ -299,6 +299,22 @@ TEST_CASE("a snapshot's status is read inside the snapshot, this host's by its p
     loaded = snapshot.load();
     REQUIRE_FALSE(loaded);
     CHECK(loaded.error().message == "Failed to parse " + file + ": not a JSON object");
+    // Not JSON: where the parser stopped and why, with what it last read
+    // shown without its control bytes (the parser names them) nor bytes
+    // that are not ASCII.
+    tree.put("/run/latgov/status.json", "{\"pid\": 7,\n \x1b[2J");
+    loaded = snapshot.load();
+    REQUIRE_FALSE(loaded);
+    CHECK(loaded.error().message == "Failed to parse " + file +
+                                        " at line 2, column 2: syntax error while parsing object "
+                                        "key - invalid literal; last read: '7,<U+000A> <U+001B>'; "
+                                        "expected string literal");
+    tree.put("/run/latgov/status.json", "\xff\xfe");
+    loaded = snapshot.load();
+    REQUIRE_FALSE(loaded);
+    CHECK(loaded.error().message == "Failed to parse " + file +
+                                        " at line 1, column 1: syntax error while parsing value - "
+                                        "invalid literal; last read: '?'");
     tree.put("/run/latgov/status.json", R"({"pid": 7})");
     loaded = snapshot.load();
     REQUIRE(loaded);

@@ -30,8 +30,23 @@ Result<nlohmann::json> StatusPlace::load() const {
             return make_error("no status at " + path + ": is latgovd running?");
         return text.error(); // there, but not readable: says why
     }
-    auto status = nlohmann::json::parse(*text, nullptr, false);
-    if (status.is_discarded() || !status.is_object())
+    nlohmann::json status;
+    try {
+        status = nlohmann::json::parse(*text);
+    } catch (const nlohmann::json::parse_error& e) {
+        // "[json.exception.parse_error.101] parse error at line 1, column
+        // 11: syntax error ..." -> "at line 1, column 11: syntax error ..."
+        std::string_view why = e.what();
+        if (const auto at = why.find("parse error "); at != std::string_view::npos)
+            why.remove_prefix(at + std::string_view("parse error ").size());
+        // It quotes what it last read: no byte of that reaches a terminal.
+        std::string shown(why);
+        for (char& c : shown)
+            if (static_cast<unsigned char>(c) < 0x20 || static_cast<unsigned char>(c) >= 0x7f)
+                c = '?';
+        return make_error("Failed to parse " + path + " " + shown);
+    }
+    if (!status.is_object())
         return make_error("Failed to parse " + path + ": not a JSON object");
     return status;
 }
