@@ -416,32 +416,61 @@ TEST_CASE("tracefs closed to this user is unreadable, not missing") {
     }
 }
 
-TEST_CASE("a malformed status is an error naming the file and key, not an abort") {
+TEST_CASE("a malformed status is a status error naming the file and key, not an abort") {
+    // Its writer runs: this process holds the runtime directory's lock and
+    // is the status's pid, as latgovd is.
     const TempTree tree("latgov-malformed");
     const fs::path run = tree.root / "run";
+    fs::create_directory(run);
+    auto locked = RuntimeDir::open_locked(run, false);
+    REQUIRE(locked);
     const SysRoot sys(tree.root);
     const std::string file = (run / "status.json").string();
     auto error_of = [&](const char* text) {
-        auto facts =
-            read_host_facts(sys, Topology{}, nlohmann::json::parse(text), StatusPlace(sys, run));
-        REQUIRE_FALSE(facts);
-        return facts.error().message;
+        auto status = nlohmann::json::parse(text);
+        if (!status.contains("pid"))
+            status["pid"] = ::getpid();
+        auto facts = read_host_facts(sys, Topology{}, status, StatusPlace(sys, run));
+        REQUIRE(facts);
+        CHECK(facts->latgov_running);
+        // Nothing it says is taken for a hold.
+        CHECK(facts->latgov_held_cpus.empty());
+        CHECK_FALSE(facts->latgov_global_limit);
+        return facts->status_error;
     };
     CHECK(error_of(R"({"cpus": [{"limit_us": 5}]})") ==
           file + ": cpus[0].cpu: must be a CPU number, got nothing");
-    CHECK(error_of(R"({"cpus": [{"cpu": 0}, {"cpu": "x", "limit_us": 5}]})") ==
+    CHECK(error_of(R"({"cpus": [{"cpu": 0, "limit_us": 5}, {"cpu": "x", "limit_us": 5}]})") ==
           file + ": cpus[1].cpu: must be a CPU number, got \"x\"");
     CHECK(error_of(R"({"cpus": [{"cpu": 0, "limit_us": "5"}]})") ==
           file + ": cpus[0].limit_us: must be null or a number of microseconds, got \"5\"");
     CHECK(error_of(R"({"cpus": 3})") == file + ": cpus: must be an array, got 3");
+    CHECK(error_of(R"({"global_limit_us": 9, "cpus": [{"cpu": 0, "limit_us": -1}]})")
+              .starts_with(file + ": cpus[0].limit_us: must be"));
     CHECK(error_of(R"({"global_limit_us": -1})").starts_with(file + ": global_limit_us: must be"));
     CHECK(error_of(R"({"global_limit_us": 4294967296})").ends_with("got 4294967296"));
+    // With no pid whose latgovd could be looked for, it cannot be told
+    // whether the status is a running latgovd's: not taken for one.
+    CHECK(error_of(R"({"pid": null, "cpus": []})") ==
+          file + ": pid: must be a process id, got null");
+    CHECK(error_of(R"({"pid": 0, "cpus": []})") == file + ": pid: must be a process id, got 0");
+    auto facts = read_host_facts(sys, Topology{}, nlohmann::json::parse(R"({"cpus": []})"),
+                                 StatusPlace(sys, run));
+    REQUIRE(facts);
+    CHECK(facts->status_error == file + ": pid: missing");
+    // Each is a FIX naming it, and the other checks still run.
+    const auto findings = diagnose(*facts);
+    CHECK(std::any_of(findings.begin(), findings.end(), [&](const Finding& f) {
+        return f.result == "status unreadable: " + file + ": pid: missing";
+    }));
+    CHECK(findings.size() > 1);
     // What latgovd writes still reads.
-    auto good = read_host_facts(
-        sys, Topology{},
-        nlohmann::json::parse(R"({"global_limit_us": 7, "cpus": [{"cpu": 3, "limit_us": 0}]})"),
-        StatusPlace(sys, run));
+    auto written =
+        nlohmann::json::parse(R"({"global_limit_us": 7, "cpus": [{"cpu": 3, "limit_us": 0}]})");
+    written["pid"] = ::getpid();
+    auto good = read_host_facts(sys, Topology{}, written, StatusPlace(sys, run));
     REQUIRE(good);
+    CHECK(good->status_error.empty());
     CHECK(good->latgov_global_limit == LatencyLimit{7});
     CHECK(good->latgov_held_cpus == std::set<int>{3});
     // `latgov status` skips what it cannot read instead of aborting.

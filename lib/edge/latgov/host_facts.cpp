@@ -86,12 +86,54 @@ std::set<int> journaled_holds(const SysRoot& root, const std::filesystem::path& 
 
 } // namespace
 
+namespace {
+
+// What a running latgovd's status says it holds, into `f`; what makes it
+// not a status latgovd writes, as "<path>: <key>: <what>".
+std::optional<std::string> read_status_holds(const nlohmann::json& status, const std::string& path,
+                                             HostFacts& f) {
+    auto malformed = [&](const std::string& key, std::string_view what) {
+        return path + ": " + key + ": " + std::string(what);
+    };
+    if (const auto pid = status.find("pid"); pid == status.end())
+        return malformed("pid", "missing");
+    else if (!pid->is_number_integer() || pid->get<std::int64_t>() <= 0)
+        return malformed("pid", "must be a process id, got " + pid->dump());
+    if (const auto global = status.find("global_limit_us"); global != status.end()) {
+        const auto limit = status_limit(*global);
+        if (!limit.valid)
+            return malformed("global_limit_us",
+                             "must be null or a number of microseconds, got " + global->dump());
+        f.latgov_global_limit = limit.limit;
+    }
+    const auto cpus = status.find("cpus");
+    if (cpus != status.end() && !cpus->is_array())
+        return malformed("cpus", "must be an array, got " + cpus->dump());
+    for (size_t i = 0; cpus != status.end() && i < cpus->size(); ++i) {
+        const auto& c = (*cpus)[i];
+        const std::string key = "cpus[" + std::to_string(i) + "]";
+        const auto cpu = status_cpu(c);
+        if (!cpu)
+            return malformed(key + ".cpu",
+                             "must be a CPU number, got " + (c.is_object() && c.contains("cpu")
+                                                                 ? c["cpu"].dump()
+                                                                 : std::string("nothing")));
+        const auto limit = c.find("limit_us");
+        if (limit == c.end())
+            continue;
+        if (!status_limit(*limit).valid)
+            return malformed(key + ".limit_us",
+                             "must be null or a number of microseconds, got " + limit->dump());
+        if (!limit->is_null())
+            f.latgov_held_cpus.insert(*cpu);
+    }
+    return std::nullopt;
+}
+
+} // namespace
+
 Result<HostFacts> read_host_facts(const SysRoot& root, const Topology& topology,
                                   const nlohmann::json& status, const StatusPlace& place) {
-    const std::string status_path = (place.dir() / status_file_name).string();
-    auto malformed = [&](const std::string& key, std::string_view what) {
-        return make_error(status_path + ": " + key + ": " + std::string(what));
-    };
     HostFacts f;
     f.cpuidle_driver = topology.cpuidle_driver;
     f.cpuidle_governor = topology.cpuidle_governor;
@@ -106,33 +148,14 @@ Result<HostFacts> read_host_facts(const SysRoot& root, const Topology& topology,
         f.latgov_gone_pid = status_writer_gone(place.dir(), status);
     if (status.is_object() && !f.latgov_gone_pid) {
         f.latgov_running = true;
-        if (const auto global = status.find("global_limit_us"); global != status.end()) {
-            const auto limit = status_limit(*global);
-            if (!limit.valid)
-                return malformed("global_limit_us",
-                                 "must be null or a number of microseconds, got " + global->dump());
-            f.latgov_global_limit = limit.limit;
-        }
-        const auto cpus = status.find("cpus");
-        if (cpus != status.end() && !cpus->is_array())
-            return malformed("cpus", "must be an array, got " + cpus->dump());
-        for (size_t i = 0; cpus != status.end() && i < cpus->size(); ++i) {
-            const auto& c = (*cpus)[i];
-            const std::string key = "cpus[" + std::to_string(i) + "]";
-            const auto cpu = status_cpu(c);
-            if (!cpu)
-                return malformed(key + ".cpu",
-                                 "must be a CPU number, got " + (c.is_object() && c.contains("cpu")
-                                                                     ? c["cpu"].dump()
-                                                                     : std::string("nothing")));
-            const auto limit = c.find("limit_us");
-            if (limit == c.end())
-                continue;
-            if (!status_limit(*limit).valid)
-                return malformed(key + ".limit_us",
-                                 "must be null or a number of microseconds, got " + limit->dump());
-            if (!limit->is_null())
-                f.latgov_held_cpus.insert(*cpu);
+        // A status that is not what latgovd writes tells nothing of what it
+        // holds: a FIX naming the field, as one that does not parse; the
+        // journal still tells which values are latgov's.
+        const auto path = (place.dir() / status_file_name).string();
+        if (auto error = read_status_holds(status, path, f)) {
+            f.status_error = std::move(*error);
+            f.latgov_held_cpus.clear();
+            f.latgov_global_limit.reset();
         }
         if (place.of_this_host())
             f.latgov_held_cpus.merge(journaled_holds(root, place.dir(), f.cpu_values));
