@@ -69,11 +69,13 @@ std::optional<int> status_cpu(const nlohmann::json& entry) {
 // never does (a record is written before its CPU's file), so a CPU held
 // since the last status is not taken for another writer's. None when the
 // journal cannot be read (not root; not a regular file) or is of an earlier
-// boot or of another root; only while the status's latgovd runs (the caller checks).
+// boot or of another root; only while the status's latgovd runs (the
+// caller checks).
 std::set<int> journaled_holds(const SysRoot& root, const std::filesystem::path& runtime_dir,
                               const std::map<int, LatencyLimit>& values) {
-    const auto text = read_journal(runtime_dir / journal_file_name);
-    if (!text || text->boot_id != boot_id_of(root) || !check_journal_root(*text, root, runtime_dir))
+    const auto journal = runtime_dir / journal_file_name;
+    const auto text = read_journal(journal);
+    if (!text || text->boot_id != boot_id_of(root) || !check_journal_root(*text, root, journal))
         return {};
     std::set<int> cpus;
     for (const auto& entry : text->entries)
