@@ -202,7 +202,7 @@ def predecessors(orders: dict[int, list[str]], modes: list[str]) -> str:
 
 def first_slots(rows: list[dict], modes: list[str]) -> str:
     """How many rounds each mode ran first in: the same for every mode only
-    when the rounds are a multiple of the modes."""
+    when the rounds can share the first place evenly among the modes."""
     first: dict[str, set] = {m: set() for m in modes}
     rounds = set()
     for r in rows:
@@ -213,8 +213,8 @@ def first_slots(rows: list[dict], modes: list[str]) -> str:
     text = "- first in its round: %s (of %d rounds)" % (
         ", ".join("%s %d" % (m, c) for m, c in zip(modes, counts)), len(rounds))
     if len(set(counts)) > 1:
-        text += ("; unequal, as %d rounds do not divide among %d modes: round 1 runs them "
-                 "in the order given" % (len(rounds), len(modes)))
+        text += ("; unequal: %d rounds cannot put each of %d modes first equally often "
+                 "(each round's order is below)" % (len(rounds), len(modes)))
     return text
 
 
