@@ -309,6 +309,12 @@ TEST_CASE("a snapshot's status is read inside the snapshot, this host's by its p
                                         " at line 2, column 2: syntax error while parsing object "
                                         "key - invalid literal; last read: '7,<U+000A> <U+001B>'; "
                                         "expected string literal");
+    // JSON whose number no double holds: named, not thrown past the caller.
+    tree.put("/run/latgov/status.json", R"({"pid": 1e400})");
+    loaded = snapshot.load();
+    REQUIRE_FALSE(loaded);
+    CHECK(loaded.error().message ==
+          "Failed to parse " + file + ": number overflow parsing '1e400'");
     tree.put("/run/latgov/status.json", "\xff\xfe");
     loaded = snapshot.load();
     REQUIRE_FALSE(loaded);

@@ -18,6 +18,20 @@ StatusPlace::StatusPlace(const SysRoot& root, std::optional<std::filesystem::pat
     }
 }
 
+namespace {
+
+// The parser quotes what it last read: no byte of that reaches a terminal
+// (it names control bytes itself; others than ASCII are shown as '?').
+std::string sanitized(std::string_view text) {
+    std::string out(text);
+    for (char& c : out)
+        if (static_cast<unsigned char>(c) < 0x20 || static_cast<unsigned char>(c) >= 0x7f)
+            c = '?';
+    return out;
+}
+
+} // namespace
+
 Result<nlohmann::json> StatusPlace::load() const {
     const auto path = (dir_ / status_file_name).string();
     const auto abs = std::string(default_runtime_dir) + "/" + std::string(status_file_name);
@@ -33,18 +47,18 @@ Result<nlohmann::json> StatusPlace::load() const {
     nlohmann::json status;
     try {
         status = nlohmann::json::parse(*text);
-    } catch (const nlohmann::json::parse_error& e) {
+    } catch (const nlohmann::json::exception& e) {
         // "[json.exception.parse_error.101] parse error at line 1, column
-        // 11: syntax error ..." -> "at line 1, column 11: syntax error ..."
+        // 11: syntax error ..." -> "at line 1, column 11: syntax error ...";
+        // a number too large for a double (out_of_range.406) says so.
         std::string_view why = e.what();
-        if (const auto at = why.find("parse error "); at != std::string_view::npos)
-            why.remove_prefix(at + std::string_view("parse error ").size());
-        // It quotes what it last read: no byte of that reaches a terminal.
-        std::string shown(why);
-        for (char& c : shown)
-            if (static_cast<unsigned char>(c) < 0x20 || static_cast<unsigned char>(c) >= 0x7f)
-                c = '?';
-        return make_error("Failed to parse " + path + " " + shown);
+        if (const auto at = why.find("] "); at != std::string_view::npos)
+            why.remove_prefix(at + 2);
+        if (why.starts_with("parse error "))
+            why.remove_prefix(std::string_view("parse error ").size());
+        else
+            return make_error("Failed to parse " + path + ": " + sanitized(why));
+        return make_error("Failed to parse " + path + " " + sanitized(why));
     }
     if (!status.is_object())
         return make_error("Failed to parse " + path + ": not a JSON object");
