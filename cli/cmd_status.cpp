@@ -11,7 +11,6 @@
 #include <chrono>
 #include <csignal>
 #include <cstdio>
-#include <cstring>
 #include <ctime>
 #include <exception>
 #include <filesystem>
@@ -91,7 +90,7 @@ int watch_status(const SysRoot& root, const StatusPlace& place,
     // half-way through a frame with the cursor hidden.
     sigprocmask(SIG_BLOCK, &signals, nullptr);
     if (terminal && !put("\x1b[?25l\x1b[H\x1b[2J"))
-        return fail(fmt::format("Failed to write to standard output: {}", std::strerror(errno)));
+        return output_failed(errno);
     auto next = std::chrono::steady_clock::now();
     for (;;) {
         const auto status = place.load();
@@ -114,8 +113,7 @@ int watch_status(const SysRoot& root, const StatusPlace& place,
             const int error = errno;
             if (terminal)
                 put("\x1b[?25h\n");
-            return fail(
-                fmt::format("Failed to write to standard output: {}", std::strerror(error)));
+            return output_failed(error);
         }
         // Drift-free: the next frame is due one interval after the last one
         // was due, not after this one was drawn.

@@ -21,6 +21,9 @@ struct Args {
 
 // Prints "latgov: <message>" and returns the exit status of a failure (1).
 int fail(const std::string& message);
+// fail() for standard output that could not be written (errno `error`):
+// said once, here, not again when latgov ends.
+int output_failed(int error);
 // Prints the message and the usage text (of the command being run, once
 // there is one), returns the exit status of a usage error (2).
 int usage_error(const std::string& message);

@@ -93,6 +93,11 @@ int fail(const std::string& message) {
     return 1;
 }
 
+int output_failed(int error) {
+    std::clearerr(stdout);
+    return fail(fmt::format("Failed to write to standard output: {}", std::strerror(error)));
+}
+
 int usage_error(const std::string& message) {
     fmt::print(stderr, "latgov: {}\n{}", message,
                running_command.empty() ? usage : command_usage(running_command));

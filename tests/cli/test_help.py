@@ -133,7 +133,8 @@ class OptionErrors(unittest.TestCase):
                               "host-haltpoll.tar.gz")
         subprocess.run(["tar", "xzf", golden, "-C", tree], check=True)
         for args in (["--help"], ["topology", "--help"], ["--sysroot", tree, "topology"],
-                     ["--sysroot", tree, "topology", "--json"]):
+                     ["--sysroot", tree, "topology", "--json"],
+                     ["--sysroot", tree, "status", "--watch"]):
             with self.subTest(args=args), open("/dev/full", "w") as full:
                 out = subprocess.run([LATGOV, *args], stdout=full, stderr=subprocess.PIPE,
                                      text=True, timeout=30)
