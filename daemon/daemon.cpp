@@ -512,7 +512,7 @@ void Daemon::write_status(TimePoint now) {
     }
     last_status_ = now;
     status_dirty_ = false;
-    status_shows_activity_ = state_ && state_->governor.any_active();
+    status_shows_activity_ = sampling_error_.empty() && state_ && state_->governor.any_active();
     queue_metrics(now);
 }
 
@@ -637,8 +637,9 @@ void Daemon::housekeeping(TimePoint now) {
     // Left dirty, it would wake the loop at once.
     // A status that lists a queue active is written again once it is idle,
     // whether or not a hold went with it (none does with no cpuidle
-    // driver). Not at every change of activity: a write's own IO on a
-    // governed disk would activate its queue again, and that would be one.
+    // driver), and schedule_wake wakes for it. Not at every change of
+    // activity: a write's own IO on a governed disk would activate its
+    // queue again, and that would be one.
     const bool holding = sampling_error_.empty() && state_->governor.any_active();
     if ((status_dirty_ || holding || status_shows_activity_) &&
         now - last_status_ >= config_.daemon.status_interval)
@@ -852,7 +853,7 @@ void Daemon::schedule_wake(TimePoint now) {
                                  !state_->governor.can_hold(),
                                  last_change_,
                                  cadence_.base(),
-                                 status_dirty_,
+                                 status_dirty_ || status_shows_activity_,
                                  last_status_,
                                  watchdog_interval_,
                                  rescan_at()};

@@ -197,8 +197,7 @@ void restore_before_exit(const Options& options, const Result<Config>& config) {
     // (its status, temporaries), and logs only what it changes.
     const int failed = restore(options, config);
     if (journaled && failed)
-        spdlog::error("Failed to put back what {} records (above, with what puts it back)",
-                      journal.string());
+        spdlog::error("Failed to put back what {} records (see above)", journal.string());
     else if (journaled)
         spdlog::info("Put back what {} recorded", journal.string());
 }
