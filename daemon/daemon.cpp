@@ -608,6 +608,7 @@ void Daemon::observe_sample(TimePoint now, bool rescanned) {
         state_->governor.rebase(sample_, now);
     else
         changed = state_->governor.observe(sample_, now, events_armed);
+    active_samples_ = state_->governor.any_active() ? active_samples_ + 1 : 0;
     // Holds dropped while nothing could be observed are taken again.
     if (changed || holds_dropped_) {
         apply(state_->governor.holds(), now);
@@ -630,19 +631,34 @@ void Daemon::queue_evidence_save() {
     }
 }
 
+bool Daemon::status_due(TimePoint now) const {
+    if (status_dirty_)
+        return true;
+    const bool active = sampling_error_.empty() && state_->governor.any_active();
+    if (state_->governor.can_hold())
+        // While a queue is active, every status_interval; once more when
+        // none is, whether or not a hold went with it (schedule_wake wakes
+        // for it).
+        return active || status_shows_activity_;
+    // Nothing can be held (no cpuidle driver): the counters alone tell
+    // activity, and a status write's own IO on a governed disk (the metrics
+    // file in node_exporter's directory, a runtime directory not on tmpfs)
+    // shows as activity at the next sample. So a queue is listed active
+    // once two samples in a row saw IO, which one write's IO does not
+    // make; listed idle again once it is; and refreshed while it stays
+    // active only every ten status intervals, so that the IO of that
+    // refresh cannot keep it going.
+    if (!status_shows_activity_)
+        return active_samples_ >= 2;
+    return !active || now - last_status_ >= 10 * config_.daemon.status_interval;
+}
+
 void Daemon::housekeeping(TimePoint now) {
     flush_log(); // what the journal stream had no room for at the time
     // At most one status write per status_interval: the file may live on a
     // disk latgov governs, and every write there is IO it would react to.
     // Left dirty, it would wake the loop at once.
-    // A status that lists a queue active is written again once it is idle,
-    // whether or not a hold went with it (none does with no cpuidle
-    // driver), and schedule_wake wakes for it. Not at every change of
-    // activity: a write's own IO on a governed disk would activate its
-    // queue again, and that would be one.
-    const bool holding = sampling_error_.empty() && state_->governor.any_active();
-    if ((status_dirty_ || holding || status_shows_activity_) &&
-        now - last_status_ >= config_.daemon.status_interval)
+    if (status_due(now) && now - last_status_ >= config_.daemon.status_interval)
         write_status(now);
     if (now - last_metrics_ >= metrics_refresh)
         queue_metrics(now);
@@ -848,15 +864,17 @@ void Daemon::schedule_wake(TimePoint now) {
     const bool active = sampling && state_->governor.any_active();
     update_idle_watch(sampling, active);
     const auto& events = state_->events;
-    const ScheduleState schedule{active,
-                                 !active && events && events->armed(),
-                                 !state_->governor.can_hold(),
-                                 last_change_,
-                                 cadence_.base(),
-                                 status_dirty_ || status_shows_activity_,
-                                 last_status_,
-                                 watchdog_interval_,
-                                 rescan_at()};
+    const bool events_armed = !active && events && events->armed();
+    // A status that still lists a queue active is due when the queue went
+    // idle with IO events armed: the idle wake is the housekeeping's, far
+    // later. Not where counters wake the daemon: its ticks come often
+    // enough, and a wake at the very end of status_interval would make
+    // every status write's own IO on a governed disk (seen by the counters
+    // at the next tick) a reason for the next write.
+    const bool status_due = status_dirty_ || (status_shows_activity_ && events_armed);
+    const ScheduleState schedule{active,       events_armed,       !state_->governor.can_hold(),
+                                 last_change_, cadence_.base(),    status_due,
+                                 last_status_, watchdog_interval_, rescan_at()};
     const auto deadline = next_deadline(schedule, config_.daemon, now);
     cadence_.armed(deadline.next_tick);
     wake_at_ = deadline.wake;

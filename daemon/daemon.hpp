@@ -117,6 +117,9 @@ class Daemon {
     // The status, metrics and journal-record checks due at a tick, one
     // that could sample or not.
     void housekeeping(TimePoint now);
+    // Whether the status is to be written now (at most every
+    // status_interval, which the caller checks).
+    bool status_due(TimePoint now) const;
     // Writes what changed; the CPUs held anew are woken (kick_held_anew)
     // unless `kick` is false, when the caller does it later. `retry`: the
     // same holds again, for those that failed.
@@ -256,6 +259,8 @@ class Daemon {
     bool status_dirty_ = true;
     // The last status written lists an active queue.
     bool status_shows_activity_ = false;
+    // Samples in a row that found a queue active (status_due).
+    std::uint64_t active_samples_ = 0;
     OnsetDelays onset_;      // request issued -> constraint written
     OnsetDelays onset_wake_; // of that, request issued -> latgovd running
     OnsetDelays onset_work_; // and latgovd running -> constraint written
