@@ -609,6 +609,8 @@ void Daemon::observe_sample(TimePoint now, bool rescanned) {
     else
         changed = state_->governor.observe(sample_, now, events_armed);
     active_samples_ = state_->governor.any_active() ? active_samples_ + 1 : 0;
+    io_may_be_own_ = std::max(last_status_, last_metrics_) >= last_sample_at_;
+    last_sample_at_ = now;
     // Holds dropped while nothing could be observed are taken again.
     if (changed || holds_dropped_) {
         apply(state_->governor.holds(), now);
@@ -641,16 +643,18 @@ bool Daemon::status_due(TimePoint now) const {
         // for it).
         return active || status_shows_activity_;
     // Nothing can be held (no cpuidle driver): the counters alone tell
-    // activity, and a status write's own IO on a governed disk (the metrics
-    // file in node_exporter's directory, a runtime directory not on tmpfs)
-    // shows as activity at the next sample. So a queue is listed active
-    // once two samples in a row saw IO, which one write's IO does not
-    // make; listed idle again once it is; and refreshed while it stays
-    // active only every ten status intervals, so that the IO of that
-    // refresh cannot keep it going.
-    if (!status_shows_activity_)
-        return active_samples_ >= 2;
-    return !active || now - last_status_ >= 10 * config_.daemon.status_interval;
+    // activity, and a status or metrics write's own IO on a governed disk
+    // (the metrics file in node_exporter's directory, a runtime directory
+    // not on tmpfs) shows as activity at the next sample. So activity is
+    // written from a sample that no such write preceded (or the second of
+    // two in a row that saw IO, which one write's IO does not make), and a
+    // queue listed active is listed idle again once it is: a write skips
+    // at least the sample after it, and the chain of a write, its IO, and
+    // another write ends there.
+    (void)now;
+    if (!active)
+        return status_shows_activity_;
+    return !io_may_be_own_ || (!status_shows_activity_ && active_samples_ >= 2);
 }
 
 void Daemon::housekeeping(TimePoint now) {

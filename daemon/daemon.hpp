@@ -259,8 +259,12 @@ class Daemon {
     bool status_dirty_ = true;
     // The last status written lists an active queue.
     bool status_shows_activity_ = false;
-    // Samples in a row that found a queue active (status_due).
+    // Samples in a row that found a queue active, and whether latgovd
+    // wrote its status or metrics since the sample before the last
+    // (status_due).
     std::uint64_t active_samples_ = 0;
+    bool io_may_be_own_ = false;
+    TimePoint last_sample_at_{};
     OnsetDelays onset_;      // request issued -> constraint written
     OnsetDelays onset_wake_; // of that, request issued -> latgovd running
     OnsetDelays onset_work_; // and latgovd running -> constraint written
