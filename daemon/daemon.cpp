@@ -633,7 +633,7 @@ void Daemon::queue_evidence_save() {
     }
 }
 
-bool Daemon::status_due(TimePoint now) const {
+bool Daemon::status_due() const {
     if (status_dirty_)
         return true;
     const bool active = sampling_error_.empty() && state_->governor.any_active();
@@ -651,7 +651,6 @@ bool Daemon::status_due(TimePoint now) const {
     // queue listed active is listed idle again once it is: a write skips
     // at least the sample after it, and the chain of a write, its IO, and
     // another write ends there.
-    (void)now;
     if (!active)
         return status_shows_activity_;
     return !io_may_be_own_ || (!status_shows_activity_ && active_samples_ >= 2);
@@ -662,7 +661,7 @@ void Daemon::housekeeping(TimePoint now) {
     // At most one status write per status_interval: the file may live on a
     // disk latgov governs, and every write there is IO it would react to.
     // Left dirty, it would wake the loop at once.
-    if (status_due(now) && now - last_status_ >= config_.daemon.status_interval)
+    if (status_due() && now - last_status_ >= config_.daemon.status_interval)
         write_status(now);
     if (now - last_metrics_ >= metrics_refresh)
         queue_metrics(now);
@@ -875,9 +874,9 @@ void Daemon::schedule_wake(TimePoint now) {
     // enough, and a wake at the very end of status_interval would make
     // every status write's own IO on a governed disk (seen by the counters
     // at the next tick) a reason for the next write.
-    const bool status_due = status_dirty_ || (status_shows_activity_ && events_armed);
+    const bool status_pending = status_dirty_ || (status_shows_activity_ && events_armed);
     const ScheduleState schedule{active,       events_armed,       !state_->governor.can_hold(),
-                                 last_change_, cadence_.base(),    status_due,
+                                 last_change_, cadence_.base(),    status_pending,
                                  last_status_, watchdog_interval_, rescan_at()};
     const auto deadline = next_deadline(schedule, config_.daemon, now);
     cadence_.armed(deadline.next_tick);

@@ -119,7 +119,7 @@ class Daemon {
     void housekeeping(TimePoint now);
     // Whether the status is to be written now (at most every
     // status_interval, which the caller checks).
-    bool status_due(TimePoint now) const;
+    bool status_due() const;
     // Writes what changed; the CPUs held anew are woken (kick_held_anew)
     // unless `kick` is false, when the caller does it later. `retry`: the
     // same holds again, for those that failed.
