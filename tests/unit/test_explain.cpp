@@ -33,6 +33,13 @@ struct Machine {
     }
 };
 
+// A configuration of the test's own; the test stops if it does not parse.
+Config config_of(const std::string& text) {
+    auto config = parse_config(text, "t.toml");
+    REQUIRE(config);
+    return *config;
+}
+
 bool contains(const std::string& text, const std::string& what) {
     return text.find(what) != std::string::npos;
 }
@@ -152,8 +159,7 @@ TEST_CASE("explain: fields latgovd may leave empty are optional, and null is not
 
 TEST_CASE("explain: a CPU a dry-run device would hold says at what and for what") {
     const Machine machine;
-    auto config = parse_config("[[device]]\nname = \"vda\"\nbackend = \"dry-run\"\n", "t.toml");
-    REQUIRE(config);
+    auto config = config_of("[[device]]\nname = \"vda\"\nbackend = \"dry-run\"\n");
     // What latgovd writes under dry-run: nothing held, the would-be limits
     // beside. CPU 0 is only a waiter, so only dry_run_for names it.
     auto status = nlohmann::json::parse(R"({
@@ -162,7 +168,7 @@ TEST_CASE("explain: a CPU a dry-run device would hold says at what and for what"
                   "dry_run_for": [{"device": "vda", "queue": 0, "why": "waits"}]},
                  {"cpu": 1, "limit_us": null, "held_for": [], "dry_run_limit_us": 20,
                   "dry_run_for": [{"device": "vda", "queue": 0, "why": "completes"}]}]})");
-    auto text = machine.explain(*config, status);
+    auto text = machine.explain(config, status);
     REQUIRE(text);
     INFO(*text);
     CHECK(contains(*text, "(mode auto, backend dry-run)"));
@@ -179,7 +185,7 @@ TEST_CASE("explain: a CPU a dry-run device would hold says at what and for what"
     // says both.
     status["cpus"][1]["limit_us"] = 0;
     status["cpus"][1]["held_for"] = {{{"device", "vdb"}, {"queue", 2}, {"why", "completes"}}};
-    text = machine.explain(*config, status);
+    text = machine.explain(config, status);
     REQUIRE(text);
     CHECK(contains(*text, "  held now at 0 us (poll only) for vdb/2 (completes)\n  would hold at "
                           "20 us (dry-run) for vda/0 (completes)\n"));
@@ -188,10 +194,8 @@ TEST_CASE("explain: a CPU a dry-run device would hold says at what and for what"
 
 TEST_CASE("explain: the global request holds every CPU, and explain says so") {
     const Machine machine;
-    auto config = parse_config("[[device]]\nname = \"vda\"\nmode = \"fixed\"\nlimit_us = "
-                               "5\nbackend = \"global\"\n",
-                               "t.toml");
-    REQUIRE(config);
+    auto config = config_of("[[device]]\nname = \"vda\"\nmode = \"fixed\"\nlimit_us = "
+                            "5\nbackend = \"global\"\n");
     // What latgovd writes with a global device active: no per-CPU hold, the
     // global one beside.
     auto status = nlohmann::json::parse(R"({
@@ -200,7 +204,7 @@ TEST_CASE("explain: the global request holds every CPU, and explain says so") {
                  {"cpu": 1, "limit_us": null, "held_for": []}],
         "global_limit_us": 5,
         "global_held_for": [{"device": "vda", "queue": 0, "why": "completes"}]})");
-    auto text = machine.explain(*config, status);
+    auto text = machine.explain(config, status);
     REQUIRE(text);
     INFO(*text);
     CHECK(contains(*text, "Mode fixed: while a queue is active every CPU holds 5 us (backend "
@@ -213,7 +217,7 @@ TEST_CASE("explain: the global request holds every CPU, and explain says so") {
     // Released: nothing held anywhere.
     status["global_limit_us"] = nullptr;
     status["global_held_for"] = nlohmann::json::array();
-    text = machine.explain(*config, status);
+    text = machine.explain(config, status);
     REQUIRE(text);
     CHECK(text->ends_with("  not held now\n"));
     CHECK_FALSE(contains(*text, "cpu_dma_latency) for"));
@@ -254,33 +258,29 @@ TEST_CASE("explain: a device with only poll queues is not governed, and says why
 
 TEST_CASE("explain: linger_ms auto falls back to 3 ms whatever number the defaults table gave") {
     const Machine machine;
-    auto config = parse_config("[defaults]\nlinger_ms = 50\n[[device]]\nname = \"vda\"\n"
-                               "linger_ms = \"auto\"\n",
-                               "t.toml");
-    REQUIRE(config);
+    auto config = config_of("[defaults]\nlinger_ms = 50\n[[device]]\nname = \"vda\"\n"
+                            "linger_ms = \"auto\"\n");
 
     // What latgovd uses: no gap seen yet, so the fallback.
-    const Governor governor(machine.topology, *config, machine.costs);
+    const Governor governor(machine.topology, config, machine.costs);
     REQUIRE(governor.devices().size() == 1);
     CHECK(governor.linger_of(governor.devices()[0]) == 3ms);
 
     // What explain says it uses, with latgovd running and without.
-    auto text = machine.explain(*config, valid_status());
+    auto text = machine.explain(config, valid_status());
     REQUIRE(text);
     CHECK(contains(*text, "A queue stays active 7 ms after its last IO now (linger_ms auto: twice "
                           "the mean gap between requests under 10 ms, else 3 ms).\n"));
-    text = machine.explain(*config, nullptr);
+    text = machine.explain(config, nullptr);
     REQUIRE(text);
     CHECK(contains(*text, "A queue stays active after its last IO for twice the mean gap between "
                           "requests when that is under 10 ms, else 3 ms (linger_ms auto).\n"));
     CHECK_FALSE(contains(*text, "50 ms"));
 
     // A number on the device itself is that number.
-    config = parse_config("[defaults]\nlinger_ms = \"auto\"\n[[device]]\nname = \"vda\"\n"
-                          "linger_ms = 50\n",
-                          "t.toml");
-    REQUIRE(config);
-    text = machine.explain(*config, nullptr);
+    config = config_of("[defaults]\nlinger_ms = \"auto\"\n[[device]]\nname = \"vda\"\n"
+                       "linger_ms = 50\n");
+    text = machine.explain(config, nullptr);
     REQUIRE(text);
     CHECK(contains(*text, "A queue stays active 50 ms after its last IO (linger_ms).\n"));
 }
@@ -331,13 +331,11 @@ TEST_CASE("explain: a name rule for a multipath namespace governs its paths, and
     const std::map<int, std::vector<IdleCost>> costs{{0, {{"POLL", 0, 0, false}}},
                                                      {1, {{"POLL", 0, 0, false}}}};
     // vda is turned off by its rule: matched all the same, not flagged.
-    auto config = parse_config("[[device]]\nname = \"nvme1n1\"\nmode = \"fixed\"\nlimit_us = 5\n\n"
-                               "[[device]]\nname = \"nvme7n1\"\nmode = \"fixed\"\nlimit_us = 9\n\n"
-                               "[[device]]\nname = \"vd?\"\nmode = \"off\"\n",
-                               "t.toml");
-    REQUIRE(config);
+    auto config = config_of("[[device]]\nname = \"nvme1n1\"\nmode = \"fixed\"\nlimit_us = 5\n\n"
+                            "[[device]]\nname = \"nvme7n1\"\nmode = \"fixed\"\nlimit_us = 9\n\n"
+                            "[[device]]\nname = \"vd?\"\nmode = \"off\"\n");
     const auto text =
-        explain_device({topology, *config, costs, "declared", nlohmann::json()}, "nvme1c0n1");
+        explain_device({topology, config, costs, "declared", nlohmann::json()}, "nvme1c0n1");
     REQUIRE(text);
     INFO(*text);
     CHECK(contains(*text, "Governed by t.toml:1:1 (mode fixed"));
