@@ -150,6 +150,12 @@ def irq_count(irq):
         return sum(int(x) for x in f.read().strip().split(",") if x)
 
 
+def inflight(disk):
+    """Requests of `disk` in flight now, reads and writes."""
+    with open(f"/sys/block/{disk}/inflight") as f:
+        return sum(int(x) for x in f.read().split())
+
+
 def completion_cpus(irq):
     with open(f"/proc/irq/{irq}/effective_affinity_list") as f:
         return set(cpu_list(f.read()))
