@@ -74,6 +74,19 @@ std::string writer_gone(const StatusPlace& place, const nlohmann::json& status) 
     return place.of_this_host() ? format_writer_gone(place.dir(), status) : std::string();
 }
 
+// The text of `status` with the limits others hold beside it, or what in it
+// breaks the schema, naming the file.
+Result<std::string> status_text(const SysRoot& root, const StatusPlace& place,
+                                const nlohmann::json& status) {
+    try {
+        return format_status(status) + format_other_holders(root, status, place) +
+               writer_gone(place, status);
+    } catch (const std::exception& e) {
+        return make_error(fmt::format("Failed to read {}: {}",
+                                      (place.dir() / status_file_name).string(), e.what()));
+    }
+}
+
 // Shows the status every `interval` until SIGINT (Ctrl-C), SIGTERM or
 // SIGHUP, then exits 0. On a terminal the frame is redrawn in place with the
 // cursor hidden, shown again on the way out, and a resize redraws at once.
@@ -94,18 +107,8 @@ int watch_status(const SysRoot& root, const StatusPlace& place,
     auto next = std::chrono::steady_clock::now();
     for (;;) {
         const auto status = place.load();
-        std::string body;
-        if (!status) {
-            body = status.error().message + "\n";
-        } else {
-            try {
-                body = format_status(*status) + format_other_holders(root, *status, place) +
-                       writer_gone(place, *status);
-            } catch (const std::exception& e) {
-                body = fmt::format("Failed to read {}: {}\n",
-                                   (place.dir() / status_file_name).string(), e.what());
-            }
-        }
+        const auto text = status ? status_text(root, place, *status) : status.error();
+        const std::string body = text ? *text : text.error().message + "\n";
         const std::time_t now = std::time(nullptr);
         char stamp[32];
         std::strftime(stamp, sizeof stamp, "%H:%M:%S", std::localtime(&now));
@@ -161,31 +164,24 @@ int status(const Args& args) {
     auto status = place.load();
     if (!status)
         return fail(status.error().message);
-    if (as_json) {
-        // latgovd's document, and whether the latgovd that wrote it still
-        // runs (`latgovd_running`, added here, null when that cannot be
-        // told; said on stderr too when it does not).
-        const auto gone = writer_gone(place, *status);
-        if (status->is_object()) {
-            const auto running =
-                place.of_this_host() ? status_writer_running(place.dir(), *status) : std::nullopt;
-            (*status)["latgovd_running"] =
-                running ? nlohmann::json(*running) : nlohmann::json(nullptr);
-        }
-        fmt::print("{}\n", dump_text(*status, 2));
-        if (!gone.empty())
-            fmt::print(stderr, "{}", gone);
+    // The text is made for --json too: a document the text form cannot read
+    // is refused either way, not passed on to a script as if it were sound.
+    const auto text = status_text(root, place, *status);
+    if (!text)
+        return fail(text.error().message);
+    if (!as_json) {
+        fmt::print("{}", *text);
         return 0;
     }
-    std::string text;
-    try {
-        text = format_status(*status) + format_other_holders(root, *status, place) +
-               writer_gone(place, *status);
-    } catch (const std::exception& e) {
-        return fail(fmt::format("Failed to read {}: {}", (place.dir() / status_file_name).string(),
-                                e.what()));
-    }
-    fmt::print("{}", text);
+    // latgovd's document, and whether the latgovd that wrote it still runs
+    // (`latgovd_running`, added here, null when that cannot be told; said on
+    // stderr too when it does not).
+    const auto running =
+        place.of_this_host() ? status_writer_running(place.dir(), *status) : std::nullopt;
+    (*status)["latgovd_running"] = running ? nlohmann::json(*running) : nlohmann::json(nullptr);
+    fmt::print("{}\n", dump_text(*status, 2));
+    if (const auto gone = writer_gone(place, *status); !gone.empty())
+        fmt::print(stderr, "{}", gone);
     return 0;
 }
 

@@ -338,6 +338,31 @@ class StatusWatch(unittest.TestCase):
         self.assertIn(f"Failed to read {path}: Is a directory", result.stderr)
         self.assertNotIn("is latgovd running", result.stderr)
 
+    def test_json_refuses_a_status_the_text_cannot_read(self):
+        """--json is for scripts: it passes on latgovd's document (with
+        latgovd_running added) only where the text form can read it too;
+        one that breaks the schema fails both, with the same words."""
+        def run(*extra):
+            return subprocess.run([LATGOV, "--sysroot", self.root, "status", "--runtime-dir",
+                                   self.runtime, *extra],
+                                  capture_output=True, text=True, timeout=TIMEOUT)
+        sound = status(os.getpid(), [(0, 20)], 20, 81.5)  # holds the lock (setUp)
+        write_status(self.runtime, sound)
+        result = run("--json")
+        self.assertEqual(result.returncode, 0, result.stderr)
+        printed = json.loads(result.stdout)
+        self.assertIs(printed.pop("latgovd_running"), True)
+        self.assertEqual(printed, sound)
+        broken = dict(sound, cpus="all of them")
+        write_status(self.runtime, broken)
+        text, as_json = run(), run("--json")
+        self.assertEqual(text.returncode, 1, text.stdout)
+        self.assertIn(f"Failed to read {os.path.join(self.runtime, 'status.json')}: ",
+                      text.stderr)
+        self.assertEqual(as_json.returncode, 1, as_json.stdout)
+        self.assertEqual(as_json.stdout, "")
+        self.assertEqual(as_json.stderr, text.stderr)
+
     def test_a_status_whose_latgovd_is_gone_says_so(self):
         """A latgovd killed without `latgovd --restore` leaves its status:
         status says its writer is gone (nothing holds the runtime

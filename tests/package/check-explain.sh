@@ -31,7 +31,10 @@ cpu=$(grep -oE "^CPU [0-9]+" <<< "$out" | head -1 | cut -d' ' -f2)
 [[ -n $cpu ]] || fail "no completion CPU listed"
 mkdir -p "$tmp/run/latgov"
 cat > "$tmp/run/latgov/status.json" <<JSON
-{"pid": 4242, "devices": [{"name": "$device", "limit_us": 7, "active_queues": [0]}],
+{"pid": 4242, "cpuidle_driver": "none", "cpuidle_governor": "menu", "idle_costs": "table",
+ "global_limit_us": null,
+ "devices": [{"name": "$device", "mode": "fixed", "backend": "percpu",
+              "observed_latency_us": null, "limit_us": 7, "active_queues": [0]}],
  "cpus": [{"cpu": $cpu, "limit_us": 7, "held_for": [{"device": "$device", "queue": 0}]}]}
 JSON
 snap=$("$latgov" --sysroot "$tmp" explain "$device" --config "$tmp/empty.toml")
