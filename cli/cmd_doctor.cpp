@@ -43,7 +43,7 @@ int doctor(const Args& args) {
     if (!status && place.present())
         facts->status_error = status.error().message;
     const auto findings = diagnose(*facts);
-    fmt::print("{}", format_findings(findings));
+    print_text(format_findings(findings));
     const bool attention = needs_attention(findings);
     fmt::print("{}\n", attention ? "Something needs attention (lines marked FIX)."
                                  : "Nothing needs attention.");

@@ -49,7 +49,7 @@ int explain(const Args& args) {
     auto text = explain_device({*topology, *config, costs.per_cpu, costs.source, status}, device);
     if (!text)
         return fail(text.error().message);
-    fmt::print("{}{}", *text, place.of_this_host() ? format_writer_gone(place.dir(), status) : "");
+    print_text(*text + (place.of_this_host() ? format_writer_gone(place.dir(), status) : ""));
     return 0;
 }
 

@@ -108,7 +108,7 @@ int watch_status(const SysRoot& root, const StatusPlace& place,
     for (;;) {
         const auto status = place.load();
         const auto text = status ? status_text(root, place, *status) : status.error();
-        const std::string body = text ? *text : text.error().message + "\n";
+        std::string body = terminal_safe(text ? *text : text.error().message + "\n");
         const std::time_t now = std::time(nullptr);
         char stamp[32];
         std::strftime(stamp, sizeof stamp, "%H:%M:%S", std::localtime(&now));
@@ -170,7 +170,7 @@ int status(const Args& args) {
     if (!text)
         return fail(text.error().message);
     if (!as_json) {
-        fmt::print("{}", *text);
+        print_text(*text);
         return 0;
     }
     // latgovd's document, and whether the latgovd that wrote it still runs

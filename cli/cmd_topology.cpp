@@ -3,6 +3,7 @@
 #include "latgov/discovery.hpp"
 #include "latgov/json.hpp"
 #include "latgov/nvme_identify.hpp"
+#include "latgov/parse.hpp"
 #include "latgov/topology_json.hpp"
 
 #include <cstdio>
@@ -27,9 +28,9 @@ int topology(const Args& args) {
         fmt::print("{}\n", dump_text(to_json(*topology), 2));
         return 0;
     }
-    fmt::print("{}", format_topology_table(*topology));
+    print_text(format_topology_table(*topology));
     for (const auto& warning : topology->warnings)
-        fmt::print(stderr, "warning: {}\n", warning);
+        fmt::print(stderr, "warning: {}\n", terminal_safe(warning));
     return 0;
 }
 

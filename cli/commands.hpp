@@ -19,6 +19,10 @@ struct Args {
     std::vector<std::string> rest; // the command's own options
 };
 
+// Prints `text` on standard output with its control bytes made visible
+// (terminal_safe): every text the commands print passes through here or
+// fail(), JSON aside (its strings are escaped).
+void print_text(std::string_view text);
 // Prints "latgov: <message>" and returns the exit status of a failure (1).
 int fail(const std::string& message);
 // fail() for standard output that could not be written (errno `error`):

@@ -2,6 +2,7 @@
 // dispatch; each command lives in a file of its own.
 #include "commands.hpp"
 #include "latgov/config.hpp"
+#include "latgov/parse.hpp"
 
 #include <cstdio>
 #include <cstring>
@@ -88,8 +89,12 @@ std::string_view running_command;
 
 } // namespace
 
+void print_text(std::string_view text) {
+    fmt::print("{}", terminal_safe(text));
+}
+
 int fail(const std::string& message) {
-    fmt::print(stderr, "latgov: {}\n", message);
+    fmt::print(stderr, "latgov: {}\n", terminal_safe(message));
     return 1;
 }
 

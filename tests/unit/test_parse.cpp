@@ -161,3 +161,18 @@ TEST_CASE("block-stat tick deltas are taken modulo 2^32 across a wrap") {
     CHECK(reset.ios == 0);
     CHECK(reset.ticks_ms == 0);
 }
+
+TEST_CASE("control bytes in text for a terminal become question marks") {
+    // Lines, tabs and UTF-8 stay.
+    CHECK(terminal_safe("SAMSUNG MZQL2 \xc3\xa9t\xc3\xa9\n\tcpu 1\n") ==
+          "SAMSUNG MZQL2 \xc3\xa9t\xc3\xa9\n\tcpu 1\n");
+    // An escape sequence that would clear the screen, a carriage return
+    // that would overwrite the line, a bell, DEL.
+    CHECK(terminal_safe("model\x1b[2J\rx\a\x7f") == "model?[2J?x??");
+    // C1 controls in UTF-8 (CSI is U+009B); the code points around them stay.
+    CHECK(terminal_safe("a\xc2\x9b"
+                        "2Jb\xc2\x80\xc2\x9f\xc2\xa0\xc2\x7f") == "a?2Jb??\xc2\xa0\xc2?");
+    CHECK(terminal_safe(std::string_view("nul\0end", 7)) == "nul?end");
+    CHECK(terminal_safe("\xc2") == "\xc2");
+    CHECK(terminal_safe("") == "");
+}

@@ -17,6 +17,26 @@ std::string_view trim(std::string_view text) {
     return text.substr(first, last - first + 1);
 }
 
+std::string terminal_safe(std::string_view text) {
+    std::string out;
+    out.reserve(text.size());
+    for (size_t i = 0; i < text.size(); ++i) {
+        const auto byte = static_cast<unsigned char>(text[i]);
+        const bool c1 = byte == 0xc2 && i + 1 < text.size() &&
+                        static_cast<unsigned char>(text[i + 1]) >= 0x80 &&
+                        static_cast<unsigned char>(text[i + 1]) <= 0x9f;
+        if (c1) {
+            out += '?';
+            ++i;
+        } else if ((byte < 0x20 && byte != '\n' && byte != '\t') || byte == 0x7f) {
+            out += '?';
+        } else {
+            out += text[i];
+        }
+    }
+    return out;
+}
+
 std::vector<std::string_view> split(std::string_view text, char separator) {
     std::vector<std::string_view> pieces;
     size_t start = 0;
