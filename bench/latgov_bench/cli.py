@@ -24,7 +24,7 @@ from .results import WARMUP, ResultsWriter, columns, is_warmup, read_rows
 from .runner import (ALL_MODES, BENCH, DAEMON_MODES, EvidenceAside, Interrupted,
                      MachineConstrained, Runner, Session, Tools, calibrate, calibration_aside,
                      config_description, STOP_SIGNALS, evidence_file, log, no_calibration,
-                     signals_held, status_interval, unit_nice)
+                     put_calibration_back, signals_held, status_interval, unit_nice)
 from .sysstate import SysRoot
 from .target import DEFAULT_TARGET, HarnessError, create_file, resolve_target
 from .targets import DEFAULT_TARGETS, TargetsError, evaluate, load_targets
@@ -66,7 +66,9 @@ latgovd's evidence file (evidence_file in its configuration and drop-ins) is
 moved aside at the start and put back at exit: the first latgovd of the run
 learns from nothing, and the later rounds reuse what the earlier ones learnt.
 latgovd's calibration file (calibration_file) is moved aside the same way
-unless --calibrate is given: latgovd starts with no calibration.
+unless --calibrate is given: latgovd starts with no calibration. Where the
+configuration sets calibrate_on_start, the file latgovd writes in the run is
+removed at exit (the machine's, if any, put back in its place).
 
 A static run during which /dev/cpu_dma_latency was not seen at 0 in at least
 99%% of the samples is kept out of the medians, and the report says so.
@@ -529,9 +531,7 @@ def run(args: argparse.Namespace, session: Session, root: SysRoot) -> int:
             "the original put back" if ev.existed else "removed: there was none at the start"))
     if session.calibration is not None:
         ca = session.calibration
-        failed = ca.put_back()
-        meta.calibration_aside = dict(ca.to_json(), put_back=failed or (
-            "the original put back" if ca.existed else "there was none"))
+        meta.calibration_aside = dict(ca.to_json(), put_back=put_calibration_back(ca))
     meta.elapsed = time.monotonic() - t0
     meta.save(out / "run-meta.json")
     write_report(out, rows, meta, targets_path)

@@ -285,6 +285,9 @@ def header(rows: list[dict], meta: RunMeta, agg: Aggregate) -> list[str]:
                      "at exit: %s" % (ca.get("file", "?"),
                                       ca["at_start"].get("sha256", "?")[:12],
                                       ca.get("put_back", "?")))
+        elif ca.get("put_back", "").startswith("removed"):
+            L.append("- latgovd's calibration file (%s): none at the start; at exit: %s"
+                     % (ca.get("file", "?"), ca["put_back"]))
         if meta.evidence:
             L.append(evidence_line(meta.evidence, per_run))
     L.append("- constraints before the harness started: /dev/cpu_dma_latency %s; per-CPU %s"

@@ -831,9 +831,31 @@ def config_description(config: str | None) -> str:
 
 def calibration_aside(config: str | None) -> EvidenceAside:
     """latgovd's calibration file moved aside for the run (put back at
-    exit), so that latgovd starts with none, as the report says."""
+    exit), so that latgovd starts with none, as the report says. With
+    calibrate_on_start latgovd writes one itself: a file there at exit is
+    the run's and is removed (the machine's put back in its place). Else
+    latgovd only reads it, and one that appeared is someone else's."""
     return EvidenceAside.move_aside(calibration_file(config), "latgovd's calibration file",
-                                    remove_new=False)
+                                    remove_new=calibrates_on_start(config))
+
+
+def calibrates_on_start(config: str | None) -> bool:
+    return daemon_setting(config, "calibrate_on_start", False) is True
+
+
+def put_calibration_back(aside: EvidenceAside) -> str:
+    """The calibration file as the machine had it; what was done, for the
+    report (what went wrong where something did)."""
+    written = not aside.existed and aside.remove_new and os.path.lexists(aside.path)
+    failed = aside.put_back()
+    if failed:
+        return failed
+    if aside.existed:
+        return "the original put back"
+    if written:
+        return ("removed what latgovd wrote in the run (calibrate_on_start); there was none "
+                "at the start")
+    return "there was none"
 
 
 def no_calibration(aside: EvidenceAside) -> str:

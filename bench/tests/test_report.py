@@ -178,6 +178,10 @@ def test_the_report_gives_the_evidence_seeds_and_what_force_ran_despite(haltpoll
                                 "copy": "raw/evidence.end"},
                      "put_back": "the original put back"}
     meta.forced = ["cpu1 pm_qos_resume_latency_us is n/a"]
+    meta.calibration_aside = {"file": "/var/lib/latgov/calibration.toml",
+                              "at_start": {"existed": False}, "at_end": {},
+                              "put_back": "removed what latgovd wrote in the run "
+                                          "(calibrate_on_start); there was none at the start"}
     rows = [dict(r, fio_randseed=str(1000000 + int(r["round"]))) for r in haltpoll.rows]
     s = meta.settings
     agg = aggregate(rows, s.workloads, s.modes, meta.host)
@@ -190,6 +194,8 @@ def test_the_report_gives_the_evidence_seeds_and_what_force_ran_despite(haltpoll
     assert "fio --randseed per round (the same for every mode within a round): r1 1000001, " \
         "r2 1000002" in text
     assert "**started with --force despite**: cpu1 pm_qos_resume_latency_us is n/a" in text
+    assert ("- latgovd's calibration file (/var/lib/latgov/calibration.toml): none at the "
+            "start; at exit: removed what latgovd wrote in the run (calibrate_on_start)") in text
 
 
 def onset_rows():

@@ -416,6 +416,34 @@ def test_without_a_calibration_file_nothing_is_made_or_removed(tmp_path):
     assert (tmp_path / "var").exists()
 
 
+def test_a_calibration_latgovd_writes_in_the_run_is_removed_at_exit(tmp_path):
+    """calibrate_on_start: latgovd writes the calibration file itself, so
+    one there at exit is the run's: removed where there was none, the
+    machine's put back over it where there was one."""
+    cal = tmp_path / "var" / "cal.toml"
+    main = tmp_path / "latgov.toml"
+    write(main, '[daemon]\ncalibration_file = "%s"\ncalibrate_on_start = true\n' % cal)
+    aside = runner.calibration_aside(str(main))
+    assert not aside.existed and aside.remove_new
+    write(cal, "written by latgovd at its start\n")
+    assert runner.put_calibration_back(aside) == (
+        "removed what latgovd wrote in the run (calibrate_on_start); there was none at the "
+        "start")
+    assert not cal.exists() and not (tmp_path / "var").exists()
+    write(cal, "the machine's\n")
+    aside = runner.calibration_aside(str(main))
+    assert aside.existed and not cal.exists()
+    write(cal, "written by latgovd at its start\n")
+    assert runner.put_calibration_back(aside) == "the original put back"
+    assert cal.read_text() == "the machine's\n"
+    # Without calibrate_on_start a file that appeared is not the run's.
+    write(main, '[daemon]\ncalibration_file = "%s"\n' % cal)
+    cal.unlink()
+    aside = runner.calibration_aside(str(main))
+    write(cal, "someone else's\n")
+    assert runner.put_calibration_back(aside) == "there was none" and cal.exists()
+
+
 def test_the_report_names_the_drop_ins_latgovd_reads(tmp_path, monkeypatch):
     monkeypatch.setattr(runner, "DEFAULT_CONFIG", str(tmp_path / "latgov.toml"))
     assert runner.config_description(None) == \
