@@ -179,7 +179,7 @@ int status(const Args& args) {
     const auto running =
         place.of_this_host() ? status_writer_running(place.dir(), *status) : std::nullopt;
     (*status)["latgovd_running"] = running ? nlohmann::json(*running) : nlohmann::json(nullptr);
-    fmt::print("{}\n", dump_text(*status, 2));
+    fmt::print("{}\n", dump_for_terminal(*status, 2));
     if (const auto gone = writer_gone(place, *status); !gone.empty())
         fmt::print(stderr, "{}", gone);
     return 0;

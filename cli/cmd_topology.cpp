@@ -25,7 +25,7 @@ int topology(const Args& args) {
         return fail(topology.error().message);
     if (as_json) {
         add_nvme_power_states(root, *topology); // only the JSON shows them
-        fmt::print("{}\n", dump_text(to_json(*topology), 2));
+        fmt::print("{}\n", dump_for_terminal(to_json(*topology), 2));
         return 0;
     }
     print_text(format_topology_table(*topology));

@@ -365,27 +365,30 @@ class StatusWatch(unittest.TestCase):
 
     def test_control_bytes_from_the_status_do_not_reach_the_terminal(self):
         """The status carries strings read from the system (the cpuidle
-        driver's name, device names): an escape sequence in one is shown as
-        '?', by the text form and by --watch; --json escapes it."""
-        hostile = "none\x1b]0;owned\x07\x1b[2J\r"
+        driver's name, device names): a control character in one (ESC,
+        BEL, CR, DEL, the C1 CSI) is shown as '?' by the text form and by
+        --watch; --json escapes it."""
+        hostile = "none\x1b]0;owned\x07\x1b[2J\r\x7f\u009b2J"
         write_status(self.runtime, dict(status(os.getpid(), [(0, 20)], 20, 81.5),
                                         cpuidle_driver=hostile))
         common = [LATGOV, "--sysroot", self.root, "status", "--runtime-dir", self.runtime]
         text = subprocess.run(common, capture_output=True, timeout=TIMEOUT)
         self.assertEqual(text.returncode, 0, text.stderr)
-        self.assertIn(b"none?]0;owned??[2J?", text.stdout)
+        shown = b"none?]0;owned??[2J???2J"
+        self.assertIn(shown, text.stdout)
         watch = subprocess.Popen(common + ["--watch"], stdout=subprocess.PIPE)
         try:
             frame = watch.stdout.readline() + watch.stdout.readline()
         finally:
             watch.terminate()
             watch.wait(TIMEOUT)
-        self.assertIn(b"none?]0;owned??[2J?", frame)
-        for out in (text.stdout, frame):
-            self.assertFalse(any(b < 0x20 and b not in b"\n\t" for b in out), out)
+        self.assertIn(shown, frame)
         as_json = subprocess.run(common + ["--json"], capture_output=True, timeout=TIMEOUT)
         self.assertEqual(json.loads(as_json.stdout)["cpuidle_driver"], hostile)
-        self.assertNotIn(b"\x1b", as_json.stdout)
+        for out in (text.stdout, frame, as_json.stdout):
+            self.assertFalse(any(b < 0x20 and b not in b"\n\t" for b in out), out)
+            self.assertNotIn(b"\x7f", out)
+            self.assertNotIn("\u009b".encode(), out)
 
     def test_a_status_whose_latgovd_is_gone_says_so(self):
         """A latgovd killed without `latgovd --restore` leaves its status:

@@ -169,10 +169,23 @@ TEST_CASE("control bytes in text for a terminal become question marks") {
     // An escape sequence that would clear the screen, a carriage return
     // that would overwrite the line, a bell, DEL.
     CHECK(terminal_safe("model\x1b[2J\rx\a\x7f") == "model?[2J?x??");
-    // C1 controls in UTF-8 (CSI is U+009B); the code points around them stay.
+    // C1 controls in UTF-8 (CSI is U+009B); the code points around them stay
+    // (a lead byte before DEL is no sequence).
     CHECK(terminal_safe("a\xc2\x9b"
-                        "2Jb\xc2\x80\xc2\x9f\xc2\xa0\xc2\x7f") == "a?2Jb??\xc2\xa0\xc2?");
+                        "2Jb\xc2\x80\xc2\x9f\xc2\xa0\xc2\x7f") == "a?2Jb??\xc2\xa0??");
     CHECK(terminal_safe(std::string_view("nul\0end", 7)) == "nul?end");
-    CHECK(terminal_safe("\xc2") == "\xc2");
     CHECK(terminal_safe("") == "");
+}
+
+TEST_CASE("bytes that are not UTF-8 become question marks in text for a terminal") {
+    // A lone 0x9b is CSI to a terminal not in UTF-8 mode.
+    CHECK(terminal_safe("a\x9b"
+                        "2Jb") == "a?2Jb");
+    // Cut short, a stray continuation byte, an overlong '/', a surrogate.
+    CHECK(terminal_safe("x\xc2") == "x?");
+    CHECK(terminal_safe("\x80z") == "?z");
+    CHECK(terminal_safe("\xc0\xaf") == "??");
+    CHECK(terminal_safe("\xed\xa0\x80") == "???");
+    // Three- and four-byte characters stay whole.
+    CHECK(terminal_safe("\xe2\x82\xac \xf0\x9f\x92\xbe") == "\xe2\x82\xac \xf0\x9f\x92\xbe");
 }

@@ -529,6 +529,21 @@ TEST_CASE("a drive's model that is not UTF-8 is dumped with its bytes replaced, 
     CHECK(text.find("QEMU \xef\xbf\xbd\xef\xbf\xbd Ctrl") != std::string::npos);
 }
 
+TEST_CASE("a document for a terminal escapes DEL and the C1 controls that JSON leaves raw") {
+    Topology topo;
+    NvmeController nvme0;
+    nvme0.name = "nvme0";
+    nvme0.model = "QEMU \x1b[2J\x7f\xc2\x9b"
+                  "2J \xc2\xa0\xc3\xa9 \x9b"; // ESC, DEL, CSI; NBSP and e-acute stay
+    topo.controllers.push_back(nvme0);
+    const auto text = dump_for_terminal(to_json(topo), 2);
+    CHECK(text.find("\"QEMU \\u001b[2J\\u007f\\u009b2J \xc2\xa0\xc3\xa9 \xef\xbf\xbd\"") !=
+          std::string::npos);
+    CHECK(nlohmann::json::parse(text)["controllers"][0]["model"] ==
+          "QEMU \x1b[2J\x7f\xc2\x9b"
+          "2J \xc2\xa0\xc3\xa9 \xef\xbf\xbd");
+}
+
 TEST_CASE("a /dev/cpu_dma_latency of other than 4 bytes is unknown, with a warning") {
     MultipathTree tree;
     fs::create_directories(tree.root() / "dev");

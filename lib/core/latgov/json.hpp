@@ -24,6 +24,32 @@ std::string dump_text(const Json& value, int indent = -1) {
     return value.dump(indent, ' ', false, Json::error_handler_t::replace);
 }
 
+// dump_text for a terminal: JSON leaves DEL and the C1 controls
+// (U+0080..U+009F) unescaped, and a terminal acts on them; here they are
+// written \u007f.., as JSON allows (outside strings a document has neither).
+template <typename Json>
+std::string dump_for_terminal(const Json& value, int indent = -1) {
+    const std::string text = dump_text(value, indent);
+    std::string out;
+    out.reserve(text.size());
+    for (size_t i = 0; i < text.size(); ++i) {
+        const auto byte = static_cast<unsigned char>(text[i]);
+        const auto next = i + 1 < text.size() ? static_cast<unsigned char>(text[i + 1]) : 0;
+        if (byte == 0x7f) {
+            out += "\\u007f";
+        } else if (byte == 0xc2 && next >= 0x80 && next <= 0x9f) {
+            constexpr char hex[] = "0123456789abcdef";
+            out += "\\u00";
+            out += hex[next >> 4];
+            out += hex[next & 0xf];
+            ++i;
+        } else {
+            out += text[i];
+        }
+    }
+    return out;
+}
+
 // A latency limit: the number of microseconds, or null for no limit.
 inline nlohmann::ordered_json limit_json(LatencyLimit limit) {
     return limit ? nlohmann::ordered_json(*limit) : nlohmann::ordered_json(nullptr);

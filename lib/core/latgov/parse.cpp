@@ -17,26 +17,6 @@ std::string_view trim(std::string_view text) {
     return text.substr(first, last - first + 1);
 }
 
-std::string terminal_safe(std::string_view text) {
-    std::string out;
-    out.reserve(text.size());
-    for (size_t i = 0; i < text.size(); ++i) {
-        const auto byte = static_cast<unsigned char>(text[i]);
-        const bool c1 = byte == 0xc2 && i + 1 < text.size() &&
-                        static_cast<unsigned char>(text[i + 1]) >= 0x80 &&
-                        static_cast<unsigned char>(text[i + 1]) <= 0x9f;
-        if (c1) {
-            out += '?';
-            ++i;
-        } else if ((byte < 0x20 && byte != '\n' && byte != '\t') || byte == 0x7f) {
-            out += '?';
-        } else {
-            out += text[i];
-        }
-    }
-    return out;
-}
-
 std::vector<std::string_view> split(std::string_view text, char separator) {
     std::vector<std::string_view> pieces;
     size_t start = 0;
@@ -268,44 +248,79 @@ BlockStatDelta block_stat_delta(const BlockStat& before, const BlockStat& after)
                                         ticks32(before.write_ticks_ms, after.write_ticks_ms)};
 }
 
+namespace {
+
+struct Utf8Char {
+    size_t length;      // bytes
+    std::uint32_t code; // the code point
+};
+
+// The well-formed UTF-8 sequence at `text[i]`, or nullopt (a stray
+// continuation byte, a sequence cut short, an overlong form, a surrogate).
+std::optional<Utf8Char> utf8_char_at(std::string_view text, size_t i) {
+    const auto c = static_cast<unsigned char>(text[i]);
+    size_t n = 0;
+    std::uint32_t min = 0;
+    std::uint32_t code = 0;
+    if (c < 0x80)
+        return Utf8Char{1, c};
+    if ((c & 0xE0) == 0xC0)
+        n = 2, min = 0x80, code = c & 0x1Fu;
+    else if ((c & 0xF0) == 0xE0)
+        n = 3, min = 0x800, code = c & 0x0Fu;
+    else if ((c & 0xF8) == 0xF0)
+        n = 4, min = 0x10000, code = c & 0x07u;
+    else
+        return std::nullopt;
+    if (i + n > text.size())
+        return std::nullopt;
+    for (size_t k = 1; k < n; ++k) {
+        const auto next = static_cast<unsigned char>(text[i + k]);
+        if ((next & 0xC0) != 0x80)
+            return std::nullopt;
+        code = (code << 6) | (next & 0x3Fu);
+    }
+    if (code < min || code > 0x10FFFF || (code >= 0xD800 && code <= 0xDFFF))
+        return std::nullopt;
+    return Utf8Char{n, code};
+}
+
+} // namespace
+
 std::optional<TextPosition> first_invalid_utf8(std::string_view text) {
     TextPosition at;
     size_t i = 0;
     while (i < text.size()) {
-        const auto c = static_cast<unsigned char>(text[i]);
-        size_t n = 0;
-        std::uint32_t min = 0;
-        std::uint32_t code = 0;
-        if (c < 0x80) {
-            n = 1;
-        } else if ((c & 0xE0) == 0xC0) {
-            n = 2, min = 0x80, code = c & 0x1Fu;
-        } else if ((c & 0xF0) == 0xE0) {
-            n = 3, min = 0x800, code = c & 0x0Fu;
-        } else if ((c & 0xF8) == 0xF0) {
-            n = 4, min = 0x10000, code = c & 0x07u;
-        } else {
+        const auto c = utf8_char_at(text, i);
+        if (!c)
             return at;
-        }
-        if (i + n > text.size())
-            return at;
-        for (size_t k = 1; k < n; ++k) {
-            const auto next = static_cast<unsigned char>(text[i + k]);
-            if ((next & 0xC0) != 0x80)
-                return at;
-            code = (code << 6) | (next & 0x3Fu);
-        }
-        if (n > 1 && (code < min || code > 0x10FFFF || (code >= 0xD800 && code <= 0xDFFF)))
-            return at;
-        if (c == '\n') {
+        if (c->code == '\n') {
             ++at.line;
             at.column = 1;
         } else {
             ++at.column;
         }
-        i += n;
+        i += c->length;
     }
     return std::nullopt;
+}
+
+std::string terminal_safe(std::string_view text) {
+    std::string out;
+    out.reserve(text.size());
+    for (size_t i = 0; i < text.size();) {
+        const auto c = utf8_char_at(text, i);
+        const bool control = c && ((c->code < 0x20 && c->code != '\n' && c->code != '\t') ||
+                                   (c->code >= 0x7f && c->code <= 0x9f));
+        if (!c || control) {
+            out += '?';
+            i += c ? c->length : 1;
+        } else {
+            out.append(text.substr(i, c->length));
+            i += c->length;
+        }
+    }
+    return out;
 }
 
 Result<void> check_toml_utf8(std::string_view text, const std::string& source) {

@@ -26,11 +26,6 @@ using LatencyLimit = std::optional<std::uint32_t>;
 std::string describe_limit(LatencyLimit limit);
 
 std::string_view trim(std::string_view text);
-// `text` fit for a terminal: each control byte but newline and tab (C0, DEL,
-// and the C1 controls U+0080..U+009F as UTF-8) becomes '?'. Strings read
-// from the system (a device's model, a state's name, a file's content) may
-// hold escape sequences; the CLI's text passes through this.
-std::string terminal_safe(std::string_view text);
 // The pieces between separators, empty ones included ("a,,b" -> a, "", b).
 std::vector<std::string_view> split(std::string_view text, char separator);
 
@@ -66,6 +61,12 @@ struct TextPosition {
     size_t column = 1;
 };
 std::optional<TextPosition> first_invalid_utf8(std::string_view text);
+// `text` fit for a terminal: each control character but newline and tab (C0,
+// DEL, the C1 controls U+0080..U+009F) and each byte that is not well-formed
+// UTF-8 (a lone 0x9b is CSI to a terminal not in UTF-8 mode) becomes '?'.
+// Strings read from the system (a device's model, a state's name, a file's
+// content) may hold escape sequences; the CLI's text passes through this.
+std::string terminal_safe(std::string_view text);
 // The same as the error a TOML file gets: "SOURCE:LINE:COLUMN: not UTF-8".
 Result<void> check_toml_utf8(std::string_view text, const std::string& source);
 
