@@ -67,8 +67,9 @@ moved aside at the start and put back at exit: the first latgovd of the run
 learns from nothing, and the later rounds reuse what the earlier ones learnt.
 latgovd's calibration file (calibration_file) is moved aside the same way
 unless --calibrate is given: latgovd starts with no calibration. Where the
-configuration sets calibrate_on_start, the file latgovd writes in the run is
-removed at exit (the machine's, if any, put back in its place).
+configuration sets calibrate_on_start, the run's first latgovd measures one
+and the later ones read it; that file is removed at exit (the machine's, if
+any, put back in its place).
 
 A static run during which /dev/cpu_dma_latency was not seen at 0 in at least
 99%% of the samples is kept out of the medians, and the report says so.
@@ -132,7 +133,8 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
                    help="use the machine's calibration file, or run `latgov calibrate` "
                    "first when none exists (default: the file is moved aside for the run "
                    "and put back at exit; latgovd starts with no calibration, learning "
-                   "what it needs)")
+                   "what it needs, or measuring it where the configuration sets "
+                   "calibrate_on_start)")
     p.add_argument("--keep-calibration", action="store_true",
                    help="with --calibrate: keep a calibration file that `latgov calibrate` "
                    "wrote for this run (default: removed at exit)")

@@ -285,7 +285,7 @@ def header(rows: list[dict], meta: RunMeta, agg: Aggregate) -> list[str]:
                      "at exit: %s" % (ca.get("file", "?"),
                                       ca["at_start"].get("sha256", "?")[:12],
                                       ca.get("put_back", "?")))
-        elif ca.get("put_back", "").startswith("removed"):
+        elif ca.get("put_back") not in (None, "", "there was none"):
             L.append("- latgovd's calibration file (%s): none at the start; at exit: %s"
                      % (ca.get("file", "?"), ca["put_back"]))
         if meta.evidence:

@@ -860,7 +860,14 @@ def put_calibration_back(aside: EvidenceAside) -> str:
 
 def no_calibration(aside: EvidenceAside) -> str:
     """What latgovd starts with when the bench runs no calibration: none,
-    the machine's file moved aside for the run."""
+    the machine's file moved aside for the run. With calibrate_on_start
+    (remove_new) the first latgovd measures the costs and writes the file,
+    which the later ones read."""
+    if aside.remove_new:
+        return ("measured by the run's first latgovd (calibrate_on_start) into %s, which "
+                "the later ones read; removed at exit%s (--calibrate was not given)"
+                % (aside.path, ", the machine's (sha256 %s) put back" % aside.sha256[:12]
+                   if aside.existed else ""))
     if aside.existed:
         return ("none: the machine's %s (sha256 %s) was moved aside to %s for the run and "
                 "put back at exit; latgovd learns from live IO (--calibrate was not given)"

@@ -196,6 +196,11 @@ def test_the_report_gives_the_evidence_seeds_and_what_force_ran_despite(haltpoll
     assert "**started with --force despite**: cpu1 pm_qos_resume_latency_us is n/a" in text
     assert ("- latgovd's calibration file (/var/lib/latgov/calibration.toml): none at the "
             "start; at exit: removed what latgovd wrote in the run (calibrate_on_start)") in text
+    # A removal that failed is said too.
+    meta.calibration_aside["put_back"] = "FAILED to remove /var/lib/latgov/calibration.toml"
+    text = summary_text(rows, agg, meta, evaluate(load_targets(), agg, meta.host))
+    assert ("none at the start; at exit: FAILED to remove /var/lib/latgov/calibration.toml"
+            in text)
 
 
 def onset_rows():

@@ -425,6 +425,9 @@ def test_a_calibration_latgovd_writes_in_the_run_is_removed_at_exit(tmp_path):
     write(main, '[daemon]\ncalibration_file = "%s"\ncalibrate_on_start = true\n' % cal)
     aside = runner.calibration_aside(str(main))
     assert not aside.existed and aside.remove_new
+    assert runner.no_calibration(aside) == (
+        "measured by the run's first latgovd (calibrate_on_start) into %s, which the later "
+        "ones read; removed at exit (--calibrate was not given)" % cal)
     write(cal, "written by latgovd at its start\n")
     assert runner.put_calibration_back(aside) == (
         "removed what latgovd wrote in the run (calibrate_on_start); there was none at the "
