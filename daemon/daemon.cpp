@@ -363,12 +363,15 @@ bool Daemon::on_io_events(TimePoint now) {
     // The CPUs held anew are woken once the onset is timed: an interrupt to
     // another CPU is an exit to the host in a guest, and the limit is
     // written already.
-    apply(state_->governor.holds(), now, false);
+    const bool wrote = apply(state_->governor.holds(), now, false);
     if (first_ns != 0) {
         spdlog::debug("woken by a request issued at {} ns", first_ns);
         last_change_ = now;
         const auto done_ns = monotonic_ns();
-        if (done_ns >= first_ns && woken_ns >= first_ns) {
+        // An onset is the delay to a constraint written: a request whose
+        // limit was in place already (another device's), or whose device
+        // holds nothing (a "no-hold" verdict), delays nothing.
+        if (wrote && done_ns >= first_ns && woken_ns >= first_ns) {
             const std::chrono::nanoseconds onset(done_ns - first_ns);
             onset_.record(onset, ::sched_getcpu() == first_cpu);
             metrics_.observe_onset(std::chrono::duration<double>(onset).count()); // seconds
@@ -401,7 +404,7 @@ bool Daemon::on_io_events(TimePoint now) {
     return first_ns != 0;
 }
 
-void Daemon::apply(const Holds& holds, TimePoint now, bool kick, bool retry) {
+bool Daemon::apply(const Holds& holds, TimePoint now, bool kick, bool retry) {
     std::map<int, LatencyLimit> wanted;
     for (const auto& [cpu, hold] : holds.percpu)
         wanted[cpu] = hold.limit;
@@ -419,7 +422,9 @@ void Daemon::apply(const Holds& holds, TimePoint now, bool kick, bool retry) {
     for (const auto& change : dry_run_changes)
         spdlog::info("dry-run: cpu {} would go {} -> {}", change.cpu, describe_limit(change.from),
                      describe_limit(change.to));
-    if (!percpu_changes.empty() || holds.global != holds_.global || !dry_run_changes.empty())
+    const bool changed =
+        !percpu_changes.empty() || holds.global != holds_.global || !dry_run_changes.empty();
+    if (changed)
         status_dirty_ = true;
     // The CPUs held anew or more strictly, looked for only when the wanted
     // limits changed or failed holds are tried again (a tick that changes
@@ -443,6 +448,7 @@ void Daemon::apply(const Holds& holds, TimePoint now, bool kick, bool retry) {
     metrics_.observe_percpu(percpu_.held(), now);
     global_.apply(holds.global, now);
     holds_ = holds;
+    return changed;
 }
 
 void Daemon::kick_held_anew() {

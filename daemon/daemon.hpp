@@ -122,8 +122,9 @@ class Daemon {
     bool status_due() const;
     // Writes what changed; the CPUs held anew are woken (kick_held_anew)
     // unless `kick` is false, when the caller does it later. `retry`: the
-    // same holds again, for those that failed.
-    void apply(const Holds& holds, TimePoint now, bool kick = true, bool retry = false);
+    // same holds again, for those that failed. Whether a limit changed
+    // (written, or under dry-run logged).
+    bool apply(const Holds& holds, TimePoint now, bool kick = true, bool retry = false);
     void retry_failed_holds(TimePoint now);
     void kick_held_anew();
     // A thread per online CPU to wake it: started, or brought up to date

@@ -1087,7 +1087,8 @@ class HostTestCase(unittest.TestCase):
     def loop_device(self, size=64 << 20):
         """A loop device over a file in the test's tmpfs directory (its IO
         never reaches vda); detached at cleanup. Its name."""
-        backing = os.path.join(self.tmp, "loop.img")
+        fd, backing = tempfile.mkstemp(prefix="loop-", suffix=".img", dir=self.tmp)
+        os.close(fd)
         with open(backing, "wb") as f:
             f.truncate(size)
         out = subprocess.run(["losetup", "--find", "--show", backing],

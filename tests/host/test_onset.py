@@ -773,6 +773,73 @@ class OnsetTest(HostTestCase):
         self.assertEqual(d.stop(), 0)
         self.assertEqual(read_all(), self.baseline)
 
+    def test_10_a_request_on_a_cpu_held_already_is_no_onset(self):
+        """onset_delay is request issued to constraint written. A read on a
+        loop device wakes latgovd and activates the loop's queue, which
+        completes on its submitters (every CPU): with nothing else running
+        it writes the hold, an onset; while reads on a second loop device
+        hold every CPU at the same limit, nothing is written, and no onset
+        is counted (a hold already in place delays nothing). The reads come
+        from a CPU the second device's reader leaves armed; the first of them
+        disarms it while latgovd samples, so that one wakes latgovd and the
+        others are seen by the sampling, which counts no onset either way."""
+        loop, busy = self.loop_device(), self.loop_device()
+        d = self.start_daemon(loop_config(loop, prearm=False) + f"""
+[[device]]
+name = "{busy}"
+mode = "fixed"
+limit_us = 0
+waiter_cpus = false
+""")
+        fd = os.open(f"/dev/{loop}", os.O_RDONLY | os.O_DIRECT)
+        self.addCleanup(os.close, fd)
+        buf = mmap.mmap(-1, 4096)
+        self.addCleanup(buf.close)
+        affinity = os.sched_getaffinity(0)
+        self.addCleanup(os.sched_setaffinity, 0, affinity)
+        os.sched_setaffinity(0, {self.comp})
+
+        def count():
+            time.sleep(0.3)  # two status intervals
+            return read_status(d).get("onset_delay", {}).get("count", 0)
+
+        def loop_reads(held):
+            """Four reads 0.2 s apart (each after the loop's linger), each
+            only while every CPU reads `held`: the onsets they were counted
+            as, and latgovd's wake-ups by a request that activated a queue."""
+            before, log_at, done = count(), len(d.log()), 0
+            for _ in range(40):
+                if done == 4:
+                    break
+                time.sleep(0.2)
+                if set(read_all().values()) != {held}:
+                    continue
+                os.preadv(fd, [buf], random.randrange(16) * 4096)
+                done += 1
+            self.assertEqual(done, 4, f"the CPUs read {read_all()}, not {held!r}")
+            woken = len(re.findall(r"woken by a request issued", d.log()[log_at:]))
+            return count() - before, woken
+
+        self.settle(1.0)
+        onsets, woken = loop_reads("0")
+        log(f"  nothing held: 4 reads on {loop} from cpu {self.comp}: {onsets} onsets, "
+            f"latgovd woken by {woken}")
+        self.assertGreaterEqual(onsets, 3, "reads after idle that wrote the hold not counted")
+
+        fio = self.start_fio(4, cpu=self.other, filename=f"/dev/{busy}")
+        fio.wait_io_start()
+        self.assertIsNotNone(self.wait_value(lambda: set(read_all().values()), {"n/a"}, 1.0),
+                             f"reads on {busy} did not hold every CPU: {read_all()}")
+        onsets, woken = loop_reads("n/a")
+        self.assertTrue(fio.running(), f"the reads on {busy} ended before those on {loop}")
+        fio.wait()
+        log(f"  {busy} holding every CPU: 4 reads on {loop} from cpu {self.comp}: {onsets} "
+            f"onsets, latgovd woken by {woken}")
+        self.assertGreaterEqual(woken, 1, f"no read on {loop} woke latgovd: the case is not made")
+        self.assertEqual(onsets, 0, "a request whose CPUs were held already counted as an onset")
+        self.assertEqual(d.stop(), 0)
+        self.assertEqual(read_all(), self.baseline)
+
     def test_02_idle_wakeups(self):
         """While idle latgovd sleeps with no periodic timer: at most one
         wake-up (context switch) per second over 20 s. It governs only a
