@@ -25,9 +25,9 @@ import unittest
 
 from hostlib import (
     DEFAULT_LINGER_MS, DISK, EXIT_CONFIG, FIXED_CONFIG, NO_GLOBAL_LIMIT, STEADY_INTERVAL_MS,
-    FIO_FILE, LIVE_EVIDENCE, NO_IDLE_DRIVER, HostTestCase, idle_costs_text, idle_governor_kind,
-    inflight, irq_count, cpuidle_driver, disk_devno, disk_of, journal_cpus, log, read_all, read_cpu,
-    read_global, write_cpu,
+    FIO_FILE, LIVE_EVIDENCE, NO_IDLE_DRIVER, ZERO_ONLY, HostTestCase, idle_costs_text,
+    idle_governor_kind, inflight, irq_count, cpuidle_driver, disk_devno, disk_of, journal_cpus,
+    log, read_all, read_cpu, read_global, write_cpu,
 )
 
 SOURCE_DIR = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
@@ -861,6 +861,76 @@ limit_us = 20
             self.assertNotRegex(d.log(), r"in-flight|inflight.*(fail|unavailable)", d.log())
         self.assertEqual(d.stop(), 0)
 
+    def test_18_readme_run_daemon(self):
+        """The README's command that runs the daemon, scripts/run-daemon, as
+        is: it installs nothing that is there, builds (nothing to do after
+        this suite's build), runs latgovd on its embedded default, which logs
+        the topology and governs vda in auto mode, and Ctrl-C ends it with
+        every CPU as it was. Auto holds nothing with no cpuidle driver, and
+        holds from its first live-IO window under haltpoll: checked while fio
+        reads. In a private mount namespace, so that it writes nothing of
+        the machine's: /etc/latgov hidden where there is one, /var/lib a
+        tmpfs but for dpkg's and apt's own directories (no calibration,
+        evidence or metrics file of the machine's is read or written), and a
+        tmpfs on /run (its runtime directory is its own)."""
+        keep = os.path.join(self.tmp, "var-lib")
+        os.mkdir(keep)
+        script = ["set -e", f'mount --bind /var/lib "{keep}"',
+                  "mount -t tmpfs -o mode=0755 none /var/lib"]
+        for name in ("dpkg", "apt"):
+            script += [f"mkdir /var/lib/{name}", f'mount --bind "{keep}/{name}" /var/lib/{name}']
+        if os.path.isdir("/etc/latgov"):
+            empty = os.path.join(self.tmp, "etc-latgov")
+            os.mkdir(empty)
+            script.append(f'mount --bind "{empty}" /etc/latgov')
+        # Last: the test's own directory may be below /run.
+        script += ["mount -t tmpfs -o mode=0755 none /run", 'exec "$0"']
+        output = os.path.join(self.tmp, "run-daemon.log")
+        with open(output, "wb") as out:
+            proc = subprocess.Popen(
+                ["unshare", "--mount", "--propagation", "private", "--", "sh", "-c",
+                 "\n".join(script), os.path.join(SOURCE_DIR, "scripts", "run-daemon")],
+                stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT)
+
+        def text():
+            with open(output, errors="replace") as f:
+                return f.read()
+
+        try:
+            # The suite's build is current: the build is a check of seconds.
+            deadline = time.monotonic() + 120
+            while "latgovd ready" not in text() and proc.poll() is None and \
+                    time.monotonic() < deadline:
+                time.sleep(0.1)
+            self.assertIn("latgovd ready", text(), f"scripts/run-daemon (exit {proc.poll()}):\n"
+                                                   f"{text()[-4000:]}")
+            log(f"  scripts/run-daemon: latgovd {proc.pid} ready")
+            self.assertRegex(text(), rf"topology:\nDEVICE +QUEUE .*\n(.*\n)*{DISK} +0 ")
+            self.assertRegex(text(), rf"governing {DISK} \(mode auto, backend percpu, "
+                                     r"by default\)")
+            self.assertRegex(text(), r"idle-state costs: declared \(no calibration at "
+                                     r"/var/lib/latgov/calibration.toml\)")
+            fio = self.start_fio(1)
+            watched = fio.watch_until_exit(lambda: read_cpu(self.comp), self.irq)
+            seen = {v for _, v in watched.changes}
+            kind = idle_governor_kind(cpuidle_driver())
+            log(f"  cpuidle {kind}: cpu {self.comp} read {seen} while fio read")
+            if kind == NO_IDLE_DRIVER:
+                self.assertEqual(seen, {"0"}, "held with no cpuidle driver")
+            elif kind == ZERO_ONLY:
+                self.assertIn("n/a", seen, "the first live-IO window did not hold")
+            # Ctrl-C.
+            proc.send_signal(signal.SIGINT)
+            try:
+                code = proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                self.fail(f"latgovd did not end 10 s after Ctrl-C:\n{text()[-4000:]}")
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
+        self.assertEqual(code, 0, text()[-4000:])
+        self.assertEqual(read_all(), self.baseline, "a CPU was left constrained")
 
 if __name__ == "__main__":
     unittest.main(verbosity=2)
