@@ -74,16 +74,21 @@ std::string writer_gone(const StatusPlace& place, const nlohmann::json& status) 
     return place.of_this_host() ? format_writer_gone(place.dir(), status) : std::string();
 }
 
+// What in `status` breaks the schema, naming the file.
+Error unreadable(const StatusPlace& place, const std::exception& e) {
+    return make_error(
+        fmt::format("Failed to read {}: {}", (place.dir() / status_file_name).string(), e.what()));
+}
+
 // The text of `status` with the limits others hold beside it, or what in it
-// breaks the schema, naming the file.
+// breaks the schema.
 Result<std::string> status_text(const SysRoot& root, const StatusPlace& place,
                                 const nlohmann::json& status) {
     try {
         return format_status(status) + format_other_holders(root, status, place) +
                writer_gone(place, status);
     } catch (const std::exception& e) {
-        return make_error(fmt::format("Failed to read {}: {}",
-                                      (place.dir() / status_file_name).string(), e.what()));
+        return unreadable(place, e);
     }
 }
 
@@ -164,23 +169,29 @@ int status(const Args& args) {
     auto status = place.load();
     if (!status)
         return fail(status.error().message);
-    // The text is made for --json too: a document the text form cannot read
-    // is refused either way, not passed on to a script as if it were sound.
-    const auto text = status_text(root, place, *status);
-    if (!text)
-        return fail(text.error().message);
     if (!as_json) {
+        const auto text = status_text(root, place, *status);
+        if (!text)
+            return fail(text.error().message);
         print_text(*text);
         return 0;
     }
+    // A document the text form cannot read is refused here too, not passed
+    // on to a script as if it were sound: the same reading of latgovd's
+    // part, without what the text adds from the host.
+    try {
+        format_status(*status);
+    } catch (const std::exception& e) {
+        return fail(unreadable(place, e).message);
+    }
     // latgovd's document, and whether the latgovd that wrote it still runs
     // (`latgovd_running`, added here, null when that cannot be told; said on
-    // stderr too when it does not).
+    // stderr too when it does not: the same answer, asked once).
     const auto running =
         place.of_this_host() ? status_writer_running(place.dir(), *status) : std::nullopt;
     (*status)["latgovd_running"] = running ? nlohmann::json(*running) : nlohmann::json(nullptr);
     fmt::print("{}\n", dump_for_terminal(*status, 2));
-    if (const auto gone = writer_gone(place, *status); !gone.empty())
+    if (const auto gone = format_writer_gone(running, *status); !gone.empty())
         fmt::print(stderr, "{}", gone);
     return 0;
 }

@@ -219,6 +219,11 @@ TEST_CASE("a status whose latgovd is gone says so, and its holds are no longer l
     status["pid"] = 4242;
     CHECK(status_writer_gone(run, status) == 4242);
     CHECK(format_writer_gone(run, status).find("(pid 4242) is not running") != std::string::npos);
+    // From an answer already had: only "not running" is said.
+    CHECK(format_writer_gone(std::optional<bool>(false), status) ==
+          format_writer_gone(run, status));
+    CHECK(format_writer_gone(std::optional<bool>(true), status).empty());
+    CHECK(format_writer_gone(std::nullopt, status).empty());
     const auto gone = read_host_facts(sys, Topology{}, status, StatusPlace(sys, run));
     REQUIRE(gone);
     CHECK_FALSE(gone->latgov_running);

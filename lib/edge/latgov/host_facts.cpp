@@ -252,7 +252,11 @@ std::optional<int> status_writer_gone(const std::filesystem::path& runtime_dir,
 
 std::string format_writer_gone(const std::filesystem::path& runtime_dir,
                                const nlohmann::json& status) {
-    const auto pid = status_writer_gone(runtime_dir, status);
+    return format_writer_gone(status_writer_running(runtime_dir, status), status);
+}
+
+std::string format_writer_gone(std::optional<bool> running, const nlohmann::json& status) {
+    const auto pid = running == false ? status_pid(status) : std::nullopt;
     if (!pid)
         return "";
     return fmt::format("The latgovd that wrote this status (pid {}) is not running: the limits "

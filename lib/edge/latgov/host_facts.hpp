@@ -59,9 +59,10 @@ std::optional<int> status_writer_gone(const std::filesystem::path& runtime_dir,
                                       const nlohmann::json& status);
 
 // For `latgov status`: a line saying so when the status's writer is gone,
-// else "".
+// else "". The second form takes what status_writer_running said.
 std::string format_writer_gone(const std::filesystem::path& runtime_dir,
                                const nlohmann::json& status);
+std::string format_writer_gone(std::optional<bool> running, const nlohmann::json& status);
 
 // For `latgov status`: the limits others hold (/dev/cpu_dma_latency beyond
 // latgov's own request, per-CPU values latgov does not hold: neither in the
