@@ -85,12 +85,12 @@ int calibrate(const Args& args) {
     fmt::print("{:<10} {:>8} {:>10} {:>10}   round medians\n", "LEVEL", "LIMIT", "MEDIAN_US",
                "P99_US");
     for (const auto& level : calibration->levels)
-        fmt::print("{:<10} {:>8} {:>10.1f} {:>10.1f}   {:.1f}\n", terminal_safe(level.name),
+        fmt::print("{:<10} {:>8} {:>10.1f} {:>10.1f}   {:.1f}\n", terminal_safe_field(level.name),
                    format_resume_latency(level.limit), level.median_us, level.p99_us,
                    fmt::join(level.round_medians_us, " "));
     for (const auto& state : calibration->states)
         fmt::print("state {:<10} declared exit latency {:>4} us, measured cost {:.1f} us\n",
-                   terminal_safe(state.name), state.declared_exit_latency_us,
+                   terminal_safe_field(state.name), state.declared_exit_latency_us,
                    state.measured_cost_us);
     if (auto saved = save_calibration(path, *calibration); !saved)
         return fail(saved.error().message);

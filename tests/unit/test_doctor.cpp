@@ -86,6 +86,15 @@ TEST_CASE("each problem is flagged with advice") {
     }
 }
 
+TEST_CASE("an IRQ name with a line break stays within its one-line result") {
+    auto facts = healthy();
+    facts.isolated_cpus = {3};
+    facts.irqs_by_cpu[3] = {"nvme0q4\n\x1b[2J", "nvme0q5"};
+    const auto findings = diagnose(facts);
+    REQUIRE(find(findings, "queue IRQs on isolated CPUs"));
+    CHECK(find(findings, "queue IRQs on isolated CPUs")->result == "cpu3: nvme0q4??[2J,nvme0q5");
+}
+
 TEST_CASE("a snapshot's missing files are unknown, not a fix, and its latgovd is its status") {
     auto facts = healthy();
     facts.snapshot = true;

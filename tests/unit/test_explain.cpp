@@ -157,6 +157,21 @@ TEST_CASE("explain: fields latgovd may leave empty are optional, and null is not
     CHECK(contains(*text, "latgovd is not running"));
 }
 
+TEST_CASE("explain: a field read from the system stays on its line and in its column") {
+    Machine machine;
+    machine.topology.devices[0].model = "QEMU\nHARDDISK\x1b[2J";
+    machine.topology.devices[0].transport = "vir\ntio";
+    machine.topology.devices[0].queues[0].irq_name = "virtio1\nreq.0";
+    machine.costs[1][1].name = "C1\tE";
+    const auto text = machine.explain(Config{}, valid_status());
+    REQUIRE(text);
+    CHECK(text->substr(0, text->find('\n')) ==
+          "vda: virtio-blk QEMU?HARDDISK?[2J, transport vir?tio");
+    CHECK(contains(*text, "virtio1?req.0 "));
+    CHECK(contains(*text, "  C1?E "));
+    CHECK_FALSE(contains(*text, "\t"));
+}
+
 TEST_CASE("explain: a CPU a dry-run device would hold says at what and for what") {
     const Machine machine;
     auto config = config_of("[[device]]\nname = \"vda\"\nbackend = \"dry-run\"\n");

@@ -177,6 +177,12 @@ TEST_CASE("control bytes in text for a terminal become question marks") {
     CHECK(terminal_safe("") == "");
 }
 
+TEST_CASE("a field for one line or one cell has no line break or tab either") {
+    CHECK(terminal_safe_field("QEMU\nNVMe\tCtrl\x1b[2J \xc3\xa9") == "QEMU?NVMe?Ctrl?[2J \xc3\xa9");
+    CHECK(terminal_safe_field("a\x9b") == "a?");
+    CHECK(terminal_safe_field("") == "");
+}
+
 TEST_CASE("bytes that are not UTF-8 become question marks in text for a terminal") {
     // A lone 0x9b is CSI to a terminal not in UTF-8 mode.
     CHECK(terminal_safe("a\x9b"

@@ -544,6 +544,28 @@ TEST_CASE("a document for a terminal escapes DEL and the C1 controls that JSON l
           "2J \xc2\xa0\xc3\xa9 \xef\xbf\xbd");
 }
 
+TEST_CASE("the topology table keeps one line per queue and its columns whatever an IRQ is named") {
+    Topology topo;
+    BlockDevice vda;
+    vda.name = "vda";
+    HardwareQueue q;
+    q.irq = 36;
+    q.irq_name = "virtio1\nreq\x1b[2J\xc0"; // a line break, ESC and a byte that is not UTF-8
+    q.completion_cpus = {1};
+    q.submit_cpus = {0, 1};
+    q.completion_source = CompletionSource::irq_effective_affinity;
+    vda.queues.push_back(q);
+    topo.devices.push_back(vda);
+    const auto table = format_topology_table(topo);
+    std::vector<std::string> lines;
+    for (size_t at = 0, end; (end = table.find('\n', at)) != std::string::npos; at = end + 1)
+        lines.push_back(table.substr(at, end - at));
+    REQUIRE(lines.size() == 2);
+    CHECK(lines[1].find("virtio1?req?[2J?") != std::string::npos);
+    // The completion CPUs stand under their heading.
+    CHECK(lines[1].find("1                0-1") == lines[0].find("COMPLETION CPUS"));
+}
+
 TEST_CASE("a /dev/cpu_dma_latency of other than 4 bytes is unknown, with a warning") {
     MultipathTree tree;
     fs::create_directories(tree.root() / "dev");

@@ -1,5 +1,7 @@
 #include "latgov/doctor.hpp"
 
+#include "latgov/parse.hpp"
+
 #include <algorithm>
 #include <fmt/format.h>
 #include <fmt/ranges.h>
@@ -158,7 +160,9 @@ std::vector<Finding> diagnose(const HostFacts& f) {
     std::vector<std::string> on_isolated;
     for (int cpu : f.isolated_cpus)
         if (auto it = f.irqs_by_cpu.find(cpu); it != f.irqs_by_cpu.end())
-            on_isolated.push_back(fmt::format("cpu{}: {}", cpu, fmt::join(it->second, ",")));
+            on_isolated.push_back(
+                fmt::format("cpu{}: {}", cpu,
+                            terminal_safe_field(fmt::format("{}", fmt::join(it->second, ",")))));
     if (!on_isolated.empty())
         out.push_back({L::attention, "queue IRQs on isolated CPUs",
                        fmt::format("{}", fmt::join(on_isolated, "; ")),

@@ -2,6 +2,7 @@
 
 #include "latgov/governor.hpp"
 #include "latgov/json.hpp"
+#include "latgov/parse.hpp"
 
 #include <algorithm>
 #include <cstdint>
@@ -208,7 +209,7 @@ std::string explain_queues(const LiveStatus* status, const BlockDevice& device_i
             return nullptr;
         }();
         out += fmt::format("{:<6} {:<16} {:<13} {}\n", q.index,
-                           hq && !hq->irq_name.empty() ? hq->irq_name
+                           hq && !hq->irq_name.empty() ? terminal_safe_field(hq->irq_name)
                            : q.irq                     ? fmt::format("{}", *q.irq)
                                                        : std::string("-"),
                            format_cpu_list(q.cpus), live ? (active ? "yes" : "no") : "?");
@@ -261,8 +262,8 @@ std::string explain_cpus(const ExplainInput& in, const LiveStatus* status, CpuSe
             out += fmt::format("\nCPU {} idle states:\n  {:<16} {:>8} {:>8}  {}\n", cpu, "STATE",
                                "EXIT_US", "COST_US", "");
             for (const auto& s : costs->second)
-                out += fmt::format("  {:<16} {:>8} {:>8.1f}  {}\n", s.name, s.exit_latency_us,
-                                   s.cost_us, s.disabled ? "disabled" : "");
+                out += fmt::format("  {:<16} {:>8} {:>8.1f}  {}\n", terminal_safe_field(s.name),
+                                   s.exit_latency_us, s.cost_us, s.disabled ? "disabled" : "");
         }
         // A fixed limit is written whatever the idle states: what is held is
         // said for every CPU.
@@ -299,8 +300,8 @@ Result<std::string> explain_device(const ExplainInput& in, std::string_view name
         return make_error(fmt::format("no block device {} (see `latgov topology`)", name));
     std::string out;
     out += fmt::format("{}: {} {}, transport {}\n", device->name, to_string(device->kind),
-                       device->model.empty() ? "(no model)" : device->model,
-                       device->transport.empty() ? "-" : device->transport);
+                       device->model.empty() ? "(no model)" : terminal_safe_field(device->model),
+                       device->transport.empty() ? "-" : terminal_safe_field(device->transport));
 
     Governor governor(in.topology, in.config, in.costs);
     const GovernedDevice* governed = nullptr;

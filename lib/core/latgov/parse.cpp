@@ -305,13 +305,15 @@ std::optional<TextPosition> first_invalid_utf8(std::string_view text) {
     return std::nullopt;
 }
 
-std::string terminal_safe(std::string_view text) {
+namespace {
+
+std::string replace_controls(std::string_view text, bool keep_line_breaks) {
     std::string out;
     out.reserve(text.size());
     for (size_t i = 0; i < text.size();) {
         const auto c = utf8_char_at(text, i);
-        const bool control = c && ((c->code < 0x20 && c->code != '\n' && c->code != '\t') ||
-                                   (c->code >= 0x7f && c->code <= 0x9f));
+        const bool kept = keep_line_breaks && c && (c->code == '\n' || c->code == '\t');
+        const bool control = c && !kept && (c->code < 0x20 || (c->code >= 0x7f && c->code <= 0x9f));
         if (!c || control) {
             out += '?';
             i += c ? c->length : 1;
@@ -321,6 +323,16 @@ std::string terminal_safe(std::string_view text) {
         }
     }
     return out;
+}
+
+} // namespace
+
+std::string terminal_safe(std::string_view text) {
+    return replace_controls(text, true);
+}
+
+std::string terminal_safe_field(std::string_view text) {
+    return replace_controls(text, false);
 }
 
 Result<void> check_toml_utf8(std::string_view text, const std::string& source) {

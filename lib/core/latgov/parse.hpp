@@ -67,6 +67,10 @@ std::optional<TextPosition> first_invalid_utf8(std::string_view text);
 // Strings read from the system (a device's model, a state's name, a file's
 // content) may hold escape sequences; the CLI's text passes through this.
 std::string terminal_safe(std::string_view text);
+// The same for one field of a line or a table cell (a device's model, an
+// IRQ's name): newline and tab become '?' too, so a field read from the
+// system adds no line and shifts no column.
+std::string terminal_safe_field(std::string_view text);
 // The same as the error a TOML file gets: "SOURCE:LINE:COLUMN: not UTF-8".
 Result<void> check_toml_utf8(std::string_view text, const std::string& source);
 

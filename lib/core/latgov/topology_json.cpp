@@ -1,6 +1,7 @@
 #include "latgov/topology_json.hpp"
 
 #include "latgov/json.hpp"
+#include "latgov/parse.hpp"
 
 #include <fmt/format.h>
 
@@ -105,8 +106,9 @@ std::string format_topology_table(const Topology& t) {
                                   "TYPE", "IRQ", "IRQ NAME", "COMPLETION CPUS", "SUBMIT CPUS");
     for (const auto& d : t.devices) {
         if (d.queues.empty()) {
-            out += fmt::format("{:<12} {:>5} {:<8} {:>5} {:<16} paths: {}\n", d.name, "-", "-", "-",
-                               "-", fmt::join(d.paths, ", "));
+            out += fmt::format("{:<12} {:>5} {:<8} {:>5} {:<16} paths: {}\n",
+                               terminal_safe_field(d.name), "-", "-", "-", "-",
+                               terminal_safe_field(fmt::format("{}", fmt::join(d.paths, ", "))));
             continue;
         }
         for (const auto& q : d.queues) {
@@ -125,10 +127,11 @@ std::string format_topology_table(const Topology& t) {
                 completion = "- (polled)";
                 break;
             }
-            out += fmt::format("{:<12} {:>5} {:<8} {:>5} {:<16} {:<16} {}\n", d.name, q.index,
-                               to_string(q.type), q.irq ? std::to_string(*q.irq) : "-",
-                               q.irq_name.empty() ? "-" : q.irq_name, completion,
-                               format_cpu_list(q.submit_cpus));
+            out += fmt::format("{:<12} {:>5} {:<8} {:>5} {:<16} {:<16} {}\n",
+                               terminal_safe_field(d.name), q.index, to_string(q.type),
+                               q.irq ? std::to_string(*q.irq) : "-",
+                               q.irq_name.empty() ? "-" : terminal_safe_field(q.irq_name),
+                               completion, format_cpu_list(q.submit_cpus));
         }
     }
     return out;
