@@ -311,7 +311,8 @@ class Session:
                 return "latgovd ready" in log_path.read_text(errors="replace")
             return status.exists()
 
-        deadline = time.monotonic() + 15
+        within = ready_within(self.tools.latgov_config)
+        deadline = time.monotonic() + within
         while not ready():
             if self.daemon.poll() is not None:
                 rc = self.daemon.returncode
@@ -320,8 +321,8 @@ class Session:
                                    % (rc, ready_sign, log_path, tail(log_path)))
             if time.monotonic() > deadline:
                 self.stop_daemon()
-                raise HarnessError("latgovd wrote no %s within 15 s; log: %s"
-                                   % (ready_sign, log_path))
+                raise HarnessError("latgovd wrote no %s within %d s; log: %s"
+                                   % (ready_sign, within, log_path))
             time.sleep(0.02)
         return None if dry_run else status
 
@@ -841,6 +842,17 @@ def calibration_aside(config: str | None) -> EvidenceAside:
 
 def calibrates_on_start(config: str | None) -> bool:
     return daemon_setting(config, "calibrate_on_start", False) is True
+
+
+# How long latgovd may take to write its first status: its start, and with
+# calibrate_on_start the idle-cost probe it runs before, for which it asks
+# the service manager for 60 s more (calibration_timeout_extension).
+START_S = 15
+CALIBRATE_ON_START_S = 60
+
+
+def ready_within(config: str | None) -> int:
+    return START_S + (CALIBRATE_ON_START_S if calibrates_on_start(config) else 0)
 
 
 def put_calibration_back(aside: EvidenceAside) -> str:

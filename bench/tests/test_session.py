@@ -378,6 +378,16 @@ def test_latgovd_writes_its_metrics_beside_its_log(tree, restores, monkeypatch):
     assert cmd[cmd.index("--metrics-file") + 1] == str(tree / "r1.latgovd.prom")
 
 
+def test_latgovd_that_calibrates_on_start_gets_the_probes_time_to_be_ready(tmp_path):
+    # It probes the idle costs before its first status: up to 20 s, for which
+    # it extends its own start-up timeout under systemd by 60 s.
+    main = tmp_path / "latgov.toml"
+    write(main, "[daemon]\ncalibrate_on_start = true\n")
+    assert runner.ready_within(str(main)) == runner.START_S + runner.CALIBRATE_ON_START_S
+    write(main, "[daemon]\ncalibrate_on_start = false\n")
+    assert runner.ready_within(str(main)) == runner.START_S
+
+
 # --------------------------------------------------------------------------
 # latgovd's calibration file: none at the start unless --calibrate
 
