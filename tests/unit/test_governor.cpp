@@ -848,6 +848,24 @@ TEST_CASE("a known verdict at the gap learnt between releases is followed: no ho
     CHECK(g.any_active());
 }
 
+TEST_CASE("before its first tick a device that learns says it measures, as after it") {
+    const Topology t = virtio_machine("haltpoll", "haltpoll");
+    Governor g(t, default_config(), declared_costs(t), EvidenceBook{});
+    const auto before = g.devices()[0].decision;
+    const auto reason = g.limit_reason(g.devices()[0]);
+    CHECK(before.experimenting);
+    CHECK(before.hold);
+    CHECK(reason.find("no gap between requests measured yet") != std::string::npos);
+    // The first tick only takes the baseline: the same after it.
+    run_ticks(g, OneAtATime{6150, 150}, 0s);
+    CHECK(g.devices()[0].decision.experimenting == before.experimenting);
+    CHECK(g.limit_reason(g.devices()[0]) == reason);
+    // Where costs decide, nothing is said to be measured.
+    const Topology menu = virtio_machine("intel_idle", "menu");
+    Governor costs(menu, default_config(), declared_costs(menu), EvidenceBook{});
+    CHECK_FALSE(costs.devices()[0].decision.experimenting);
+}
+
 TEST_CASE("the haltpoll driver under menu: the declared 1 us is no cost, live IO decides") {
     const Topology t = virtio_machine("haltpoll", "menu");
     Governor g(t, default_config(), declared_costs(t));

@@ -106,6 +106,11 @@ Governor::Governor(const Topology& topology, const Config& config,
         // head (bio-based) keeps none before Linux 6.2, nor after it unless
         // its queue/iostats is set.
         stat_sources_.push_back(device.name);
+        // Where live IO decides, what it would decide now (the first
+        // tick only takes the baseline): a status written before then
+        // says the same as one written after.
+        if (evidence_decides(device))
+            device.decision = device.evidence.decide(book_);
         devices_.push_back(std::move(device));
     }
     // IRQ -> the disks it completes, governed or not: a namespace left alone
