@@ -159,6 +159,34 @@ class FaultTest(HostTestCase):
     def config(self, backend="percpu", limit=0, name="latgov.toml"):
         return self.write_config(CONFIG.format(backend=backend, limit=limit), name)
 
+    def full_runtime_dir(self, chunk=4096):
+        """A runtime directory on a tmpfs of 8k that a file fills (unmounted
+        at cleanup): nothing can be journaled there, so nothing is held.
+        Returns the directory and the filler, whose removal makes room."""
+        mnt = os.path.join(self.tmp, "full")
+        os.mkdir(mnt)
+        out = self.run_cmd("mount", "-t", "tmpfs", "-o", "size=8k,mode=0755", "latgov-full", mnt)
+        self.assertEqual(out.returncode, 0, f"mount tmpfs: {out.stderr}")
+
+        def unmount():  # after tearDown, which kills the daemons and empties the rest
+            out = self.run_cmd("umount", mnt)
+            if out.returncode != 0:  # busy: detached, gone once its last user is
+                log(f"  umount {mnt}: {out.stderr.strip()}; detaching it")
+                self.run_cmd("umount", "-l", mnt)
+            shutil.rmtree(self.tmp, ignore_errors=True)
+        self.addCleanup(unmount)
+        run = os.path.join(mnt, "run")
+        os.mkdir(run, 0o711)
+        filler = os.path.join(mnt, "filler")
+        try:
+            with open(filler, "wb") as f:
+                while True:
+                    f.write(b"x" * chunk)
+                    f.flush()
+        except OSError:
+            pass  # full
+        return run, filler
+
     def assert_back(self, expected, what):
         values = read_all()
         self.assertEqual(values, expected, f"{what}: per-CPU values {values}, want {expected}")
@@ -401,36 +429,19 @@ class FaultTest(HostTestCase):
         self.assert_back(self.baseline, "after stop")
 
     def test_07_full_tmpfs_holds_nothing_it_cannot_journal(self):
-        mnt = os.path.join(self.tmp, "full")
-        os.mkdir(mnt)
-        out = self.run_cmd("mount", "-t", "tmpfs", "-o", "size=8k,mode=0755", "latgov-full", mnt)
-        self.assertEqual(out.returncode, 0, f"mount tmpfs: {out.stderr}")
-        try:
-            os.mkdir(os.path.join(mnt, "run"), 0o755)
-            try:
-                with open(os.path.join(mnt, "filler"), "wb") as f:
-                    while True:
-                        f.write(b"x" * 4096)
-                        f.flush()
-            except OSError:
-                pass  # full
-            # No status.json fits either: the wake mode is not checked.
-            d = self.start_daemon(config_path=self.config(),
-                                  runtime_dir=os.path.join(mnt, "run"), events=None)
-            fio = bursty_fio(1, self.submit_cpu)
-            seen = set()
-            while fio.poll() is None:  # the completion CPU, and the waiter's
-                seen.add(tuple(sorted(read_all().items())))
-                time.sleep(0.002)
-            self.assertEqual(seen, {tuple(sorted(self.baseline.items()))},
-                             "held a CPU it could not journal")
-            self.assertRegex(d.log(), r"Failed to (create|write) .*No space left on device")
-            self.assertEqual(d.stop(), 0)
-            self.assert_back(self.baseline, "after stop")
-        finally:
-            for d in self.daemons:
-                d.kill()
-            self.run_cmd("umount", mnt)
+        run, _ = self.full_runtime_dir()
+        # No status.json fits either: the wake mode is not checked.
+        d = self.start_daemon(config_path=self.config(), runtime_dir=run, events=None)
+        fio = bursty_fio(1, self.submit_cpu)
+        seen = set()
+        while fio.poll() is None:  # the completion CPU, and the waiter's
+            seen.add(tuple(sorted(read_all().items())))
+            time.sleep(0.002)
+        self.assertEqual(seen, {tuple(sorted(self.baseline.items()))},
+                         "held a CPU it could not journal")
+        self.assertRegex(d.log(), r"Failed to (create|write) .*No space left on device")
+        self.assertEqual(d.stop(), 0)
+        self.assert_back(self.baseline, "after stop")
 
     def test_09_named_config_that_does_not_exist(self):
         typo = os.path.join(self.tmp, "typo.toml")
@@ -1138,21 +1149,7 @@ class FaultTest(HostTestCase):
         root, tree_values = self.sampled_tree()
         before = tree_values()
         self.set_requests_in_flight(root, 0)
-        mnt = os.path.join(self.tmp, "full")
-        os.mkdir(mnt)
-        out = self.run_cmd("mount", "-t", "tmpfs", "-o", "size=8k,mode=0755", "latgov-full", mnt)
-        self.assertEqual(out.returncode, 0, f"mount tmpfs: {out.stderr}")
-        self.addCleanup(self.run_cmd, "umount", mnt)
-        run = os.path.join(mnt, "run")
-        os.mkdir(run, 0o711)
-        filler = os.path.join(mnt, "filler")
-        try:
-            with open(filler, "wb") as f:
-                while True:
-                    f.write(b"x" * 1024)
-                    f.flush()
-        except OSError:
-            pass  # full
+        run, filler = self.full_runtime_dir(chunk=1024)
         d = self.start_daemon(INFLIGHT_CONFIG, runtime_dir=run, events=None,
                               args=("--sysroot", root))
         self.addCleanup(d.kill)
