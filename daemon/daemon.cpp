@@ -341,18 +341,18 @@ bool Daemon::on_io_events(TimePoint now) {
     if (!events)
         return false;
     const std::uint64_t woken_ns = monotonic_ns();
-    std::uint64_t first_ns = 0; // the earliest request that activated a queue
-    int first_cpu = -1;         // and the CPU that issued it
-    std::vector<int> fired;     // the CPUs whose events fired
+    std::uint64_t first_ns = 0;            // the earliest request that activated a queue
+    std::vector<IssuedRequest> activating; // the requests that activated one
+    std::vector<int> fired;                // the CPUs whose events fired
     auto take = [&](const std::vector<IssuedRequest>& requests) {
         for (const auto& request : requests) {
             fired.push_back(request.cpu);
             const TimePoint issued{std::chrono::nanoseconds(request.time_ns)}; // CLOCK_MONOTONIC
             if (state_->governor.on_request_issued(request.dev, request.cpu, now, request.waited,
-                                                   issued) &&
-                (first_ns == 0 || request.time_ns < first_ns)) {
-                first_ns = request.time_ns;
-                first_cpu = request.cpu;
+                                                   issued)) {
+                activating.push_back(request);
+                if (first_ns == 0 || request.time_ns < first_ns)
+                    first_ns = request.time_ns;
             }
         }
         std::sort(fired.begin(), fired.end());
@@ -363,23 +363,11 @@ bool Daemon::on_io_events(TimePoint now) {
     // The CPUs held anew are woken once the onset is timed: an interrupt to
     // another CPU is an exit to the host in a guest, and the limit is
     // written already.
-    const bool wrote = apply(state_->governor.holds(), now, false);
+    const Tightened tightened = apply(state_->governor.holds(), now, false);
     if (first_ns != 0) {
         spdlog::debug("woken by a request issued at {} ns", first_ns);
         last_change_ = now;
-        const auto done_ns = monotonic_ns();
-        // An onset is the delay to a constraint written: a request whose
-        // limit was in place already (another device's), or whose device
-        // holds nothing (a "no-hold" verdict), delays nothing.
-        if (wrote && done_ns >= first_ns && woken_ns >= first_ns) {
-            const std::chrono::nanoseconds onset(done_ns - first_ns);
-            onset_.record(onset, ::sched_getcpu() == first_cpu);
-            metrics_.observe_onset(std::chrono::duration<double>(onset).count()); // seconds
-            // Of that, the part before latgovd ran: its own wake-up.
-            onset_wake_.record(std::chrono::nanoseconds(woken_ns - first_ns));
-            // And the part latgovd spends: drain, decide, write.
-            onset_work_.record(std::chrono::nanoseconds(done_ns - woken_ns));
-        }
+        record_onset(activating, tightened, woken_ns, monotonic_ns());
     }
     kick_held_anew();
     // Only once the constraint is written: disabling interrupts each CPU.
@@ -404,7 +392,30 @@ bool Daemon::on_io_events(TimePoint now) {
     return first_ns != 0;
 }
 
-bool Daemon::apply(const Holds& holds, TimePoint now, bool kick, bool retry) {
+void Daemon::record_onset(std::vector<IssuedRequest> activating, const Tightened& tightened,
+                          std::uint64_t woken_ns, std::uint64_t done_ns) {
+    // An onset is the delay to a constraint written for a request: one whose
+    // limits were in place already (another device's), whose device holds
+    // nothing (a "no-hold" verdict), or whose write failed delays nothing,
+    // whatever was tightened for others beside it. The earliest request
+    // that waited for a write is the onset.
+    std::sort(activating.begin(), activating.end(),
+              [](const auto& a, const auto& b) { return a.time_ns < b.time_ns; });
+    const auto waited = std::find_if(activating.begin(), activating.end(), [&](const auto& r) {
+        return tightened.delays(state_->governor.onset_needs(r.dev, r.cpu));
+    });
+    if (waited == activating.end() || done_ns < waited->time_ns || woken_ns < waited->time_ns)
+        return;
+    const std::chrono::nanoseconds onset(done_ns - waited->time_ns);
+    onset_.record(onset, ::sched_getcpu() == waited->cpu);
+    metrics_.observe_onset(std::chrono::duration<double>(onset).count()); // seconds
+    // Of that, the part before latgovd ran: its own wake-up.
+    onset_wake_.record(std::chrono::nanoseconds(woken_ns - waited->time_ns));
+    // And the part latgovd spends: drain, decide, write.
+    onset_work_.record(std::chrono::nanoseconds(done_ns - woken_ns));
+}
+
+Tightened Daemon::apply(const Holds& holds, TimePoint now, bool kick, bool retry) {
     std::map<int, LatencyLimit> wanted;
     for (const auto& [cpu, hold] : holds.percpu)
         wanted[cpu] = hold.limit;
@@ -426,10 +437,14 @@ bool Daemon::apply(const Holds& holds, TimePoint now, bool kick, bool retry) {
         !percpu_changes.empty() || holds.global != holds_.global || !dry_run_changes.empty();
     if (changed)
         status_dirty_ = true;
+    const auto stricter = [](LatencyLimit after, LatencyLimit before) {
+        return after != before && at_least_as_strict(after, before);
+    };
+    Tightened tightened;
     // The CPUs held anew or more strictly, looked for only when the wanted
     // limits changed or failed holds are tried again (a tick that changes
     // nothing compares nothing).
-    const bool find_anew = kicker_ && (!percpu_changes.empty() || retry);
+    const bool find_anew = !percpu_changes.empty() || retry;
     std::map<int, LatencyLimit> written_before;
     if (find_anew)
         for (const auto& [cpu, held] : percpu_.held())
@@ -438,17 +453,23 @@ bool Daemon::apply(const Holds& holds, TimePoint now, bool kick, bool retry) {
     if (find_anew)
         for (const auto& [cpu, held] : percpu_.held()) {
             auto before = written_before.find(cpu);
-            if (before == written_before.end() ||
-                (held.written != before->second &&
-                 at_least_as_strict(held.written, before->second)))
+            if (before == written_before.end() || stricter(held.written, before->second)) {
                 held_anew_.push_back(cpu);
+                tightened.cpus.push_back(cpu);
+            }
         }
+    for (const auto& change : dry_run_changes)
+        if (stricter(change.to, change.from))
+            tightened.cpus.push_back(change.cpu);
+    std::sort(tightened.cpus.begin(), tightened.cpus.end());
     if (kick)
         kick_held_anew();
     metrics_.observe_percpu(percpu_.held(), now);
+    const LatencyLimit global_before = global_.held();
     global_.apply(holds.global, now);
+    tightened.global = stricter(global_.held(), global_before);
     holds_ = holds;
-    return changed;
+    return tightened;
 }
 
 void Daemon::kick_held_anew() {

@@ -122,9 +122,15 @@ class Daemon {
     bool status_due() const;
     // Writes what changed; the CPUs held anew are woken (kick_held_anew)
     // unless `kick` is false, when the caller does it later. `retry`: the
-    // same holds again, for those that failed. Whether a limit changed
-    // (written, or under dry-run logged).
-    bool apply(const Holds& holds, TimePoint now, bool kick = true, bool retry = false);
+    // same holds again, for those that failed. What it made stricter: a
+    // write that failed made nothing stricter.
+    Tightened apply(const Holds& holds, TimePoint now, bool kick = true, bool retry = false);
+    // Records the onset delay of the earliest of the requests that
+    // activated a queue (`activating`) that waited for what an apply()
+    // tightened, if any; woken_ns and done_ns: CLOCK_MONOTONIC when latgovd
+    // woke and when the constraint was written.
+    void record_onset(std::vector<IssuedRequest> activating, const Tightened& tightened,
+                      std::uint64_t woken_ns, std::uint64_t done_ns);
     void retry_failed_holds(TimePoint now);
     void kick_held_anew();
     // A thread per online CPU to wake it: started, or brought up to date

@@ -1371,6 +1371,65 @@ class FaultTest(HostTestCase):
         self.assertEqual(tree_values(), before)
         self.assert_stopped_clean(d, tree_values, before)
 
+    def test_30_a_hold_that_failed_is_no_onset(self):
+        """Pairs of reads after idle wake latgovd, which cannot journal, so
+        holds nothing: no constraint was written, so none is an onset in
+        the metrics (latgov_onset_delay_seconds). Once the runtime
+        directory has room, the same reads hold, and are onsets."""
+        run, filler = self.full_runtime_dir()
+        d = self.start_daemon(CONFIG.format(backend="percpu", limit=0).replace(
+            'log_level = "info"', 'log_level = "debug"'), runtime_dir=run, events=None)
+
+        def onsets():
+            try:
+                with open(self.metrics_file) as f:
+                    found = re.search(r"(?m)^latgov_onset_delay_seconds_count (\d+)$", f.read())
+            except FileNotFoundError:
+                return None
+            return int(found.group(1)) if found else None
+
+        def pairs(n):
+            """n pairs of reads 30 ms apart: latgovd's wake-ups by a request
+            that activated a queue, the onsets then counted, and the values
+            the CPUs read meanwhile."""
+            log_at, seen = len(d.log()), set()
+            reader = DirectReader()
+            try:
+                for _ in range(n):
+                    time.sleep(0.03)
+                    reader.read()
+                    reader.read()
+                    seen.add(tuple(sorted(read_all().items())))
+            finally:
+                reader.close()
+            ended = time.time()
+            # The metrics follow the status, written as the queue goes idle
+            # after the last read: a count read before would say nothing.
+            self.assertIsNotNone(
+                self.wait_value(lambda: os.stat(self.metrics_file).st_mtime > ended - 0.01,
+                                True, 2.0),
+                f"{self.metrics_file} not rewritten after the reads")
+            woken = len(re.findall(r"woken by a request issued", d.log()[log_at:]))
+            return woken, onsets(), seen
+
+        self.assertIsNotNone(self.wait_value(lambda: onsets() is not None, True, 2.0),
+                             f"no onset count in {self.metrics_file}")
+        woken, counted, seen = pairs(20)
+        log(f"  runtime directory full: 20 pairs of reads woke latgovd {woken} times, "
+            f"{counted} onsets counted")
+        self.assertEqual(seen, {tuple(sorted(self.baseline.items()))},
+                         "held a CPU it could not journal")
+        self.assertRegex(d.log(), r"No space left on device, not constraining cpu")
+        self.assertGreaterEqual(woken, 10, "the reads did not wake latgovd: the test shows nothing")
+        self.assertEqual(counted, 0, "a request for which nothing was written counted as an onset")
+
+        os.unlink(filler)
+        woken, counted, _ = pairs(20)
+        log(f"  with room: 20 pairs of reads woke latgovd {woken} times, {counted} onsets counted")
+        self.assertGreaterEqual(counted, 10, "reads after idle that wrote the hold not counted")
+        self.assertEqual(d.stop(), 0)
+        self.assert_back(self.baseline, "after stop")
+
     def test_08_onset_after_idle(self):
         """Pairs of 4k reads 30 ms apart (each pair after the 3 ms linger
         released the CPU): the onset delay, from the first request's issue to

@@ -56,3 +56,18 @@ TEST_CASE("onset summary counts the onsets handled on the issuing CPU among thos
     CHECK(s.count == 3);
     CHECK(s.on_issuing_cpu == 2);
 }
+
+TEST_CASE("an onset is a request whose own limits were tightened") {
+    const OnsetNeeds needs{{0, 1}, false};
+    CHECK(Tightened{{1}, false}.delays(needs));
+    CHECK(Tightened{{0, 3}, false}.delays(needs));
+    // Another request's waiter CPU tightened beside it: not this one's.
+    CHECK_FALSE(Tightened{{2, 3}, false}.delays(needs));
+    // Nothing tightened (held already, a no-hold verdict, a failed write).
+    CHECK_FALSE(Tightened{}.delays(needs));
+    // The global limit, for a request that needs it; not for one held per CPU.
+    CHECK(Tightened{{}, true}.delays(OnsetNeeds{{}, true}));
+    CHECK_FALSE(Tightened{{}, true}.delays(needs));
+    // A request that needs nothing never waited.
+    CHECK_FALSE(Tightened{{0, 1}, true}.delays(OnsetNeeds{}));
+}

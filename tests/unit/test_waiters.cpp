@@ -180,6 +180,44 @@ TEST_CASE("a request's kind decides its submitter: a read or sync write waits, w
     CHECK(other.holds().percpu.empty());
 }
 
+TEST_CASE("an onset needs what holds() holds for its queue: completion CPU, waiter, global") {
+    Governor g(virtio_machine(), fixed_zero(), declared_costs(virtio_machine()));
+    g.observe(vda_sample(0, 0, 0, {0, 0}), t0);
+    // Writeback from CPU 0: nobody waits there, the completion CPU alone.
+    CHECK(g.on_request_issued(253u << 20, 0, t0 + 1ms, false));
+    CHECK(g.onset_needs(253u << 20, 0).cpus == CpuSet{1});
+    // A read from CPU 0: held as its waiter's too.
+    CHECK_FALSE(g.on_request_issued(253u << 20, 0, t0 + 2ms, true));
+    const auto needs = g.onset_needs(253u << 20, 0);
+    CHECK(needs.cpus == CpuSet{0, 1});
+    CHECK_FALSE(needs.global);
+    // A disk latgov does not govern needs nothing of it.
+    CHECK(g.onset_needs(7u << 20, 0).cpus.empty());
+    // Without waiter CPUs, the submitter is never among them.
+    Config config = fixed_zero();
+    config.defaults.waiter_cpus = false;
+    Governor alone(virtio_machine(), config, declared_costs(virtio_machine()));
+    alone.observe(vda_sample(0, 0, 0, {0, 0}), t0);
+    CHECK(alone.on_request_issued(253u << 20, 0, t0 + 1ms, true));
+    CHECK(alone.onset_needs(253u << 20, 0).cpus == CpuSet{1});
+    // The global backend needs the global limit, no CPU of its own.
+    config = fixed_zero();
+    config.defaults.backend = Backend::global;
+    Governor global(virtio_machine(), config, declared_costs(virtio_machine()));
+    global.observe(vda_sample(0, 0, 0, {0, 0}), t0);
+    CHECK(global.on_request_issued(253u << 20, 0, t0 + 1ms, true));
+    CHECK(global.onset_needs(253u << 20, 0).global);
+    CHECK(global.onset_needs(253u << 20, 0).cpus.empty());
+    // A device that holds nothing (auto, no cpuidle driver) needs nothing.
+    const auto bare = virtio_machine("none");
+    Governor none(bare, default_config(), declared_costs(bare));
+    none.observe(vda_sample(0, 0, 0, {0, 0}), t0);
+    CHECK(none.on_request_issued(253u << 20, 0, t0 + 1ms, true));
+    CHECK(none.holds().percpu.empty());
+    CHECK(none.onset_needs(253u << 20, 0).cpus.empty());
+    CHECK_FALSE(none.onset_needs(253u << 20, 0).global);
+}
+
 TEST_CASE("idle queues hold no waiter, whatever iowait other disks cause") {
     Governor g(virtio_machine(), fixed_zero(), declared_costs(virtio_machine()));
     g.observe(vda_sample(0, 0, 0, {0, 0}), t0);

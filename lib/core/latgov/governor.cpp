@@ -515,6 +515,33 @@ bool Governor::on_request_issued(std::uint32_t dev, int cpu, TimePoint now,
     return activated;
 }
 
+OnsetNeeds Governor::onset_needs(std::uint32_t dev, int cpu) const {
+    OnsetNeeds needs;
+    for (const auto& device : devices_) {
+        if (!takes_requests_of(device, dev))
+            continue;
+        for (const auto& queue : device.queues) {
+            if (!queue.activity.active || !submits_to(queue, cpu))
+                continue;
+            CpuSet cpus = queue.cpus;
+            if (std::binary_search(queue.waiters.begin(), queue.waiters.end(), cpu))
+                cpus.push_back(cpu);
+            // As holds() holds them.
+            for (int c : cpus) {
+                if (!limit_for(device, c))
+                    continue;
+                if (device.policy.backend == Backend::global)
+                    needs.global = true;
+                else
+                    needs.cpus.push_back(c);
+            }
+        }
+    }
+    std::sort(needs.cpus.begin(), needs.cpus.end());
+    needs.cpus.erase(std::unique(needs.cpus.begin(), needs.cpus.end()), needs.cpus.end());
+    return needs;
+}
+
 bool Governor::prearm(TimePoint now) {
     if (!isolated_requests() || prearmed() || !periodic_.period())
         return false;

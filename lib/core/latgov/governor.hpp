@@ -5,6 +5,7 @@
 
 #include "latgov/config.hpp"
 #include "latgov/cost_model.hpp"
+#include "latgov/onset.hpp"
 #include "latgov/periodic.hpp"
 #include "latgov/policy.hpp"
 #include "latgov/request_filter.hpp"
@@ -167,6 +168,11 @@ class Governor {
     bool on_request_issued(std::uint32_t dev, int cpu, TimePoint now,
                            std::optional<bool> waited = std::nullopt,
                            std::optional<TimePoint> issued = std::nullopt);
+    // What a request on `dev` from `cpu` needs held, once
+    // on_request_issued() has taken it: of what holds() holds for the
+    // active queues it went to, the completion CPUs and `cpu` where it is
+    // held as its waiter's, or the global limit.
+    OnsetNeeds onset_needs(std::uint32_t dev, int cpu) const;
     // The devices whose requests wake an idle daemon. Hidden multipath path
     // disks have a dev_t that sysfs does not show, so their requests can only
     // be told apart as "not a disk we know" (`hidden_paths`).

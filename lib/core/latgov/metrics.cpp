@@ -118,8 +118,8 @@ std::string format_metrics(const MetricsSnapshot& s) {
                      q.active ? 1 : 0);
 
     e.family("latgov_onset_delay_seconds", "histogram",
-             "Time from the first request after idle to the limit written (requests whose "
-             "limit stood already are not counted).");
+             "Time from the first request after idle to its limit written (requests whose "
+             "limits were in place already, or whose write failed, are not counted).");
     for (size_t i = 0; i < onset_buckets.size(); ++i)
         e.sample("latgov_onset_delay_seconds_bucket", fmt::format("le=\"{}\"", onset_buckets[i]),
                  static_cast<double>(s.onset.buckets[i]));

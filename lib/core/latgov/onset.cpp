@@ -5,6 +5,12 @@
 
 namespace latgov {
 
+bool Tightened::delays(const OnsetNeeds& needs) const {
+    return (global && needs.global) ||
+           std::any_of(needs.cpus.begin(), needs.cpus.end(),
+                       [&](int cpu) { return std::binary_search(cpus.begin(), cpus.end(), cpu); });
+}
+
 void OnsetDelays::record(std::chrono::nanoseconds delay, bool on_issuing_cpu) {
     if (capacity_ == 0)
         return;

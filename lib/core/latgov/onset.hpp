@@ -18,6 +18,26 @@ struct OnsetSummary {
     std::size_t on_issuing_cpu = 0;
 };
 
+// What a request after idle needs held: the CPUs its device holds for it
+// (its queues' completion CPUs and its waiter's), per CPU or logged under
+// --dry-run, and whether it holds the global limit instead.
+struct OnsetNeeds {
+    std::vector<int> cpus; // sorted
+    bool global = false;
+};
+
+// What one application of the holds made stricter: the CPUs held anew or
+// more strictly (written, or under --dry-run logged), and whether the
+// global limit was.
+struct Tightened {
+    std::vector<int> cpus; // sorted
+    bool global = false;
+    // Whether a request that needs `needs` waited for this: a limit it needs
+    // was not in place before. A request whose limits were in place already
+    // delays nothing, even if another request's were tightened beside it.
+    bool delays(const OnsetNeeds& needs) const;
+};
+
 class OnsetDelays {
   public:
     // Keeps the newest `capacity` delays.
