@@ -39,4 +39,17 @@ inline Topology virtio_machine(std::string driver = "intel_idle", std::string go
     return t;
 }
 
+// loop0 on CPUs 0 and 1: one queue without an IRQ, completed on its
+// submitters.
+inline BlockDevice loop_device() {
+    BlockDevice loop;
+    loop.name = "loop0";
+    loop.dev = "7:0";
+    HardwareQueue q;
+    q.submit_cpus = q.completion_cpus = {0, 1};
+    q.completion_source = CompletionSource::submit_cpus;
+    loop.queues = {q};
+    return loop;
+}
+
 } // namespace latgov

@@ -50,14 +50,7 @@ Topology machine() {
     poll.submit_cpus = {0, 1};
     nvme.queues.push_back(poll);
     t.devices.push_back(nvme);
-    BlockDevice loop;
-    loop.name = "loop0";
-    loop.dev = "7:0";
-    HardwareQueue lq;
-    lq.submit_cpus = lq.completion_cpus = {0, 1};
-    lq.completion_source = CompletionSource::submit_cpus;
-    loop.queues = {lq};
-    t.devices.push_back(loop);
+    t.devices.push_back(loop_device());
     return t;
 }
 

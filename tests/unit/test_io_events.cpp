@@ -3,6 +3,7 @@
 #include "latgov/discovery.hpp"
 #include "latgov/governor.hpp"
 #include "latgov/io_events.hpp"
+#include "machines.hpp"
 #include "scratch.hpp"
 
 #include <cstdio>
@@ -92,14 +93,7 @@ Topology many_disks(int disks) {
         nvme.queues = {irq_queue(100 + i, i % 2)};
         t.devices.push_back(nvme);
     }
-    BlockDevice loop;
-    loop.name = "loop0";
-    loop.dev = "7:0";
-    HardwareQueue lq;
-    lq.submit_cpus = lq.completion_cpus = {0, 1};
-    lq.completion_source = CompletionSource::submit_cpus;
-    loop.queues = {lq};
-    t.devices.push_back(loop);
+    t.devices.push_back(loop_device());
     return t;
 }
 
