@@ -364,12 +364,14 @@ bool Daemon::on_io_events(TimePoint now) {
     // another CPU is an exit to the host in a guest, and the limit is
     // written already.
     const Tightened tightened = apply(state_->governor.holds(), now, false);
+    const std::uint64_t done_ns = first_ns != 0 ? monotonic_ns() : 0;
+    kick_held_anew();
+    // Which request waited, counted once its CPUs are woken.
     if (first_ns != 0) {
         spdlog::debug("woken by a request issued at {} ns", first_ns);
         last_change_ = now;
-        record_onset(activating, tightened, woken_ns, monotonic_ns());
+        record_onset(activating, tightened, woken_ns, done_ns);
     }
-    kick_held_anew();
     // Only once the constraint is written: disabling interrupts each CPU.
     // From here sampling follows the IO on these CPUs; their events would
     // only cost. Requests that came meanwhile (from these CPUs before the
