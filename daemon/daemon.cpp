@@ -460,10 +460,10 @@ Tightened Daemon::apply(const Holds& holds, TimePoint now, bool kick, bool retry
                 tightened.cpus.push_back(cpu);
             }
         }
-    for (const auto& change : dry_run_changes)
-        if (stricter(change.to, change.from))
-            tightened.cpus.push_back(change.cpu);
     std::sort(tightened.cpus.begin(), tightened.cpus.end());
+    for (const auto& change : dry_run_changes) // in CPU order
+        if (stricter(change.to, change.from))
+            tightened.dry_run_cpus.push_back(change.cpu);
     if (kick)
         kick_held_anew();
     metrics_.observe_percpu(percpu_.held(), now);

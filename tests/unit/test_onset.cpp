@@ -58,16 +58,28 @@ TEST_CASE("onset summary counts the onsets handled on the issuing CPU among thos
 }
 
 TEST_CASE("an onset is a request whose own limits were tightened") {
-    const OnsetNeeds needs{{0, 1}, false};
-    CHECK(Tightened{{1}, false}.delays(needs));
-    CHECK(Tightened{{0, 3}, false}.delays(needs));
+    const OnsetNeeds needs{{0, 1}, {}, false};
+    CHECK(Tightened{{1}, {}, false}.delays(needs));
+    CHECK(Tightened{{0, 3}, {}, false}.delays(needs));
     // Another request's waiter CPU tightened beside it: not this one's.
-    CHECK_FALSE(Tightened{{2, 3}, false}.delays(needs));
+    CHECK_FALSE(Tightened{{2, 3}, {}, false}.delays(needs));
     // Nothing tightened (held already, a no-hold verdict, a failed write).
     CHECK_FALSE(Tightened{}.delays(needs));
     // The global limit, for a request that needs it; not for one held per CPU.
-    CHECK(Tightened{{}, true}.delays(OnsetNeeds{{}, true}));
-    CHECK_FALSE(Tightened{{}, true}.delays(needs));
+    CHECK(Tightened{{}, {}, true}.delays(OnsetNeeds{{}, {}, true}));
+    CHECK_FALSE(Tightened{{}, {}, true}.delays(needs));
     // A request that needs nothing never waited.
-    CHECK_FALSE(Tightened{{0, 1}, true}.delays(OnsetNeeds{}));
+    CHECK_FALSE(Tightened{{0, 1}, {0, 1}, true}.delays(OnsetNeeds{}));
+}
+
+TEST_CASE("a CPU logged for a dry-run device is no limit written for another") {
+    const OnsetNeeds percpu{{1}, {}, false};
+    const OnsetNeeds dry_run{{}, {1}, false};
+    // The same CPU, logged for a dry-run device in the wake-up: the
+    // per-CPU request's limit was in place already.
+    CHECK_FALSE(Tightened{{}, {1}, false}.delays(percpu));
+    CHECK(Tightened{{}, {1}, false}.delays(dry_run));
+    // And written for a per-CPU device: the dry-run request logged nothing.
+    CHECK(Tightened{{1}, {}, false}.delays(percpu));
+    CHECK_FALSE(Tightened{{1}, {}, false}.delays(dry_run));
 }

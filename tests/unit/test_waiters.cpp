@@ -208,6 +208,14 @@ TEST_CASE("an onset needs what holds() holds for its queue: completion CPU, wait
     CHECK(global.on_request_issued(253u << 20, 0, t0 + 1ms, true));
     CHECK(global.onset_needs(253u << 20, 0).global);
     CHECK(global.onset_needs(253u << 20, 0).cpus.empty());
+    // A dry-run device needs CPUs logged, none written.
+    config = fixed_zero();
+    config.defaults.backend = Backend::dry_run;
+    Governor logged(virtio_machine(), config, declared_costs(virtio_machine()));
+    logged.observe(vda_sample(0, 0, 0, {0, 0}), t0);
+    CHECK(logged.on_request_issued(253u << 20, 0, t0 + 1ms, true));
+    CHECK(logged.onset_needs(253u << 20, 0).dry_run_cpus == CpuSet{0, 1});
+    CHECK(logged.onset_needs(253u << 20, 0).cpus.empty());
     // A device that holds nothing (auto, no cpuidle driver) needs nothing.
     const auto bare = virtio_machine("none");
     Governor none(bare, default_config(), declared_costs(bare));

@@ -530,15 +530,24 @@ OnsetNeeds Governor::onset_needs(std::uint32_t dev, int cpu) const {
             for (int c : cpus) {
                 if (!limit_for(device, c))
                     continue;
-                if (device.policy.backend == Backend::global)
-                    needs.global = true;
-                else
+                switch (device.policy.backend) {
+                case Backend::percpu:
                     needs.cpus.push_back(c);
+                    break;
+                case Backend::dry_run:
+                    needs.dry_run_cpus.push_back(c);
+                    break;
+                case Backend::global:
+                    needs.global = true;
+                    break;
+                }
             }
         }
     }
-    std::sort(needs.cpus.begin(), needs.cpus.end());
-    needs.cpus.erase(std::unique(needs.cpus.begin(), needs.cpus.end()), needs.cpus.end());
+    for (auto* cpus : {&needs.cpus, &needs.dry_run_cpus}) {
+        std::sort(cpus->begin(), cpus->end());
+        cpus->erase(std::unique(cpus->begin(), cpus->end()), cpus->end());
+    }
     return needs;
 }
 

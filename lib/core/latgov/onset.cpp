@@ -5,10 +5,19 @@
 
 namespace latgov {
 
+namespace {
+
+// Whether sorted `a` and `b` share an element.
+bool meet(const std::vector<int>& a, const std::vector<int>& b) {
+    return std::any_of(a.begin(), a.end(),
+                       [&](int cpu) { return std::binary_search(b.begin(), b.end(), cpu); });
+}
+
+} // namespace
+
 bool Tightened::delays(const OnsetNeeds& needs) const {
-    return (global && needs.global) ||
-           std::any_of(needs.cpus.begin(), needs.cpus.end(),
-                       [&](int cpu) { return std::binary_search(cpus.begin(), cpus.end(), cpu); });
+    return (global && needs.global) || meet(needs.cpus, cpus) ||
+           meet(needs.dry_run_cpus, dry_run_cpus);
 }
 
 void OnsetDelays::record(std::chrono::nanoseconds delay, bool on_issuing_cpu) {

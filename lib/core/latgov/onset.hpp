@@ -19,18 +19,20 @@ struct OnsetSummary {
 };
 
 // What a request after idle needs held: the CPUs its device holds for it
-// (its queues' completion CPUs and its waiter's), per CPU or logged under
-// --dry-run, and whether it holds the global limit instead.
+// (its queues' completion CPUs and its waiter's), written per CPU or, for a
+// dry-run device, logged; or the global limit instead.
 struct OnsetNeeds {
-    std::vector<int> cpus; // sorted
+    std::vector<int> cpus;         // sorted
+    std::vector<int> dry_run_cpus; // sorted
     bool global = false;
 };
 
 // What one application of the holds made stricter: the CPUs held anew or
-// more strictly (written, or under --dry-run logged), and whether the
-// global limit was.
+// more strictly, written or (dry-run) logged, and whether the global limit
+// was. A CPU logged for one device is not one written for another.
 struct Tightened {
-    std::vector<int> cpus; // sorted
+    std::vector<int> cpus;         // sorted
+    std::vector<int> dry_run_cpus; // sorted
     bool global = false;
     // Whether a request that needs `needs` waited for this: a limit it needs
     // was not in place before. A request whose limits were in place already
