@@ -452,10 +452,13 @@ Tightened Daemon::apply(const Holds& holds, TimePoint now, bool kick, bool retry
         for (const auto& [cpu, held] : percpu_.held())
             written_before[cpu] = held.written;
     percpu_.apply(wanted, now);
+    // Stricter than what the file held: a write that loosened a value a
+    // crashed run left tightens nothing.
     if (find_anew)
         for (const auto& [cpu, held] : percpu_.held()) {
             auto before = written_before.find(cpu);
-            if (before == written_before.end() || stricter(held.written, before->second)) {
+            const bool written = before == written_before.end() || held.written != before->second;
+            if (written && stricter(held.written, held.replaced)) {
                 held_anew_.push_back(cpu);
                 tightened.cpus.push_back(cpu);
             }

@@ -238,6 +238,23 @@ TEST_CASE("an earlier run's record is taken over before the first decision") {
     SUBCASE("held anew: the original stays 300, not the 20 left there") {
         holder.apply({{0, us(10)}}, t0);
         CHECK(tree.value(0) == us(10));
+        const auto& held = holder.held().at(0);
+        CHECK(held.original == us(300));
+        CHECK(held.replaced == us(20));
+        CHECK(holder.release_all());
+    }
+    SUBCASE("held looser than the value left there: that value is what it replaced") {
+        // 50 loosens the 20 left there: the CPU was no less constrained
+        // before this write than after it.
+        holder.apply({{0, us(50)}}, t0);
+        CHECK(tree.value(0) == us(50));
+        const auto& held = holder.held().at(0);
+        CHECK(held.original == us(300));
+        CHECK(held.written == us(50));
+        CHECK(held.replaced == us(20));
+        // Tightened in place: what it replaced is latgovd's own last write.
+        holder.apply({{0, us(5)}}, t0);
+        CHECK(holder.held().at(0).replaced == us(50));
         CHECK(holder.release_all());
     }
     SUBCASE("wanted at the value left there: still put back on release") {

@@ -64,6 +64,7 @@ TEST_CASE("PerCpuHolder writes only the wanted CPUs and journals their originals
     CHECK(tree.get(2) == "n/a");
     CHECK(tree.get(3) == "0\n"); // "no limit" wanted: nothing to hold
     CHECK(holder.held().size() == 2);
+    CHECK(holder.held().at(2).replaced == us(300));
 
     auto entries = journal_of(tree);
     REQUIRE(entries.size() == 2);

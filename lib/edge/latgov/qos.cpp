@@ -606,7 +606,7 @@ bool PerCpuHolder::hold(int cpu, LatencyLimit want, TimePoint now) {
     hold_succeeded(cpu);
     auto& journaled = records_[cpu];
     journaled.restored = false;
-    held_[cpu] = previous ? Held{original, want, previous->since} : Held{original, want, now};
+    held_[cpu] = Held{original, want, previous ? previous->since : now, *current};
     step("written");
     // The record named the value replaced too, for a write that might not
     // land. It landed: narrowed to what the file holds, or someone else's

@@ -151,6 +151,10 @@ class PerCpuHolder {
         LatencyLimit original;
         LatencyLimit written;
         TimePoint since;
+        // What the file held before the last write: the original, the value
+        // written before it, or one a crashed run left (which may be
+        // stricter than `written`).
+        LatencyLimit replaced;
     };
     const std::map<int, Held>& held() const { return held_; }
     // CPUs another writer changed while latgov held them, with their value:
