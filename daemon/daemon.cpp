@@ -341,43 +341,44 @@ bool Daemon::on_io_events(TimePoint now) {
     if (!events)
         return false;
     const std::uint64_t woken_ns = monotonic_ns();
-    std::uint64_t first_ns = 0;            // the earliest request that activated a queue
-    std::vector<IssuedRequest> activating; // the requests that activated one
-    std::vector<int> fired;                // the CPUs whose events fired
+    bool activated = false; // a request activated a queue
+    std::vector<int> fired; // the CPUs whose events fired
+    // The requests of `requests` that activated a queue.
     auto take = [&](const std::vector<IssuedRequest>& requests) {
+        std::vector<IssuedRequest> activating;
         for (const auto& request : requests) {
             fired.push_back(request.cpu);
             const TimePoint issued{std::chrono::nanoseconds(request.time_ns)}; // CLOCK_MONOTONIC
             if (state_->governor.on_request_issued(request.dev, request.cpu, now, request.waited,
-                                                   issued)) {
+                                                   issued))
                 activating.push_back(request);
-                if (first_ns == 0 || request.time_ns < first_ns)
-                    first_ns = request.time_ns;
-            }
         }
         std::sort(fired.begin(), fired.end());
         fired.erase(std::unique(fired.begin(), fired.end()), fired.end());
+        return activating;
     };
-    take(events->drain());
-    // Writes what changed: a queue activated, or a waiter seen first.
-    // The CPUs held anew are woken once the onset is timed: an interrupt to
-    // another CPU is an exit to the host in a guest, and the limit is
-    // written already.
-    const Tightened tightened = apply(state_->governor.holds(), now, false);
-    const std::uint64_t done_ns = first_ns != 0 ? monotonic_ns() : 0;
-    kick_held_anew();
-    // Which request waited, counted once its CPUs are woken.
-    if (first_ns != 0) {
-        spdlog::debug("woken by a request issued at {} ns", first_ns);
+    // Writes what changed: a queue activated, or a waiter seen first. The
+    // CPUs held anew are woken as soon as the limit is written (an
+    // interrupt to another CPU is an exit to the host in a guest), and which
+    // request waited for it is worked out after.
+    auto settle = [&](std::vector<IssuedRequest> activating) {
+        const Tightened tightened = apply(state_->governor.holds(), now, false);
+        const std::uint64_t done_ns = monotonic_ns();
+        kick_held_anew();
+        if (activating.empty())
+            return;
+        activated = true;
         last_change_ = now;
-        record_onset(activating, tightened, woken_ns, done_ns);
-    }
+        record_onset(std::move(activating), tightened, woken_ns, done_ns);
+    };
+    settle(take(events->drain()));
     // Only once the constraint is written: disabling interrupts each CPU.
     // From here sampling follows the IO on these CPUs; their events would
     // only cost. Requests that came meanwhile (from these CPUs before the
-    // disable, or from CPUs still armed) are taken too, until none is left:
-    // each round disables the CPUs it saw, so it ends (bounded all the same,
-    // should a CPU's event refuse to be disabled).
+    // disable, or from CPUs still armed) are taken too, and timed as the
+    // first ones, until none is left: each round disables the CPUs it saw,
+    // so it ends (bounded all the same, should a CPU's event refuse to be
+    // disabled).
     const size_t rounds = 2 * events->fds().size() + 1;
     for (size_t round = 0; round < rounds; ++round) {
         if (auto disarmed = events->disarm(fired); !disarmed)
@@ -385,13 +386,9 @@ bool Daemon::on_io_events(TimePoint now) {
         auto more = events->drain();
         if (more.empty())
             break;
-        const std::uint64_t before = first_ns;
-        take(more);
-        apply(state_->governor.holds(), now);
-        if (first_ns != before)
-            last_change_ = now;
+        settle(take(more));
     }
-    return first_ns != 0;
+    return activated;
 }
 
 void Daemon::record_onset(std::vector<IssuedRequest> activating, const Tightened& tightened,
@@ -403,18 +400,21 @@ void Daemon::record_onset(std::vector<IssuedRequest> activating, const Tightened
     // that waited for a write is the onset.
     std::sort(activating.begin(), activating.end(),
               [](const auto& a, const auto& b) { return a.time_ns < b.time_ns; });
+    spdlog::debug("woken by a request issued at {} ns", activating.front().time_ns);
     const auto waited = std::find_if(activating.begin(), activating.end(), [&](const auto& r) {
         return tightened.delays(state_->governor.onset_needs(r.dev, r.cpu));
     });
-    if (waited == activating.end() || done_ns < waited->time_ns || woken_ns < waited->time_ns)
+    if (waited == activating.end() || done_ns < waited->time_ns)
         return;
     const std::chrono::nanoseconds onset(done_ns - waited->time_ns);
     onset_.record(onset, ::sched_getcpu() == waited->cpu);
     metrics_.observe_onset(std::chrono::duration<double>(onset).count()); // seconds
-    // Of that, the part before latgovd ran: its own wake-up.
-    onset_wake_.record(std::chrono::nanoseconds(woken_ns - waited->time_ns));
+    // Of that, the part before latgovd ran: its own wake-up (none for a
+    // request issued while it was awake, one a later drain took).
+    const std::uint64_t woken = std::max(woken_ns, waited->time_ns);
+    onset_wake_.record(std::chrono::nanoseconds(woken - waited->time_ns));
     // And the part latgovd spends: drain, decide, write.
-    onset_work_.record(std::chrono::nanoseconds(done_ns - woken_ns));
+    onset_work_.record(std::chrono::nanoseconds(done_ns - woken));
 }
 
 Tightened Daemon::apply(const Holds& holds, TimePoint now, bool kick, bool retry) {
