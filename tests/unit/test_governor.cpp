@@ -859,6 +859,29 @@ TEST_CASE("before its first tick a device that learns says it measures, as after
     CHECK_FALSE(costs.devices()[0].decision.experimenting);
 }
 
+TEST_CASE("a dry-run device whose evidence decides measures nothing and says so") {
+    const Topology t = virtio_machine("haltpoll", "haltpoll");
+    Config config = default_config();
+    config.defaults.backend = Backend::dry_run;
+    Governor dry(t, config, declared_costs(t), EvidenceBook{});
+    Governor real(t, default_config(), declared_costs(t), EvidenceBook{});
+    run_ticks(dry, OneAtATime{6150, 150}, 300ms);
+    run_ticks(real, OneAtATime{6150, 150}, 300ms);
+    const auto& logged = dry.devices()[0];
+    // Uncertain at its gap, as the device held for real...
+    REQUIRE(logged.decision.gap_class);
+    CHECK(logged.decision.experimenting);
+    CHECK(real.experiments(real.devices()[0]));
+    // ...but it alternates no windows: it holds nothing to compare.
+    CHECK_FALSE(dry.experiments(logged));
+    CHECK(dry.evidence().gaps.empty());
+    CHECK_FALSE(dry.holds().dry_run.empty()); // the hold is logged
+    const auto reason = dry.limit_reason(logged);
+    CHECK(reason.find("a dry-run device holds nothing, so it measures nothing") !=
+          std::string::npos);
+    CHECK(reason.find("alternating") == std::string::npos);
+}
+
 TEST_CASE("the haltpoll driver under menu: the declared 1 us is no cost, live IO decides") {
     const Topology t = virtio_machine("haltpoll", "menu");
     Governor g(t, default_config(), declared_costs(t));

@@ -321,16 +321,16 @@ bool Governor::decide(GovernedDevice& device, std::uint64_t ios, std::uint64_t t
     // which another device held some of this one's CPUs (the strictest
     // limit wins), or that the device held itself for that reason
     // (deferred), was held after all: its window is dropped, not counted.
-    const bool learns = evidence_decides(device) && device.policy.backend != Backend::dry_run;
+    const bool learning = learns(device);
     const bool spoilt =
-        learns && (device.decision.deferred || (device.others_held && unheld_arm(device)));
+        learning && (device.decision.deferred || (device.others_held && unheld_arm(device)));
     if (spoilt) {
         device.evidence.interrupted();
     } else if (!active) {
         device.evidence.idle();
     } else if (device.was_active) {
         if (device.evidence.observe(ios, static_cast<double>(ticks_ms), now - previous_time_, book_,
-                                    device.name, {}, learns))
+                                    device.name, {}, learning))
             evidence_changed_ = true;
     }
     device.was_active = active;
@@ -394,8 +394,7 @@ bool Governor::update_limits(GovernedDevice& device) {
 }
 
 bool Governor::unheld_arm(const GovernedDevice& device) const {
-    return evidence_decides(device) && device.policy.backend != Backend::dry_run &&
-           device.decision.experimenting && !device.decision.hold;
+    return experiments(device) && !device.decision.hold;
 }
 
 bool Governor::held_by_others(const GovernedDevice& device) const {
@@ -757,6 +756,10 @@ bool Governor::evidence_decides(const GovernedDevice& device) const {
     return device.policy.mode == Mode::automatic && kind_ == IdleGovernorKind::zero_only;
 }
 
+bool Governor::learns(const GovernedDevice& device) const {
+    return evidence_decides(device) && device.policy.backend != Backend::dry_run;
+}
+
 std::chrono::milliseconds Governor::linger_of(const GovernedDevice& device) const {
     return choose_linger(device.policy.linger_auto
                              ? std::nullopt
@@ -798,6 +801,10 @@ std::string Governor::limit_reason(const GovernedDevice& device) const {
                            device.policy.latency_fraction,
                            device.latency.mean_us() ? "the observed" : "the assumed");
     const auto& d = device.decision;
+    if (d.experimenting && !learns(device))
+        return fmt::format("live IO{}: uncertain, and a dry-run device holds nothing, so it "
+                           "measures nothing; the hold is logged",
+                           d.gap_class ? " at gaps " + gap_class_label(*d.gap_class) : "");
     if (!d.gap_class)
         return fmt::format("live IO: no gap between requests measured yet (held while the first "
                            "window measures it; {} gap classes known)",

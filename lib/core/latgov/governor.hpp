@@ -253,6 +253,15 @@ class Governor {
     // cpuidle driver or governor whose declared costs are not wake-up costs:
     // IdleGovernorKind::zero_only).
     bool evidence_decides(const GovernedDevice& device) const;
+    // Whether the device learns from its live IO: its evidence decides and
+    // it holds for real (a dry-run device holds nothing, so its windows
+    // with and without the hold would measure the same thing).
+    bool learns(const GovernedDevice& device) const;
+    // Whether it runs its experiment now: it learns, and is uncertain at
+    // its gap.
+    bool experiments(const GovernedDevice& device) const {
+        return learns(device) && device.decision.experimenting;
+    }
     // Which evidence chose the device's limit, in words, for `latgov status`.
     std::string limit_reason(const GovernedDevice& device) const;
     std::chrono::milliseconds linger_of(const GovernedDevice& device) const;

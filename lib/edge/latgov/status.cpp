@@ -56,22 +56,21 @@ json build_status(const StatusInput& in) {
                 waiters.push_back({{"queue", q.index}, {"cpu", cpu}});
         auto mean = d.latency.mean_us();
         auto gap = d.evidence.gap_us();
-        devices.push_back(
-            {{"name", d.name},
-             {"mode", to_string(d.policy.mode)},
-             {"backend", to_string(d.policy.backend)},
-             {"rule", d.rule},
-             {"observed_latency_us", mean ? json(*mean) : json(nullptr)},
-             {"limit_us", limit_json(d.limit)},
-             {"limit_from", in.governor.limit_reason(d)},
-             {"gap_us", gap ? json(*gap) : json(nullptr)},
-             {"experimenting", in.governor.evidence_decides(d) && d.decision.experimenting},
-             {"linger_ms", in.governor.linger_of(d).count()},
-             {"linger_from", d.policy.linger_auto ? "auto" : "linger_ms"},
-             {"waiter_cpus", d.policy.waiter_cpus},
-             {"prearm", d.policy.prearm},
-             {"waiters", std::move(waiters)},
-             {"active_queues", std::move(active)}});
+        devices.push_back({{"name", d.name},
+                           {"mode", to_string(d.policy.mode)},
+                           {"backend", to_string(d.policy.backend)},
+                           {"rule", d.rule},
+                           {"observed_latency_us", mean ? json(*mean) : json(nullptr)},
+                           {"limit_us", limit_json(d.limit)},
+                           {"limit_from", in.governor.limit_reason(d)},
+                           {"gap_us", gap ? json(*gap) : json(nullptr)},
+                           {"experimenting", in.governor.experiments(d)},
+                           {"linger_ms", in.governor.linger_of(d).count()},
+                           {"linger_from", d.policy.linger_auto ? "auto" : "linger_ms"},
+                           {"waiter_cpus", d.policy.waiter_cpus},
+                           {"prearm", d.policy.prearm},
+                           {"waiters", std::move(waiters)},
+                           {"active_queues", std::move(active)}});
     }
     json evidence = json::array();
     for (const auto& [cls, e] : in.governor.evidence().gaps) {
