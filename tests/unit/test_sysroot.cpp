@@ -10,10 +10,13 @@
 #include <fcntl.h>
 #include <filesystem>
 #include <fstream>
+#include <memory>
 #include <sstream>
 #include <string>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
+#include <vector>
 
 using namespace latgov;
 namespace fs = std::filesystem;
@@ -98,6 +101,42 @@ TEST_CASE("a directory link out of a sysroot is listed, tested and followed insi
     CHECK_FALSE(link);
     if (!link)
         CHECK(link.error().message.find("No such file or directory") != std::string::npos);
+}
+
+TEST_CASE("a capture lists a directory whose entries it cannot stat") {
+    // Read permission without search: readdir() gives the names and the
+    // capture's fstatat() of each fails, as for an entry gone between the
+    // two. That failure is no failure to list. Checked in a child without
+    // privilege, which root's would read past.
+    test::TempDir tmp("latgov-list");
+    const fs::path dir = tmp.path() / "sys/block";
+    write(dir / "vda", "x");
+    write(dir / "vdb", "x");
+    for (const fs::path& open : {tmp.path(), tmp.path() / "sys"})
+        REQUIRE(::chmod(open.c_str(), 0755) == 0);
+    REQUIRE(::chmod(dir.c_str(), 0444) == 0);
+    // Searchable again before the removal, however the test ends.
+    const std::unique_ptr<const fs::path, void (*)(const fs::path*)> searchable(
+        &dir, [](const fs::path* p) { ::chmod(p->c_str(), 0755); });
+    const pid_t child = ::fork();
+    REQUIRE(child >= 0);
+    if (child == 0) {
+        if (::geteuid() == 0 && (::setgid(65534) != 0 || ::setuid(65534) != 0))
+            ::_exit(3);
+        struct stat st {};
+        if (::stat((dir / "vda").c_str(), &st) == 0)
+            ::_exit(4); // the entries can be stat'ed: nothing would be tested
+        SysRoot root(tmp.path());
+        root.start_capture();
+        const auto names = root.list("/sys/block");
+        ::_exit(!names ? 1 : *names == std::vector<std::string>{"vda", "vdb"} ? 0 : 2);
+    }
+    int status = 0;
+    REQUIRE(::waitpid(child, &status, 0) == child);
+    REQUIRE(WIFEXITED(status));
+    // 1: "Failed to list", 2: other names, 3: no unprivileged user to be,
+    // 4: that user could stat the entries all the same.
+    CHECK(WEXITSTATUS(status) == 0);
 }
 
 TEST_CASE("a link to /dev/zero in a sysroot finds the tree's /dev, not the machine's") {
