@@ -417,7 +417,7 @@ void Daemon::record_onset(std::vector<IssuedRequest> activating, const Tightened
     onset_work_.record(std::chrono::nanoseconds(done_ns - woken));
 }
 
-Tightened Daemon::apply(const Holds& holds, TimePoint now, bool kick, bool retry) {
+Tightened Daemon::apply(const Holds& holds, TimePoint now, bool kick) {
     std::map<int, LatencyLimit> wanted;
     for (const auto& [cpu, hold] : holds.percpu)
         wanted[cpu] = hold.limit;
@@ -443,27 +443,10 @@ Tightened Daemon::apply(const Holds& holds, TimePoint now, bool kick, bool retry
         return after != before && at_least_as_strict(after, before);
     };
     Tightened tightened;
-    // The CPUs held anew or more strictly, looked for only when the wanted
-    // limits changed or failed holds are tried again (a tick that changes
-    // nothing compares nothing).
-    const bool find_anew = !percpu_changes.empty() || retry;
-    std::map<int, LatencyLimit> written_before;
-    if (find_anew)
-        for (const auto& [cpu, held] : percpu_.held())
-            written_before[cpu] = held.written;
+    const std::uint64_t mark = percpu_.writes();
     percpu_.apply(wanted, now);
-    // Stricter than what the file held: a write that loosened a value a
-    // crashed run left tightens nothing.
-    if (find_anew)
-        for (const auto& [cpu, held] : percpu_.held()) {
-            auto before = written_before.find(cpu);
-            const bool written = before == written_before.end() || held.written != before->second;
-            if (written && stricter(held.written, held.replaced)) {
-                held_anew_.push_back(cpu);
-                tightened.cpus.push_back(cpu);
-            }
-        }
-    std::sort(tightened.cpus.begin(), tightened.cpus.end());
+    tightened.cpus = percpu_.tightened_since(mark);
+    held_anew_.insert(held_anew_.end(), tightened.cpus.begin(), tightened.cpus.end());
     for (const auto& change : dry_run_changes) // in CPU order
         if (stricter(change.to, change.from))
             tightened.dry_run_cpus.push_back(change.cpu);
@@ -723,7 +706,7 @@ void Daemon::retry_failed_holds(TimePoint now) {
             return it == held.end() || it->second.written != hold.limit;
         });
     if (short_of_percpu || global_.held() != holds_.global)
-        apply(holds_, now, true, true);
+        apply(holds_, now);
 }
 
 void Daemon::cannot_sample(TimePoint now, const std::string& why, bool fresh_map) {

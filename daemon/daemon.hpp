@@ -120,11 +120,11 @@ class Daemon {
     // Whether the status is to be written now (at most every
     // status_interval, which the caller checks).
     bool status_due() const;
-    // Writes what changed; the CPUs held anew are woken (kick_held_anew)
-    // unless `kick` is false, when the caller does it later. `retry`: the
-    // same holds again, for those that failed. What it made stricter: a
-    // write that failed made nothing stricter.
-    Tightened apply(const Holds& holds, TimePoint now, bool kick = true, bool retry = false);
+    // Writes what changed, and what failed before; the CPUs held anew are
+    // woken (kick_held_anew) unless `kick` is false, when the caller does it
+    // later. What it made stricter: a write that failed made nothing
+    // stricter.
+    Tightened apply(const Holds& holds, TimePoint now, bool kick = true);
     // Records the onset delay of the earliest of the requests that
     // activated a queue (`activating`) that waited for what an apply()
     // tightened, if any; woken_ns and done_ns: CLOCK_MONOTONIC when latgovd

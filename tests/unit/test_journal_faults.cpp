@@ -245,20 +245,29 @@ TEST_CASE("an earlier run's record is taken over before the first decision") {
     }
     SUBCASE("held looser than the value left there: that value is what it replaced") {
         // 50 loosens the 20 left there: the CPU was no less constrained
-        // before this write than after it.
+        // before this write than after it, so nothing was tightened.
+        auto mark = holder.writes();
         holder.apply({{0, us(50)}}, t0);
         CHECK(tree.value(0) == us(50));
         const auto& held = holder.held().at(0);
         CHECK(held.original == us(300));
         CHECK(held.written == us(50));
         CHECK(held.replaced == us(20));
+        CHECK(holder.writes() == mark + 1);
+        CHECK(holder.tightened_since(mark).empty());
         // Tightened in place: what it replaced is latgovd's own last write.
+        mark = holder.writes();
         holder.apply({{0, us(5)}}, t0);
         CHECK(holder.held().at(0).replaced == us(50));
+        CHECK(holder.tightened_since(mark) == std::vector<int>{0});
         CHECK(holder.release_all());
     }
     SUBCASE("wanted at the value left there: still put back on release") {
+        // Written over the same value: the CPU was as constrained before.
+        const auto mark = holder.writes();
         holder.apply({{0, us(20)}}, t0);
+        CHECK(holder.writes() == mark + 1);
+        CHECK(holder.tightened_since(mark).empty());
         holder.apply({}, t0);
     }
     SUBCASE("prepared first: the record is not taken for a fresh one") {

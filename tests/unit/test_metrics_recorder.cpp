@@ -11,12 +11,12 @@ TEST_CASE(
     MetricsRecorder recorder(0);
     const TimePoint t0{};
     std::map<int, PerCpuHolder::Held> held;
-    held[1] = {std::nullopt, std::uint32_t{0}, t0, std::nullopt};
+    held[1] = {std::nullopt, std::uint32_t{0}, t0, std::nullopt, 1};
     recorder.observe_percpu(held, t0);
     recorder.observe_percpu(held, t0 + 1s); // still the same hold
     held.clear();
     recorder.observe_percpu(held, t0 + 2s); // released after 2 s
-    held[1] = {std::nullopt, std::uint32_t{0}, t0 + 5s, std::nullopt};
+    held[1] = {std::nullopt, std::uint32_t{0}, t0 + 5s, std::nullopt, 2};
     recorder.observe_percpu(held, t0 + 5s);
 
     Topology topology;

@@ -76,6 +76,27 @@ TEST_CASE("PerCpuHolder writes only the wanted CPUs and journals their originals
     CHECK(entries[1].written == us(0));
 }
 
+TEST_CASE("PerCpuHolder says which CPUs its writes since a mark tightened") {
+    QosTree tree(4);
+    tree.set(2, "300\n");
+    Log log;
+    PerCpuHolder holder(tree.sysroot(), tree.journal(), log.sink());
+    CHECK(holder.writes() == 0);
+    holder.apply({{1, us(20)}, {2, us(0)}, {3, us(400)}}, t0);
+    // Each written stricter than its file held: no limit (1, 3), 300 (2).
+    CHECK(holder.tightened_since(0) == std::vector<int>{1, 2, 3});
+    // Nothing written since: nothing tightened, whatever is held.
+    const auto mark = holder.writes();
+    holder.apply({{1, us(20)}, {2, us(0)}, {3, us(400)}}, t0);
+    CHECK(holder.writes() == mark);
+    CHECK(holder.tightened_since(mark).empty());
+    // One CPU tightened, one loosened, one left: the first only.
+    holder.apply({{1, us(10)}, {2, us(50)}, {3, us(400)}}, t0);
+    CHECK(holder.writes() == mark + 2);
+    CHECK(holder.tightened_since(mark) == std::vector<int>{1});
+    CHECK(holder.release_all());
+}
+
 TEST_CASE("PerCpuHolder does not write a CPU it could not journal") {
     QosTree tree(2);
     Log log;
@@ -691,6 +712,22 @@ TEST_CASE("a CPU removed and added back is constrained again, its new value the 
     CHECK(holder.release_all());
     CHECK(tree.get(1) == "0");
     CHECK_FALSE(fs::exists(tree.journal()));
+}
+
+TEST_CASE("a CPU added back and held again is tightened anew, one held all along is not") {
+    QosTree tree(2);
+    Log log;
+    PerCpuHolder holder(tree.sysroot(), tree.journal(), log.sink());
+    holder.apply({{0, us(20)}, {1, us(20)}}, t0);
+    replug(tree, 1);
+    // The same limits wanted: CPU 1 is written over its new device's no
+    // limit (and woken by latgovd), CPU 0 is left as it is.
+    const auto mark = holder.writes();
+    holder.apply({{0, us(20)}, {1, us(20)}}, t0);
+    CHECK(tree.get(1) == "20");
+    CHECK(holder.writes() == mark + 1);
+    CHECK(holder.tightened_since(mark) == std::vector<int>{1});
+    CHECK(holder.release_all());
 }
 
 TEST_CASE("a CPU added back with its old original keeps its record for the next hold") {

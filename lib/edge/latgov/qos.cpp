@@ -319,6 +319,17 @@ ResumeLatencyFile& PerCpuHolder::file(int cpu) {
     return it->second;
 }
 
+std::vector<int> PerCpuHolder::tightened_since(std::uint64_t mark) const {
+    std::vector<int> cpus;
+    if (writes_ == mark)
+        return cpus; // nothing written: nothing to compare
+    for (const auto& [cpu, held] : held_)
+        if (held.write > mark && held.written != held.replaced &&
+            at_least_as_strict(held.written, held.replaced))
+            cpus.push_back(cpu);
+    return cpus;
+}
+
 Result<LatencyLimit> PerCpuHolder::read(int cpu, bool* replugged) {
     auto& slot = file(cpu);
     auto current = slot.read();
@@ -606,7 +617,7 @@ bool PerCpuHolder::hold(int cpu, LatencyLimit want, TimePoint now) {
     hold_succeeded(cpu);
     auto& journaled = records_[cpu];
     journaled.restored = false;
-    held_[cpu] = Held{original, want, previous ? previous->since : now, *current};
+    held_[cpu] = Held{original, want, previous ? previous->since : now, *current, ++writes_};
     step("written");
     // The record named the value replaced too, for a write that might not
     // land. It landed: narrowed to what the file holds, or someone else's

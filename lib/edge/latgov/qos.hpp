@@ -152,11 +152,20 @@ class PerCpuHolder {
         LatencyLimit written;
         TimePoint since;
         // What the file held before the last write: the original, the value
-        // written before it, or one a crashed run left (which may be
-        // stricter than `written`).
+        // written before it, or one a crashed run or a failed release left
+        // (which may be stricter than `written`).
         LatencyLimit replaced;
+        // writes() once `written` landed.
+        std::uint64_t write = 0;
     };
     const std::map<int, Held>& held() const { return held_; }
+    // How many writes of a limit have landed: a mark for tightened_since().
+    std::uint64_t writes() const { return writes_; }
+    // The CPUs written since writes() was `mark` with a limit stricter than
+    // their files held: held anew or more strictly, a CPU added back and
+    // held again included; not one whose write loosened a value a crashed
+    // run left, nor one written with the value it held. In CPU order.
+    std::vector<int> tightened_since(std::uint64_t mark) const;
     // CPUs another writer changed while latgov held them, with their value:
     // theirs until they change it again. A change to no limit ("0", the
     // kernel's default: a limit lifted, not one set) is theirs only while
@@ -205,6 +214,7 @@ class PerCpuHolder {
     JournalOrigin origin_; // this boot's and root's, written in the journal's header
     std::map<int, ResumeLatencyFile> files_;
     std::map<int, Held> held_;
+    std::uint64_t writes_ = 0;
     std::map<int, Record> records_;
     std::vector<std::string> kept_lines_; // unparsable lines of an old journal
     // An earlier run's journal taken over, or known not to exist (or not to
