@@ -358,20 +358,26 @@ bool Daemon::on_io_events(TimePoint now) {
         return activating;
     };
     // Writes what changed: a queue activated, or a waiter seen first. The
-    // CPUs held anew are woken as soon as the limit is written (an
-    // interrupt to another CPU is an exit to the host in a guest), and which
-    // request waited for it is worked out after.
-    auto settle = [&](std::vector<IssuedRequest> activating) {
+    // write's time is taken at once, so that an onset ends at the limit,
+    // not at the kicks; then the CPUs held anew are woken, and only then is
+    // the request that waited for it worked out.
+    auto settle = [&](std::vector<IssuedRequest> activating, bool first_drain) {
         const Tightened tightened = apply(state_->governor.holds(), now, false);
         const std::uint64_t done_ns = monotonic_ns();
         kick_held_anew();
         if (activating.empty())
             return;
+        if (first_drain && spdlog::should_log(spdlog::level::debug)) {
+            std::uint64_t first_ns = activating.front().time_ns;
+            for (const auto& request : activating)
+                first_ns = std::min(first_ns, request.time_ns);
+            spdlog::debug("woken by a request issued at {} ns", first_ns);
+        }
         activated = true;
         last_change_ = now;
         record_onset(std::move(activating), tightened, woken_ns, done_ns);
     };
-    settle(take(events->drain()));
+    settle(take(events->drain()), true);
     // Only once the constraint is written: disabling interrupts each CPU.
     // From here sampling follows the IO on these CPUs; their events would
     // only cost. Requests that came meanwhile (from these CPUs before the
@@ -386,35 +392,25 @@ bool Daemon::on_io_events(TimePoint now) {
         auto more = events->drain();
         if (more.empty())
             break;
-        settle(take(more));
+        settle(take(more), false);
     }
     return activated;
 }
 
 void Daemon::record_onset(std::vector<IssuedRequest> activating, const Tightened& tightened,
                           std::uint64_t woken_ns, std::uint64_t done_ns) {
-    // An onset is the delay to a constraint written for a request: one whose
-    // limits were in place already (another device's), whose device holds
-    // nothing (a "no-hold" verdict), or whose write failed delays nothing,
-    // whatever was tightened for others beside it. The earliest request
-    // that waited for a write is the onset.
-    std::sort(activating.begin(), activating.end(),
-              [](const auto& a, const auto& b) { return a.time_ns < b.time_ns; });
-    spdlog::debug("woken by a request issued at {} ns", activating.front().time_ns);
-    const auto waited = std::find_if(activating.begin(), activating.end(), [&](const auto& r) {
-        return tightened.delays(state_->governor.onset_needs(r.dev, r.cpu));
-    });
-    if (waited == activating.end() || done_ns < waited->time_ns)
+    const auto onset = find_onset(
+        std::move(activating), tightened,
+        [this](const IssuedRequest& r) { return state_->governor.onset_needs(r.dev, r.cpu); },
+        woken_ns, done_ns);
+    if (!onset)
         return;
-    const std::chrono::nanoseconds onset(done_ns - waited->time_ns);
-    onset_.record(onset, ::sched_getcpu() == waited->cpu);
-    metrics_.observe_onset(std::chrono::duration<double>(onset).count()); // seconds
-    // Of that, the part before latgovd ran: its own wake-up (none for a
-    // request issued while it was awake, one a later drain took).
-    const std::uint64_t woken = std::max(woken_ns, waited->time_ns);
-    onset_wake_.record(std::chrono::nanoseconds(woken - waited->time_ns));
-    // And the part latgovd spends: drain, decide, write.
-    onset_work_.record(std::chrono::nanoseconds(done_ns - woken));
+    spdlog::debug("a request issued at {} ns waited {} us for its constraint",
+                  onset->request.time_ns, onset->delay.count() / 1000);
+    onset_.record(onset->delay, ::sched_getcpu() == onset->request.cpu);
+    metrics_.observe_onset(std::chrono::duration<double>(onset->delay).count()); // seconds
+    onset_wake_.record(onset->wake);
+    onset_work_.record(onset->work);
 }
 
 Tightened Daemon::apply(const Holds& holds, TimePoint now, bool kick) {

@@ -125,10 +125,10 @@ class Daemon {
     // later. What it made stricter: a write that failed made nothing
     // stricter.
     Tightened apply(const Holds& holds, TimePoint now, bool kick = true);
-    // Records the onset delay of the earliest of the requests that
-    // activated a queue (`activating`) that waited for what an apply()
-    // tightened, if any; woken_ns and done_ns: CLOCK_MONOTONIC when latgovd
-    // woke and when the constraint was written.
+    // Records the onset (find_onset) of the requests that activated a queue
+    // in one drain (`activating`), if one waited for what an apply()
+    // tightened; woken_ns and done_ns: CLOCK_MONOTONIC when latgovd woke
+    // and when the constraint was written.
     void record_onset(std::vector<IssuedRequest> activating, const Tightened& tightened,
                       std::uint64_t woken_ns, std::uint64_t done_ns);
     void retry_failed_holds(TimePoint now);

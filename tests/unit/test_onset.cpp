@@ -83,3 +83,71 @@ TEST_CASE("a CPU logged for a dry-run device is no limit written for another") {
     CHECK(Tightened{{1}, {}, false}.delays(percpu));
     CHECK_FALSE(Tightened{{1}, {}, false}.delays(dry_run));
 }
+
+namespace {
+
+// What each request needs: CPU 1 for those of device 1, CPU 2 for device 2,
+// the same CPU logged for device 3 (dry-run).
+OnsetNeeds needs_of(const IssuedRequest& r) {
+    if (r.dev == 3)
+        return {{}, {2}, false};
+    return {{static_cast<int>(r.dev)}, {}, false};
+}
+
+IssuedRequest request(std::uint32_t dev, std::uint64_t time_ns, int cpu = 0) {
+    return {cpu, dev, time_ns, true};
+}
+
+} // namespace
+
+TEST_CASE("the onset of a drain is its earliest request that waited") {
+    // Device 1's request came first, but its CPU was held already: device
+    // 2's is the one that waited.
+    const auto onset = find_onset({request(2, 1'300, 1), request(1, 1'000)},
+                                  Tightened{{2}, {}, false}, needs_of, 2'000, 5'000);
+    REQUIRE(onset);
+    CHECK(onset->request.dev == 2);
+    CHECK(onset->request.cpu == 1);
+    CHECK(onset->delay == 3'700ns);
+    CHECK(onset->wake == 700ns); // issued, then latgovd woke
+    CHECK(onset->work == 3'000ns);
+    // Both waited: the earlier one, whatever the order drained.
+    const auto both = find_onset({request(2, 1'300), request(1, 1'000)},
+                                 Tightened{{1, 2}, {}, false}, needs_of, 2'000, 5'000);
+    REQUIRE(both);
+    CHECK(both->request.dev == 1);
+    CHECK(both->delay == 4'000ns);
+    // A dry-run device's request waited for the CPU logged for it.
+    CHECK(find_onset({request(3, 1'000)}, Tightened{{}, {2}, false}, needs_of, 2'000, 5'000));
+    // Stamped alike: the one drained first.
+    const auto alike = find_onset({request(2, 1'000, 1), request(2, 1'000, 0)},
+                                  Tightened{{2}, {}, false}, needs_of, 2'000, 5'000);
+    REQUIRE(alike);
+    CHECK(alike->request.cpu == 1);
+}
+
+TEST_CASE("a request issued once latgovd was awake has no wake-up part") {
+    // A later drain's request, or one whose event came after the wake-up.
+    const auto onset =
+        find_onset({request(1, 3'000)}, Tightened{{1}, {}, false}, needs_of, 2'000, 5'000);
+    REQUIRE(onset);
+    CHECK(onset->delay == 2'000ns);
+    CHECK(onset->wake == 0ns);
+    CHECK(onset->work == 2'000ns);
+    // A wake-up stamped after the write (clocks read out of order) leaves
+    // the work part empty, not negative.
+    const auto late =
+        find_onset({request(1, 1'000)}, Tightened{{1}, {}, false}, needs_of, 6'000, 5'000);
+    REQUIRE(late);
+    CHECK(late->wake == 4'000ns);
+    CHECK(late->work == 0ns);
+}
+
+TEST_CASE("no onset where nobody waited or the clock says the request came after") {
+    // Nothing tightened that these need: a dry-run CPU is not a written one.
+    CHECK_FALSE(find_onset({request(1, 1'000), request(2, 1'100)}, Tightened{{3}, {1, 2}, false},
+                           needs_of, 2'000, 5'000));
+    // Stamped after the write: not one that waited for it.
+    CHECK_FALSE(find_onset({request(1, 6'000)}, Tightened{{1}, {}, false}, needs_of, 2'000, 5'000));
+    CHECK_FALSE(find_onset({}, Tightened{{1}, {}, false}, needs_of, 2'000, 5'000));
+}

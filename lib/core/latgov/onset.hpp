@@ -2,8 +2,13 @@
 // constraint written for it, as `latgov status` reports them.
 #pragma once
 
+#include "latgov/perf_records.hpp"
+
 #include <chrono>
 #include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <optional>
 #include <vector>
 
 namespace latgov {
@@ -39,6 +44,27 @@ struct Tightened {
     // delays nothing, even if another request's were tightened beside it.
     bool delays(const OnsetNeeds& needs) const;
 };
+
+// One onset: the request that waited and its delay to the constraint,
+// split into latgovd's wake-up (zero for a request issued once latgovd was
+// awake) and its own work (drain, decide, write).
+struct Onset {
+    IssuedRequest request;
+    std::chrono::nanoseconds delay{};
+    std::chrono::nanoseconds wake{};
+    std::chrono::nanoseconds work{};
+};
+
+// The onset among `activating`, the requests that activated a queue in one
+// drain, if any: the earliest that waited for what `tightened` made
+// stricter (`needs_of` gives what each needs). A request whose limits were
+// in place already, whose device holds nothing or whose write failed
+// waited for nothing. `woken_ns`, `done_ns`: CLOCK_MONOTONIC when latgovd
+// woke and when the limits were written; a request stamped after the
+// write is no onset.
+std::optional<Onset> find_onset(std::vector<IssuedRequest> activating, const Tightened& tightened,
+                                const std::function<OnsetNeeds(const IssuedRequest&)>& needs_of,
+                                std::uint64_t woken_ns, std::uint64_t done_ns);
 
 class OnsetDelays {
   public:
