@@ -361,9 +361,10 @@ bool Daemon::on_io_events(TimePoint now) {
     // write's time is taken at once, so that an onset ends at the limit,
     // not at the kicks; then the CPUs held anew are woken, and only then is
     // the request that waited for it worked out.
+    std::vector<LimitWrite> writes; // this wake-up's, one per drain
     auto settle = [&](std::vector<IssuedRequest> activating, bool first_drain) {
         const Tightened tightened = apply(state_->governor.holds(), now, false);
-        const std::uint64_t done_ns = monotonic_ns();
+        writes.push_back({tightened, monotonic_ns()});
         kick_held_anew();
         if (activating.empty())
             return;
@@ -375,7 +376,7 @@ bool Daemon::on_io_events(TimePoint now) {
         }
         activated = true;
         last_change_ = now;
-        record_onset(std::move(activating), tightened, woken_ns, done_ns);
+        record_onset(std::move(activating), writes, woken_ns);
     };
     settle(take(events->drain()), true);
     // Only once the constraint is written: disabling interrupts each CPU.
@@ -397,12 +398,12 @@ bool Daemon::on_io_events(TimePoint now) {
     return activated;
 }
 
-void Daemon::record_onset(std::vector<IssuedRequest> activating, const Tightened& tightened,
-                          std::uint64_t woken_ns, std::uint64_t done_ns) {
+void Daemon::record_onset(std::vector<IssuedRequest> activating,
+                          const std::vector<LimitWrite>& writes, std::uint64_t woken_ns) {
     const auto onset = find_onset(
-        std::move(activating), tightened,
+        std::move(activating), writes,
         [this](const IssuedRequest& r) { return state_->governor.onset_needs(r.dev, r.cpu); },
-        woken_ns, done_ns);
+        woken_ns);
     if (!onset)
         return;
     spdlog::debug("a request issued at {} ns waited {} us for its constraint",

@@ -126,11 +126,11 @@ class Daemon {
     // stricter.
     Tightened apply(const Holds& holds, TimePoint now, bool kick = true);
     // Records the onset (find_onset) of the requests that activated a queue
-    // in one drain (`activating`), if one waited for what an apply()
-    // tightened; woken_ns and done_ns: CLOCK_MONOTONIC when latgovd woke
-    // and when the constraint was written.
-    void record_onset(std::vector<IssuedRequest> activating, const Tightened& tightened,
-                      std::uint64_t woken_ns, std::uint64_t done_ns);
+    // in one drain (`activating`), if one waited for what the wake-up's
+    // writes so far (`writes`, this drain's last) tightened; woken_ns:
+    // CLOCK_MONOTONIC when latgovd woke.
+    void record_onset(std::vector<IssuedRequest> activating, const std::vector<LimitWrite>& writes,
+                      std::uint64_t woken_ns);
     void retry_failed_holds(TimePoint now);
     void kick_held_anew();
     // A thread per online CPU to wake it: started, or brought up to date

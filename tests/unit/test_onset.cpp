@@ -104,7 +104,7 @@ TEST_CASE("the onset of a drain is its earliest request that waited") {
     // Device 1's request came first, but its CPU was held already: device
     // 2's is the one that waited.
     const auto onset = find_onset({request(2, 1'300, 1), request(1, 1'000)},
-                                  Tightened{{2}, {}, false}, needs_of, 2'000, 5'000);
+                                  {{Tightened{{2}, {}, false}, 5'000}}, needs_of, 2'000);
     REQUIRE(onset);
     CHECK(onset->request.dev == 2);
     CHECK(onset->request.cpu == 1);
@@ -113,15 +113,15 @@ TEST_CASE("the onset of a drain is its earliest request that waited") {
     CHECK(onset->work == 3'000ns);
     // Both waited: the earlier one, whatever the order drained.
     const auto both = find_onset({request(2, 1'300), request(1, 1'000)},
-                                 Tightened{{1, 2}, {}, false}, needs_of, 2'000, 5'000);
+                                 {{Tightened{{1, 2}, {}, false}, 5'000}}, needs_of, 2'000);
     REQUIRE(both);
     CHECK(both->request.dev == 1);
     CHECK(both->delay == 4'000ns);
     // A dry-run device's request waited for the CPU logged for it.
-    CHECK(find_onset({request(3, 1'000)}, Tightened{{}, {2}, false}, needs_of, 2'000, 5'000));
+    CHECK(find_onset({request(3, 1'000)}, {{Tightened{{}, {2}, false}, 5'000}}, needs_of, 2'000));
     // Stamped alike: the one drained first.
     const auto alike = find_onset({request(2, 1'000, 1), request(2, 1'000, 0)},
-                                  Tightened{{2}, {}, false}, needs_of, 2'000, 5'000);
+                                  {{Tightened{{2}, {}, false}, 5'000}}, needs_of, 2'000);
     REQUIRE(alike);
     CHECK(alike->request.cpu == 1);
 }
@@ -129,7 +129,7 @@ TEST_CASE("the onset of a drain is its earliest request that waited") {
 TEST_CASE("a request issued once latgovd was awake has no wake-up part") {
     // A later drain's request, or one whose event came after the wake-up.
     const auto onset =
-        find_onset({request(1, 3'000)}, Tightened{{1}, {}, false}, needs_of, 2'000, 5'000);
+        find_onset({request(1, 3'000)}, {{Tightened{{1}, {}, false}, 5'000}}, needs_of, 2'000);
     REQUIRE(onset);
     CHECK(onset->delay == 2'000ns);
     CHECK(onset->wake == 0ns);
@@ -137,7 +137,7 @@ TEST_CASE("a request issued once latgovd was awake has no wake-up part") {
     // A wake-up stamped after the write (clocks read out of order) leaves
     // the work part empty, not negative.
     const auto late =
-        find_onset({request(1, 1'000)}, Tightened{{1}, {}, false}, needs_of, 6'000, 5'000);
+        find_onset({request(1, 1'000)}, {{Tightened{{1}, {}, false}, 5'000}}, needs_of, 6'000);
     REQUIRE(late);
     CHECK(late->wake == 4'000ns);
     CHECK(late->work == 0ns);
@@ -145,9 +145,46 @@ TEST_CASE("a request issued once latgovd was awake has no wake-up part") {
 
 TEST_CASE("no onset where nobody waited or the clock says the request came after") {
     // Nothing tightened that these need: a dry-run CPU is not a written one.
-    CHECK_FALSE(find_onset({request(1, 1'000), request(2, 1'100)}, Tightened{{3}, {1, 2}, false},
-                           needs_of, 2'000, 5'000));
+    CHECK_FALSE(find_onset({request(1, 1'000), request(2, 1'100)},
+                           {{Tightened{{3}, {1, 2}, false}, 5'000}}, needs_of, 2'000));
     // Stamped after the write: not one that waited for it.
-    CHECK_FALSE(find_onset({request(1, 6'000)}, Tightened{{1}, {}, false}, needs_of, 2'000, 5'000));
-    CHECK_FALSE(find_onset({}, Tightened{{1}, {}, false}, needs_of, 2'000, 5'000));
+    CHECK_FALSE(
+        find_onset({request(1, 6'000)}, {{Tightened{{1}, {}, false}, 5'000}}, needs_of, 2'000));
+    CHECK_FALSE(find_onset({}, {{Tightened{{1}, {}, false}, 5'000}}, needs_of, 2'000));
+}
+
+TEST_CASE("a request that came while an earlier drain wrote waited for that write") {
+    // The first drain wrote CPU 1 at 5000; the second drain's request for
+    // device 1, issued at 4000 while that write ran, finds CPU 1 held and
+    // its own write tightens nothing, yet it waited until 5000.
+    const std::vector<LimitWrite> writes{{Tightened{{1}, {}, false}, 5'000}, {Tightened{}, 9'000}};
+    const auto onset = find_onset({request(1, 4'000)}, writes, needs_of, 2'000);
+    REQUIRE(onset);
+    CHECK(onset->delay == 1'000ns);
+    CHECK(onset->wake == 0ns); // issued once latgovd was awake
+    CHECK(onset->work == 1'000ns);
+    // Issued after that write landed: its limit stood, it waited for
+    // nothing, and the later write that tightened nothing serves nobody.
+    CHECK_FALSE(find_onset({request(1, 6'000)}, writes, needs_of, 2'000));
+    // A request the second write tightened for is timed to that write;
+    // the first, which tightened nothing it needs, did not serve it.
+    const std::vector<LimitWrite> both{{Tightened{{1}, {}, false}, 5'000},
+                                       {Tightened{{2}, {}, false}, 9'000}};
+    const auto second = find_onset({request(2, 4'000)}, both, needs_of, 2'000);
+    REQUIRE(second);
+    CHECK(second->delay == 5'000ns);
+    // Both writes tightened what it needs (CPU 1 held anew, then more
+    // strictly; or two of its CPUs, one each): its limits were all in
+    // place at the second only.
+    const std::vector<LimitWrite> twice{{Tightened{{1}, {}, false}, 5'000},
+                                        {Tightened{{1}, {}, false}, 9'000}};
+    const auto last = find_onset({request(1, 4'000)}, twice, needs_of, 2'000);
+    REQUIRE(last);
+    CHECK(last->delay == 5'000ns);
+    // Of two requests in a drain, the earlier that waited, each timed to
+    // the write that served it.
+    const auto earlier = find_onset({request(2, 4'500), request(1, 4'000)}, both, needs_of, 2'000);
+    REQUIRE(earlier);
+    CHECK(earlier->request.dev == 1);
+    CHECK(earlier->delay == 1'000ns);
 }

@@ -20,21 +20,30 @@ bool Tightened::delays(const OnsetNeeds& needs) const {
            meet(needs.dry_run_cpus, dry_run_cpus);
 }
 
-std::optional<Onset> find_onset(std::vector<IssuedRequest> activating, const Tightened& tightened,
+std::optional<Onset> find_onset(std::vector<IssuedRequest> activating,
+                                const std::vector<LimitWrite>& writes,
                                 const std::function<OnsetNeeds(const IssuedRequest&)>& needs_of,
-                                std::uint64_t woken_ns, std::uint64_t done_ns) {
+                                std::uint64_t woken_ns) {
     // Stable: of requests stamped alike, the one drained first.
     std::stable_sort(activating.begin(), activating.end(),
                      [](const auto& a, const auto& b) { return a.time_ns < b.time_ns; });
-    const auto waited = std::find_if(activating.begin(), activating.end(),
-                                     [&](const auto& r) { return tightened.delays(needs_of(r)); });
-    if (waited == activating.end() || done_ns < waited->time_ns)
-        return std::nullopt;
-    // Within the request's delay, whatever the clocks say.
-    const std::uint64_t woken = std::clamp(woken_ns, waited->time_ns, done_ns);
-    using ns = std::chrono::nanoseconds;
-    return Onset{*waited, ns(done_ns - waited->time_ns), ns(woken - waited->time_ns),
-                 ns(done_ns - woken)};
+    for (const auto& request : activating) {
+        const OnsetNeeds needs = needs_of(request);
+        // The last write that made stricter what it needs, once it was
+        // issued: until then a limit it needs was not in place.
+        const auto served = std::find_if(writes.rbegin(), writes.rend(), [&](const auto& write) {
+            return request.time_ns <= write.done_ns && write.tightened.delays(needs);
+        });
+        if (served == writes.rend())
+            continue;
+        const std::uint64_t done_ns = served->done_ns;
+        // Within the request's delay, whatever the clocks say.
+        const std::uint64_t woken = std::clamp(woken_ns, request.time_ns, done_ns);
+        using ns = std::chrono::nanoseconds;
+        return Onset{request, ns(done_ns - request.time_ns), ns(woken - request.time_ns),
+                     ns(done_ns - woken)};
+    }
+    return std::nullopt;
 }
 
 void OnsetDelays::record(std::chrono::nanoseconds delay, bool on_issuing_cpu) {

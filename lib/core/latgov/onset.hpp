@@ -55,16 +55,27 @@ struct Onset {
     std::chrono::nanoseconds work{};
 };
 
+// One write of the limits in a wake-up: what it made stricter, and when
+// it was done (CLOCK_MONOTONIC).
+struct LimitWrite {
+    Tightened tightened;
+    std::uint64_t done_ns = 0;
+};
+
 // The onset among `activating`, the requests that activated a queue in one
-// drain, if any: the earliest that waited for what `tightened` made
-// stricter (`needs_of` gives what each needs). A request whose limits were
-// in place already, whose device holds nothing or whose write failed
-// waited for nothing. `woken_ns`, `done_ns`: CLOCK_MONOTONIC when latgovd
-// woke and when the limits were written; a request stamped after the
-// write is no onset.
-std::optional<Onset> find_onset(std::vector<IssuedRequest> activating, const Tightened& tightened,
+// drain, if any: the earliest that waited (`needs_of` gives what each
+// needs). `writes` are the wake-up's writes so far, in order, the drain's
+// own last: a request waited for the last of them that made stricter what
+// it needs and was done after the request was issued. One that came while
+// an earlier drain wrote waited for that write, though its own drain finds
+// its limits in place; one whose needs two writes tightened, for both. A
+// request whose limits were in place already, whose device holds nothing
+// or whose write failed waited for nothing; so did one stamped after every
+// write that could serve it. `woken_ns`: CLOCK_MONOTONIC when latgovd woke.
+std::optional<Onset> find_onset(std::vector<IssuedRequest> activating,
+                                const std::vector<LimitWrite>& writes,
                                 const std::function<OnsetNeeds(const IssuedRequest&)>& needs_of,
-                                std::uint64_t woken_ns, std::uint64_t done_ns);
+                                std::uint64_t woken_ns);
 
 class OnsetDelays {
   public:
