@@ -436,9 +436,6 @@ Tightened Daemon::apply(const Holds& holds, TimePoint now, bool kick) {
         !percpu_changes.empty() || holds.global != holds_.global || !dry_run_changes.empty();
     if (changed)
         status_dirty_ = true;
-    const auto stricter = [](LatencyLimit after, LatencyLimit before) {
-        return after != before && at_least_as_strict(after, before);
-    };
     Tightened tightened;
     const std::uint64_t mark = percpu_.writes();
     percpu_.apply(wanted, now);

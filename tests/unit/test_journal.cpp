@@ -130,3 +130,15 @@ TEST_CASE("restore writes the original back only over a value the record names")
     CHECK(restore_action(none_original, LatencyLimit{}) == RestoreAction::none);
     CHECK(restore_action(none_original, us(0)) == RestoreAction::write_original);
 }
+
+TEST_CASE("a limit is stricter than another only if smaller, and any limit than none") {
+    CHECK(stricter(us(5), us(10)));
+    CHECK(stricter(us(0), std::nullopt));
+    CHECK_FALSE(stricter(us(10), us(5)));
+    CHECK_FALSE(stricter(us(5), us(5)));
+    CHECK_FALSE(stricter(std::nullopt, us(5)));
+    CHECK_FALSE(stricter(std::nullopt, std::nullopt));
+    // At least as strict, by contrast, holds for equal limits.
+    CHECK(at_least_as_strict(us(5), us(5)));
+    CHECK(at_least_as_strict(std::nullopt, std::nullopt));
+}

@@ -12,6 +12,10 @@ bool at_least_as_strict(LatencyLimit a, LatencyLimit b) {
     return !b || *a <= *b;
 }
 
+bool stricter(LatencyLimit a, LatencyLimit b) {
+    return !at_least_as_strict(b, a);
+}
+
 bool JournalEntry::latgov_may_have_written(LatencyLimit value) const {
     return value == written || std::find(earlier.begin(), earlier.end(), value) != earlier.end();
 }

@@ -84,5 +84,8 @@ RestoreAction restore_action(const JournalEntry& entry, LatencyLimit current);
 
 // True if `a` is at least as strict as `b` (a smaller limit; nullopt = none).
 bool at_least_as_strict(LatencyLimit a, LatencyLimit b);
+// True if `a` is strictly stricter than `b`: a write of `a` over `b`
+// tightens.
+bool stricter(LatencyLimit a, LatencyLimit b);
 
 } // namespace latgov

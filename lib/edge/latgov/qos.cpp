@@ -324,8 +324,7 @@ std::vector<int> PerCpuHolder::tightened_since(std::uint64_t mark) const {
     if (writes_ == mark)
         return cpus; // nothing written: nothing to compare
     for (const auto& [cpu, held] : held_)
-        if (held.write > mark && held.written != held.replaced &&
-            at_least_as_strict(held.written, held.replaced))
+        if (held.write > mark && stricter(held.written, held.replaced))
             cpus.push_back(cpu);
     return cpus;
 }
