@@ -143,7 +143,7 @@ TEST_CASE("a runtime directory below a directory another user could change is re
     CHECK(opened.error().message ==
           "Refusing runtime directory " + (tmp.path() / "open/run").string() + ": " +
               (tmp.path() / "open").string() +
-              " above it is group or others may write it (mode 0777, not sticky), so another "
+              ", on its path, is group or others may write it (mode 0777, not sticky), so another "
               "user could replace it");
     // Two levels up counts as much as one.
     fs::create_directories(tmp.path() / "open/a");
@@ -155,7 +155,7 @@ TEST_CASE("a runtime directory below a directory another user could change is re
     fs::create_directory_symlink(tmp.path() / "open", tmp.path() / "link");
     opened = RuntimeDir::open(tmp.path() / "link/run", false);
     REQUIRE_FALSE(opened);
-    CHECK(opened.error().message.find((tmp.path() / "open").string() + " above it is group or "
+    CHECK(opened.error().message.find((tmp.path() / "open").string() + ", on its path, is group or "
                                                                        "others may write it") !=
           std::string::npos);
     if (::geteuid() == 0) { // another owner can only be made as root
@@ -163,7 +163,8 @@ TEST_CASE("a runtime directory below a directory another user could change is re
         REQUIRE(::chown((tmp.path() / "theirs").c_str(), 65534, 65534) == 0);
         opened = RuntimeDir::open(tmp.path() / "theirs/run", false);
         REQUIRE_FALSE(opened);
-        CHECK(opened.error().message.find("above it is owned by uid 65534") != std::string::npos);
+        CHECK(opened.error().message.find("on its path, is owned by uid 65534") !=
+              std::string::npos);
         // A symlink in a sticky directory: its owner may replace it, and
         // the runtime directory with it, after the check.
         fs::create_directory(tmp.path() / "sticky2");
@@ -175,13 +176,36 @@ TEST_CASE("a runtime directory below a directory another user could change is re
         opened = RuntimeDir::open(tmp.path() / "sticky2/x/run", false);
         REQUIRE_FALSE(opened);
         CHECK(opened.error().message.find((tmp.path() / "sticky2/x").string() +
-                                          " above it is a symlink owned by uid 65534 in a "
+                                          ", on its path, is a symlink owned by uid 65534 in a "
                                           "sticky directory") != std::string::npos);
         // In a directory only root may write, its owner cannot replace it.
         fs::create_directory(tmp.path() / "closed2");
         fs::create_directory_symlink(tmp.path() / "ours", tmp.path() / "closed2/x");
         REQUIRE(::lchown((tmp.path() / "closed2/x").c_str(), 65534, 65534) == 0);
         CHECK(RuntimeDir::open(tmp.path() / "closed2/x/run", false));
+        // A chain of symlinks through another user's directory: root's link
+        // leads to theirs/link, which leads back to a directory of ours.
+        // Neither the path as written nor the one reached lies below
+        // theirs, yet its owner may point theirs/link elsewhere.
+        fs::create_directory_symlink(tmp.path() / "ours", tmp.path() / "theirs/link");
+        fs::create_directory_symlink(tmp.path() / "theirs/link", tmp.path() / "entry");
+        opened = RuntimeDir::open(tmp.path() / "entry/run", false);
+        REQUIRE_FALSE(opened);
+        CHECK(opened.error().message ==
+              "Refusing runtime directory " + (tmp.path() / "entry/run").string() + ": " +
+                  (tmp.path() / "theirs").string() +
+                  ", on its path, is owned by uid 65534, so another user could replace it");
+        // A ".." after a symlink goes up from where the link led: here into
+        // theirs, then down to a directory of ours.
+        fs::create_directory(tmp.path() / "theirs/sub");
+        REQUIRE(::chown((tmp.path() / "theirs/sub").c_str(), 0, 0) == 0);
+        fs::create_directories(tmp.path() / "closed3/run");
+        fs::create_directory_symlink(tmp.path() / "theirs/sub", tmp.path() / "closed3/up");
+        opened = RuntimeDir::open(tmp.path() / "closed3/up/../sub", false);
+        REQUIRE_FALSE(opened);
+        CHECK(opened.error().message.find((tmp.path() / "theirs").string() +
+                                          ", on its path, is owned by uid 65534") !=
+              std::string::npos);
     } else {
         MESSAGE("not root: an ancestor owned by another user is not checked here (the test "
                 "command runs as root, where it is)");

@@ -3,9 +3,11 @@
 #include "latgov/parse.hpp"
 #include "latgov/sysroot.hpp"
 
+#include <algorithm>
 #include <atomic>
 #include <cerrno>
 #include <csignal>
+#include <deque>
 #include <dirent.h>
 #include <fcntl.h>
 #include <fmt/format.h>
@@ -51,30 +53,69 @@ std::optional<std::string> unsafe_ancestor(const std::filesystem::path& dir) {
     return std::nullopt;
 }
 
-// Every directory above `path`, as written and with its symlinks resolved,
-// must be safe (unsafe_ancestor).
-Result<void> check_ancestors(const std::filesystem::path& path) {
+// The directories a lookup of `path` searches and the symlinks it
+// follows, walked as the kernel walks it: each name looked up in the
+// directory reached so far, a symlink's target walked in its place (at
+// most 40 of them), ".." going up from where the walk is, which after a
+// symlink is where the link led. Every directory searched on the way
+// matters, not only those above the directory reached: one that leads
+// through someone else's directory to another link is theirs to redirect.
+Result<std::vector<std::filesystem::path>> walked(const std::filesystem::path& path) {
+    namespace fs = std::filesystem;
     std::error_code ec;
-    const auto written = std::filesystem::absolute(path, ec).lexically_normal();
+    const fs::path absolute = fs::absolute(path, ec);
     if (ec)
         return make_error("Failed to resolve " + path.string() + ": " + ec.message());
-    std::vector<std::filesystem::path> above;
-    const auto add_parents = [&above](const std::filesystem::path& of) {
-        for (auto p = of.parent_path(); !p.empty(); p = p.parent_path()) {
-            above.push_back(p);
-            if (p == p.root_path())
-                break;
+    const fs::path relative = absolute.relative_path();
+    std::deque<fs::path> names(relative.begin(), relative.end());
+    std::vector<fs::path> seen;
+    fs::path at = absolute.root_path();
+    int links = 0;
+    while (!names.empty()) {
+        const fs::path name = names.front();
+        names.pop_front();
+        if (name.empty() || name == ".")
+            continue;
+        if (name == "..") {
+            at = at.parent_path(); // that of the root is the root
+            continue;
         }
-    };
-    add_parents(written);
-    const auto real = std::filesystem::canonical(written, ec);
-    if (ec)
-        return make_error("Failed to resolve " + path.string() + ": " + ec.message());
-    add_parents(real);
-    for (const auto& dir : above)
+        if (std::find(seen.begin(), seen.end(), at) == seen.end())
+            seen.push_back(at);
+        const fs::path next = at / name;
+        struct stat st {};
+        if (::lstat(next.c_str(), &st) != 0)
+            return make_error("Failed to resolve " + path.string() + ": " + next.string() + ": " +
+                              errno_message(errno));
+        if (!S_ISLNK(st.st_mode)) {
+            at = next;
+            continue;
+        }
+        if (++links > 40)
+            return make_error("Failed to resolve " + path.string() + ": " + errno_message(ELOOP));
+        seen.push_back(next);
+        const fs::path target = fs::read_symlink(next, ec);
+        if (ec)
+            return make_error("Failed to resolve " + path.string() + ": " + next.string() + ": " +
+                              ec.message());
+        if (target.is_absolute())
+            at = target.root_path();
+        const fs::path rest = target.relative_path();
+        names.insert(names.begin(), rest.begin(), rest.end());
+    }
+    return seen;
+}
+
+// Every directory a lookup of `path` searches, and every symlink it
+// follows, must be safe (unsafe_ancestor).
+Result<void> check_ancestors(const std::filesystem::path& path) {
+    const auto seen = walked(path);
+    if (!seen)
+        return seen.error();
+    for (const auto& dir : *seen) // in the order the lookup meets them
         if (auto why = unsafe_ancestor(dir))
             return make_error("Refusing runtime directory " + path.string() + ": " + dir.string() +
-                              " above it is " + *why + ", so another user could replace it");
+                              ", on its path, is " + *why + ", so another user could replace it");
     return {};
 }
 
