@@ -11,6 +11,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <ctime>
+#include <exception>
 #include <fcntl.h>
 #include <liburing.h>
 #include <linux/fs.h>
@@ -212,6 +213,21 @@ Result<Calibration> run_calibration(const SysRoot& root, const CalibrateOptions&
 
         PerCpuHolder holder(root, options.runtime_dir / journal_file_name,
                             [&](const std::string& line) { log_lines += line + "\n"; });
+        // Released however the probe ends: an exception (out of memory)
+        // would otherwise leave the CPU at a level until the next restore,
+        // and latgovd, whose own holder never wrote it, would say at its
+        // exit that every constraint was released.
+        struct ReleasedOnThrow {
+            PerCpuHolder& holder;
+            int unwinding = std::uncaught_exceptions();
+            ~ReleasedOnThrow() {
+                if (std::uncaught_exceptions() > unwinding)
+                    try {
+                        (void)holder.release_all();
+                    } catch (...) { // the exception under way is the one to report
+                    }
+            }
+        } released_on_throw{holder};
         const auto deadline = std::chrono::steady_clock::now() + options.max_time;
         Result<void> probed;
         for (int i = 0; i < 100 && probed.ok(); ++i) // warm-up
