@@ -30,16 +30,18 @@ bool set_filter(const Fd& event, const std::string& filter) {
 Result<TracepointFormat> read_block_rq_issue_format(const SysRoot& root) {
     Result<std::string> id = make_error("");
     Result<std::string> format = make_error("");
+    std::string why; // each place's failure: not mounted, or refused (lockdown)
     for (const char* tracefs : {"/sys/kernel/tracing", "/sys/kernel/debug/tracing"}) {
         const std::string dir = std::string(tracefs) + "/events/block/block_rq_issue";
         id = root.read(dir + "/id");
         format = root.read(dir + "/format");
         if (id && format)
             break;
+        why += (why.empty() ? "" : "; ") + (id ? format : id).error().message;
     }
     if (!id || !format)
-        return make_error("tracefs is not mounted (no events/block/block_rq_issue under "
-                          "/sys/kernel/tracing or /sys/kernel/debug/tracing)");
+        return make_error("Failed to read the block_rq_issue tracepoint (is tracefs mounted?): " +
+                          why);
     auto tp = parse_tracepoint_format(*id, *format);
     if (!tp)
         return make_error("Failed to parse block_rq_issue format: " + tp.error().message);
