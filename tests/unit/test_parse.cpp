@@ -138,6 +138,9 @@ TEST_CASE("debugfs tags busy=") {
     CHECK(*parse_tags_busy("nr_tags=1023\nbitmap_tags:\ndepth=1023\nbusy=4\ncleared=0\n") == 4);
     CHECK_FALSE(parse_tags_busy("nr_tags=1023\n"));
     CHECK_FALSE(parse_tags_busy("busy=x\n"));
+    // A queue no CPU maps to (more queues than CPUs) has no tags to show.
+    CHECK(*parse_tags_busy("") == 0);
+    CHECK(*parse_tags_busy("\n") == 0);
 }
 
 TEST_CASE("block-stat tick deltas are taken modulo 2^32 across a wrap") {

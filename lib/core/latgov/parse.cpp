@@ -212,6 +212,8 @@ Result<void> parse_stat_intr(std::string_view proc_stat, std::vector<std::uint64
 }
 
 Result<std::uint64_t> parse_tags_busy(std::string_view text) {
+    if (trim(text).empty())
+        return 0; // hctx_tags_show prints nothing where hctx->tags is NULL
     for (auto line : split(text, '\n')) {
         line = trim(line);
         if (!line.starts_with("busy="))

@@ -112,7 +112,8 @@ BlockStatDelta block_stat_delta(const BlockStat& before, const BlockStat& after)
 // into `counts` (reused from tick to tick: no allocation once grown).
 Result<void> parse_stat_intr(std::string_view proc_stat, std::vector<std::uint64_t>& counts);
 
-// debugfs block/<disk>/hctxN/tags: the value of "busy=".
+// debugfs block/<disk>/hctxN/tags: the value of "busy=". A queue no CPU
+// maps to has no tags, and its file is empty: nothing is busy there.
 Result<std::uint64_t> parse_tags_busy(std::string_view text);
 
 // A kernel dev_t as tracepoints show it: MAJOR << 20 | MINOR.
