@@ -133,6 +133,37 @@ TEST_CASE("a virtio-blk queue completes on its IRQ's effective CPU") {
     CHECK(topo->warnings.empty());
 }
 
+TEST_CASE("a queue's cpu_list cut short at a page is completed from its cpu directories") {
+    FakeTree tree;
+    const std::string mq = "sys/devices/pci0000:00/0000:00:02.0/virtio1/block/vda/mq/0";
+    // As the kernel prints it into one page: whole items while they fit.
+    const auto page = static_cast<std::size_t>(::sysconf(_SC_PAGESIZE));
+    std::string text;
+    int cpus = 0;
+    for (;; ++cpus) {
+        const std::string item = (cpus ? ", " : "") + std::to_string(cpus);
+        if (text.size() + item.size() >= page - 1)
+            break;
+        text += item;
+    }
+    const int mapped = cpus + 64; // more than the page could list
+    tree.write(mq + "/cpu_list", text + "\n");
+    for (int cpu = 0; cpu < mapped; ++cpu)
+        fs::create_directories(tree.root() / mq / ("cpu" + std::to_string(cpu)));
+    auto topo = discover_topology(SysRoot(tree.root()));
+    REQUIRE(topo);
+    REQUIRE(topo->devices.size() == 1);
+    const auto& submit = topo->devices[0].queues.at(0).submit_cpus;
+    CHECK(submit.size() == static_cast<std::size_t>(mapped));
+    CHECK(submit.front() == 0);
+    CHECK(submit.back() == mapped - 1);
+    // A list that fits is taken as it is: the directories are not read.
+    tree.write(mq + "/cpu_list", "0, 1\n");
+    topo = discover_topology(SysRoot(tree.root()));
+    REQUIRE(topo);
+    CHECK(topo->devices[0].queues.at(0).submit_cpus == CpuSet{0, 1});
+}
+
 TEST_CASE("a malformed queue file skips the device with a warning naming the file") {
     FakeTree tree;
     tree.write("sys/devices/pci0000:00/0000:00:02.0/virtio1/block/vda/mq/0/cpu_list", "0,x\n");

@@ -9,12 +9,22 @@
 #include <map>
 #include <optional>
 #include <set>
+#include <unistd.h>
 
 namespace latgov {
 
 namespace {
 
 constexpr std::string_view cpu_dir = "/sys/devices/system/cpu";
+
+// Parses the text of the file `path`; the error names the file.
+template <typename Parser>
+auto parsed(const std::string& path, std::string_view text, Parser parse) -> decltype(parse(text)) {
+    auto value = parse(text);
+    if (!value)
+        return make_error("Failed to parse " + path + ": " + value.error().message);
+    return value;
+}
 
 // Reads and parses one file; the error names the file.
 template <typename Parser>
@@ -23,10 +33,7 @@ auto read_parsed(const SysRoot& root, const std::string& path, Parser parse)
     auto text = root.read(path);
     if (!text)
         return text.error();
-    auto value = parse(*text);
-    if (!value)
-        return make_error("Failed to parse " + path + ": " + value.error().message);
-    return value;
+    return parsed(path, *text, parse);
 }
 
 Result<std::string> read_trimmed(const SysRoot& root, const std::string& path) {
@@ -278,6 +285,38 @@ std::vector<std::pair<int, CpuSet>> read_msi_affinities(const SysRoot& root,
     return out;
 }
 
+// The CPUs that submit to the hardware queue `mq` ("/sys/block/X/mq/N").
+// Its cpu_list is printed into one page, and kernels that print it so end
+// the list early where it does not fit, silently, at a whole item: a queue
+// of several hundred CPUs (a disk with one queue on a large host) lists
+// only some of them. Where the text may have been cut, the queue's cpuN
+// directories, one per CPU mapped to it, are read too.
+Result<CpuSet> read_submit_cpus(const SysRoot& root, const std::string& mq) {
+    const std::string path = mq + "/cpu_list";
+    auto text = root.read(path);
+    if (!text)
+        return text.error();
+    auto cpus = parsed(path, *text, parse_cpu_list);
+    if (!cpus)
+        return cpus;
+    constexpr std::size_t longest_item = std::string_view(", 4294967295\n").size();
+    const long page = ::sysconf(_SC_PAGESIZE);
+    if (text->size() + longest_item < static_cast<std::size_t>(page > 0 ? page : 4096))
+        return cpus;
+    auto names = root.list(mq);
+    if (!names)
+        return make_error(path +
+                          " fills a page and may have been cut short, and its CPUs cannot "
+                          "be listed instead: " +
+                          names.error().message);
+    for (const auto& name : *names)
+        if (auto cpu = numbered(name, "cpu"))
+            cpus->push_back(*cpu);
+    std::sort(cpus->begin(), cpus->end());
+    cpus->erase(std::unique(cpus->begin(), cpus->end()), cpus->end());
+    return cpus;
+}
+
 // `nvme_irqs_seen`: the controller's admin queue IRQ "<ctrl>q0" is among the
 // IRQ names, so a queue without one of its own is really without one.
 Result<HardwareQueue> read_queue(const DiskContext& ctx, const BlockDevice& disk,
@@ -285,8 +324,7 @@ Result<HardwareQueue> read_queue(const DiskContext& ctx, const BlockDevice& disk
     HardwareQueue queue;
     queue.index = index;
     const std::string hctx = std::to_string(index);
-    auto submit = read_parsed(ctx.root, "/sys/block/" + disk.name + "/mq/" + hctx + "/cpu_list",
-                              parse_cpu_list);
+    auto submit = read_submit_cpus(ctx.root, "/sys/block/" + disk.name + "/mq/" + hctx);
     if (!submit)
         return submit.error();
     queue.submit_cpus = std::move(*submit);
