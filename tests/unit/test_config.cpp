@@ -458,4 +458,30 @@ TEST_CASE("a name matcher reaches a multipath path disk by its head's name") {
     CHECK(unmatched_name_rules(config, devices) ==
           std::vector<std::string>{
               "t.toml:5:1: [[device]] name = \"nvme9n*\" matches no block device"});
+    // The name matches, another matcher does not: the warning names both.
+    const Config by_serial =
+        parsed("[[device]]\nname = \"nvme1n1\"\nserial = \"nope\"\nmode = \"off\"\n");
+    CHECK(unmatched_name_rules(by_serial, devices) ==
+          std::vector<std::string>{"t.toml:1:1: [[device]] name = \"nvme1n1\", serial = \"nope\" "
+                                   "matches no block device"});
+}
+
+TEST_CASE("a model pattern padded with spaces matches, as a model read from sysfs is") {
+    // NVMe models are padded to 40 characters; one pasted from sysfs keeps
+    // its spaces, and both sides are trimmed.
+    DeviceMatch match;
+    match.model = "QEMU NVMe Ctrl   ";
+    CHECK(matches(match, DeviceIdentity{.name = "nvme0n1", .model = "QEMU NVMe Ctrl          "}));
+    match.model = "  QEMU*";
+    CHECK(matches(match, DeviceIdentity{.name = "nvme0n1", .model = "QEMU NVMe Ctrl"}));
+}
+
+TEST_CASE("a string with a NUL character is refused, naming the key") {
+    for (const char* text : {"[[device]]\nname = \"nvme0n1\\u0000zzz\"\n",
+                             "[daemon]\ncalibration_file = \"/var/lib/cal\\u0000x\"\n"}) {
+        auto config = parse_config(text, "t.toml");
+        REQUIRE_FALSE(config);
+        CHECK(config.error().message.find("must not contain a NUL character") != std::string::npos);
+        CHECK(config.error().message.starts_with("t.toml:"));
+    }
 }

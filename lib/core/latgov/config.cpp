@@ -217,6 +217,12 @@ class Section {
             fail_at(*value, key, "must not be empty");
             return std::nullopt;
         }
+        // The text goes on as a C string (a glob, a path): cut at a NUL it
+        // would mean less than the file says.
+        if (value->as_string().str.find('\0') != std::string::npos) {
+            fail_at(*value, key, "must not contain a NUL character (\\u0000)");
+            return std::nullopt;
+        }
         return value->as_string().str;
     }
 
@@ -261,6 +267,10 @@ class Section {
         if (!value)
             return std::nullopt;
         const std::string& text = value->as_string().str;
+        if (text.find('\0') != std::string::npos) {
+            fail_at(*value, key, "must not contain a NUL character (\\u0000)");
+            return std::nullopt;
+        }
         if (!text.empty() && text.front() != '/') {
             fail_at(*value, key, "must be an absolute path or \"\" (none), got " + in_quotes(text));
             return std::nullopt;
@@ -489,6 +499,22 @@ Result<Config> parse_onto(Config config, std::string_view text, const std::strin
     return config;
 }
 
+// The matchers an entry gives, as written: `name = "nvme9n1", serial = "S1"`.
+// A rule whose name matches a disk can still match none by another key.
+std::string given_matchers(const DeviceMatch& match) {
+    const std::pair<std::string_view, std::string_view> keys[] = {{"name", match.name},
+                                                                  {"model", match.model},
+                                                                  {"serial", match.serial},
+                                                                  {"wwid", match.wwid},
+                                                                  {"transport", match.transport}};
+    std::string out;
+    for (const auto& [key, value] : keys)
+        if (!value.empty())
+            out += std::string(out.empty() ? "" : ", ") + std::string(key) + " = \"" +
+                   std::string(value) + "\"";
+    return out;
+}
+
 bool glob_matches(const std::string& pattern, std::string_view text) {
     return fnmatch(pattern.c_str(), std::string(text).c_str(), 0) == 0;
 }
@@ -524,7 +550,8 @@ Result<Config> parse_config_layers(std::span<const ConfigText> layers) {
 bool matches(const DeviceMatch& match, const DeviceIdentity& device) {
     return (match.name.empty() || glob_matches(match.name, device.name) ||
             (!device.head.empty() && glob_matches(match.name, device.head))) &&
-           (match.model.empty() || glob_matches(match.model, trim(device.model))) &&
+           (match.model.empty() ||
+            glob_matches(std::string(trim(match.model)), trim(device.model))) &&
            (match.serial.empty() || trim(match.serial) == trim(device.serial)) &&
            (match.wwid.empty() || match.wwid == device.wwid) &&
            (match.transport.empty() || match.transport == device.transport);
@@ -540,8 +567,8 @@ std::vector<std::string> unmatched_name_rules(const Config& config,
             return matches(rule.match, device);
         });
         if (!any)
-            warnings.push_back(rule.origin + ": [[device]] name = \"" + rule.match.name +
-                               "\" matches no block device");
+            warnings.push_back(rule.origin + ": [[device]] " + given_matchers(rule.match) +
+                               " matches no block device");
     }
     return warnings;
 }

@@ -176,8 +176,10 @@ bool matches(const DeviceMatch& match, const DeviceIdentity& device);
 
 // One warning per [[device]] entry with a name matcher that matches none of
 // `devices` (every block device of the machine: a rule that turns one off
-// matches it too), naming where it is:
-// "<file:line:column>: [[device]] name = "nvme9n1" matches no block device".
+// matches it too), naming where it is and every matcher it gives:
+// "<file:line:column>: [[device]] name = "nvme9n1" matches no block device",
+// or `name = "nvme0n1", serial = "S1"` where the name matches and the
+// serial does not.
 std::vector<std::string> unmatched_name_rules(const Config& config,
                                               std::span<const DeviceIdentity> devices);
 
