@@ -38,8 +38,8 @@ std::string watch_frame(std::string body, std::chrono::milliseconds interval, co
                        stamp);
 }
 
-// Writes and flushes; false when stdout is gone (a closed pipe, a hung-up
-// terminal).
+// Writes and flushes; false when stdout is gone (a hung-up terminal; a
+// closed pipe ends the process by SIGPIPE first, as it ends cat).
 bool put(std::string_view text) {
     return std::fwrite(text.data(), 1, text.size(), stdout) == text.size() &&
            std::fflush(stdout) == 0;
