@@ -466,6 +466,30 @@ TEST_CASE("one window with an odd gap neither changes the decision nor enters th
     CHECK(sim.evidence.gap_us() > 900);
 }
 
+TEST_CASE("a gain that moves the unheld gap past its class's slack still ends the experiment") {
+    // Held, 125 us between requests (class < 128 us, slack up to 160 us);
+    // without the hold the waiter's wake-up makes it 165 us. Each unheld
+    // window alone leaves the class: it must not cost the pair its held
+    // window, or no pair would ever complete, and the device would run
+    // without the hold half of the time for as long as the IO lasts.
+    for (const double think_us : {121.0, 125.0, 127.0})
+        for (const double noise : {0.0, 0.02}) {
+            CAPTURE(think_us);
+            CAPTURE(noise);
+            Simulation sim;
+            Workload w;
+            w.think_us = think_us;
+            w.noise = noise;
+            REQUIRE(w.cycle_us(true) - w.service_us(true) < gap_class_high_us(0));
+            REQUIRE(w.cycle_us(false) - w.service_us(false) > gap_class_high_us(0) * 1.25);
+            sim.run(w, 3000); // 60 s of IO at most
+            const HoldDecision decided = sim.evidence.decide(sim.book);
+            CHECK_FALSE(decided.experimenting);
+            CHECK(decided.hold);
+            CHECK(sim.ticks < 1000);
+        }
+}
+
 TEST_CASE("an idle device drops the window in progress and keeps the pair's first window") {
     Simulation sim;
     Workload w;

@@ -486,7 +486,13 @@ bool HoldEvidence::finish_window(EvidenceBook& book, const std::string& device,
     const std::optional<int> before = tracker_.current();
     const int cls = tracker_.update(done.gap_us());
     if (tracker_.unconfirmed()) {
-        first_.reset(); // neither workload's: pair nothing with it
+        // Neither workload's: pair nothing with it, but keep the pair's
+        // first window. The next window runs the same arm again and either
+        // confirms the new class (which restarts the pair) or falls back
+        // into this one and completes the pair. Dropped, the first window
+        // would be taken again and again when the hold's own gain moves
+        // the gap without the hold past the class's slack: no pair would
+        // complete, and the device would go unheld half of the time.
         return false;
     }
     gap_us_ = done.gap_us();
