@@ -19,9 +19,8 @@ except ImportError as e:
              "Install Debian's package: apt-get install python3-matplotlib"
              % (sys.executable, e))
 
-LAT = [("clat_mean_us", "mean"), ("clat_p50_us", "p50"),
-       ("clat_p90_us", "p90"), ("clat_p99_us", "p99"),
-       ("clat_p99_9_us", "p99.9")]
+LAT = [("mean_us", "mean"), ("p50_us", "p50"), ("p90_us", "p90"),
+       ("p99_us", "p99"), ("p99_9_us", "p99.9")]
 COLORS = {"off": "#7f7f7f", "static": "#d62728", "latgov": "#1f77b4",
           "latgov-dryrun": "#2ca02c"}
 
@@ -63,13 +62,18 @@ def latency_plot(data, w, out):
     dirs = [d for d in ("read", "write")
             if any(stat(agg, w["name"], m, d + "_clat_mean_us")
                    for m in modes)]
+    # The whole request where the run has its percentiles (fio's lat);
+    # runs made before the harness asked fio for them have clat only.
+    whole = any(stat(agg, w["name"], m, d + "_lat_p50_us") for d in dirs for m in modes)
+    measure, ylabel = (("lat", "request latency, submission included (us, log)") if whole
+                       else ("clat", "completion latency (us, log)"))
     fig, axes = plt.subplots(1, max(len(dirs), 1),
                              figsize=(6 * max(len(dirs), 1), 4.2),
                              squeeze=False)
     for ax, d in zip(axes[0], dirs):
         grouped(ax, [k for k, _ in LAT], modes,
-                lambda m, k: stat(agg, w["name"], m, "%s_%s" % (d, k)),
-                "completion latency (us, log)")
+                lambda m, k: stat(agg, w["name"], m, "%s_%s_%s" % (d, measure, k)),
+                ylabel)
         ax.set_yscale("log")
         ax.set_xticks(range(len(LAT)))
         ax.set_xticklabels([lbl for _, lbl in LAT])

@@ -349,6 +349,10 @@ def smoke_checks(rows: list[dict], host: ss.HostInfo) -> list[str]:
                 problems.append("%s: static shows no POLL time in %.2f s of idle" % (
                     tag, idle_s))
         wl = WORKLOAD_BY_NAME[r["workload"]]
+        for d in ("read", "write"):  # the latency the targets judge
+            if num(r.get("%s_ios" % d)) and num(r.get("%s_lat_p99_us" % d)) is None:
+                problems.append("%s: fio gave no %s lat p99 (the whole request's "
+                                "percentiles)" % (tag, d))
         if wl.pin_waiter:
             cpu = num(r.get("waiter_cpu"))
             done = [int(c) for c in (r.get("completion_cpus") or "").split(";") if c]
@@ -503,8 +507,8 @@ def run(args: argparse.Namespace, session: Session, root: SysRoot) -> int:
             elif row["status"] == "ok":
                 log("  read %s IOPS mean %s p99 %s us | write %s | sync p99 %s | "
                     "held %.2f CPU-s | daemon %s%%" % (
-                        row["read_iops"] or "-", row["read_clat_mean_us"] or "-",
-                        row["read_clat_p99_us"] or "-", row["write_iops"] or "-",
+                        row["read_iops"] or "-", row["read_lat_mean_us"] or "-",
+                        row["read_lat_p99_us"] or "-", row["write_iops"] or "-",
                         row["sync_lat_p99_us"] or "-", row["held_cpu_s"],
                         row["latgovd_cpu_pct_core"] or "-"))
             else:

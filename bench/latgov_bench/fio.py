@@ -10,7 +10,14 @@ from pathlib import Path
 PERCENTILES = [("50", "50.000000"), ("90", "90.000000"),
                ("99", "99.000000"), ("99_9", "99.900000")]
 PERCENTILE_LIST = "50:90:99:99.9"
-LAT_FIELDS = (["iops", "ios", "clat_mean_us"]
+# Per direction: lat, the whole request (from the submit call to the
+# completion seen), which the targets judge; and clat, from the submit
+# call's return, which leaves out the submission (an io_uring or libaio
+# submit's system call, latgovd's tracepoint on the issue path) and with it
+# any cost a mode adds or saves there. A psync job's submission is the
+# call itself: its clat is the whole request, as lat is.
+LAT_FIELDS = (["iops", "ios", "lat_mean_us"]
+              + ["lat_p%s_us" % p for p, _ in PERCENTILES] + ["lat_max_us", "clat_mean_us"]
               + ["clat_p%s_us" % p for p, _ in PERCENTILES] + ["clat_max_us"])
 SYNC_FIELDS = (["ios", "lat_mean_us"]
                + ["lat_p%s_us" % p for p, _ in PERCENTILES] + ["lat_max_us"])
@@ -30,6 +37,8 @@ def fio_columns() -> list[str]:
 
 
 def _latency(stats: dict, prefix: str, key: str) -> dict:
+    if "mean" not in stats:  # not reported (disable_lat, another fio): no value, not 0
+        return {}
     out = {}
     pct = stats.get("percentile", {})
     out[prefix + "mean_us"] = round(stats.get("mean", 0.0) / 1e3, 3)
@@ -41,8 +50,10 @@ def _latency(stats: dict, prefix: str, key: str) -> dict:
 
 
 def parse_fio_json(text: str, source: str = "fio output") -> dict:
-    """Row fields of the first job: per direction IOPS and completion
-    latency, and the fsync/fdatasync latency when the job synced."""
+    """Row fields of the first job: per direction IOPS, the whole
+    request's latency (lat) and the completion latency (clat), and the
+    fsync/fdatasync latency when the job synced. A run made without
+    --lat_percentiles has lat's mean and max, no percentiles."""
     start = text.find("{")
     if start < 0:
         raise FioOutputError("no JSON in %s" % source)
@@ -60,6 +71,7 @@ def parse_fio_json(text: str, source: str = "fio output") -> dict:
             continue
         out["%s_iops" % d] = round(s.get("iops", 0.0), 1)
         out["%s_ios" % d] = ios
+        out.update(_latency(s.get("lat_ns", {}), "%s_lat_" % d, "lat"))
         out.update(_latency(s.get("clat_ns", {}), "%s_clat_" % d, "clat"))
     sync = job.get("sync", {})
     # fio 3.33 leaves sync.total_ios at 0; the latency's sample count is right
@@ -100,7 +112,7 @@ def fio_command(fio: str, job: Path, json_path: Path, seed: int | None = None) -
     # A job option before the job file sets fio's defaults for its jobs:
     # the job files set no randseed of their own.
     cmd = [fio, "--output-format=json", "--output=%s" % json_path,
-           "--percentile_list=" + PERCENTILE_LIST]
+           "--percentile_list=" + PERCENTILE_LIST, "--lat_percentiles=1"]
     if seed is not None:
         cmd.append("--randseed=%d" % seed)
     return cmd + [str(job)]

@@ -17,9 +17,12 @@ def lat(mean_ns, p99_ns, max_ns):
 
 
 def fio_json(read_ios=0, write_ios=0, sync_ios=0):
+    # lat (the whole request) is clat plus the submission: 15 us here
     job = {"jobname": "x",
-           "read": {"total_ios": read_ios, "iops": 1000.04, "clat_ns": lat(40000, 90000, 500000)},
-           "write": {"total_ios": write_ios, "iops": 250.0, "clat_ns": lat(60000, 120000, 900000)}}
+           "read": {"total_ios": read_ios, "iops": 1000.04, "clat_ns": lat(40000, 90000, 500000),
+                    "lat_ns": lat(55000, 105000, 515000)},
+           "write": {"total_ios": write_ios, "iops": 250.0, "clat_ns": lat(60000, 120000, 900000),
+                     "lat_ns": lat(75000, 135000, 915000)}}
     if not read_ios:
         job["read"] = {"total_ios": 0, "iops": 0.0, "clat_ns": {"mean": 0.0, "max": 0}}
     if sync_ios is not None:
@@ -35,7 +38,10 @@ def test_reads_only():
     assert r["read_iops"] == 1000.0 and r["read_ios"] == 5000
     assert r["read_clat_mean_us"] == 40.0 and r["read_clat_p99_us"] == 90.0
     assert r["read_clat_max_us"] == 500.0
+    assert r["read_lat_mean_us"] == 55.0 and r["read_lat_p99_us"] == 105.0
+    assert r["read_lat_max_us"] == 515.0
     assert r["write_iops"] == "" and r["write_clat_mean_us"] == ""
+    assert r["write_lat_mean_us"] == ""
     assert r["sync_ios"] == "" and r["sync_lat_p99_us"] == ""
     assert r["fio_ios"] == 5000
 
@@ -43,6 +49,7 @@ def test_reads_only():
 def test_writes_with_fdatasync():
     r = parse_fio_json(fio_json(write_ios=800, sync_ios=800))
     assert r["write_ios"] == 800 and r["write_clat_p99_us"] == 120.0
+    assert r["write_lat_p99_us"] == 135.0
     assert r["sync_ios"] == 800
     assert (r["sync_lat_mean_us"], r["sync_lat_p99_us"], r["sync_lat_max_us"]) == \
         (300.0, 800.0, 2000.0)
@@ -53,6 +60,29 @@ def test_writes_with_fdatasync():
 def test_bad_output_is_an_error_naming_the_source(text):
     with pytest.raises(FioOutputError, match="run.json"):
         parse_fio_json(text, "run.json")
+
+
+def test_a_run_without_lat_percentiles_has_the_mean_and_no_percentiles():
+    # As fio writes it without --lat_percentiles: lat_ns has no percentile
+    text = fio_json(read_ios=5000)
+    job = json.loads(text[text.find("{"):])
+    del job["jobs"][0]["read"]["lat_ns"]["percentile"]
+    r = parse_fio_json(json.dumps(job))
+    assert r["read_lat_mean_us"] == 55.0 and r["read_lat_p99_us"] == ""
+    assert r["read_clat_p99_us"] == 90.0
+
+
+def test_a_latency_fio_did_not_report_is_no_value_not_zero():
+    text = fio_json(read_ios=5000)
+    job = json.loads(text[text.find("{"):])
+    del job["jobs"][0]["read"]["lat_ns"]
+    r = parse_fio_json(json.dumps(job))
+    assert r["read_lat_mean_us"] == "" and r["read_lat_max_us"] == ""
+    assert r["read_clat_mean_us"] == 40.0
+
+
+def test_fio_is_asked_for_the_whole_requests_percentiles():
+    assert "--lat_percentiles=1" in fio_command("fio", Path("job.fio"), Path("out.json"))
 
 
 def test_the_seed_is_given_before_the_job_file():

@@ -28,8 +28,9 @@ def test_good_rows_pass():
             # a saturated machine: no idle time, so no POLL time either
             row(mode="static", cpu0_held_s="10", cpu1_held_s="10", held_cpu_s="20"),
             row(workload="waiter-fdatasync-4k", waiter_cpu="0", completion_cpus="1",
-                sync_ios="500", write_ios="500"),
-            row(workload="onset-isolated-reads", mode="latgov", onset_count="400")]
+                sync_ios="500", write_ios="500", write_lat_p99_us="90"),
+            row(workload="onset-isolated-reads", mode="latgov", onset_count="400"),
+            row(read_ios="5000", read_lat_p99_us="80")]
     assert smoke_checks(rows, HOST) == []
 
 
@@ -41,9 +42,12 @@ def test_each_requirement_can_fail():
            row(mode="static", cpu0_held_s="10", cpu1_held_s="10", held_cpu_s="20",
                poll_time_us="1000000", idle_states_time_us="1900000", procstat_idle_s="2"),
            row(workload="waiter-fdatasync-4k", waiter_cpu="1", completion_cpus="1",
-               sync_ios="500", write_ios="500"),
+               sync_ios="500", write_ios="500", write_lat_p99_us="90"),
            row(workload="waiter-fdatasync-4k", waiter_cpu="0", completion_cpus="1",
-               sync_ios="", write_ios="500"),
-           row(workload="onset-isolated-reads", mode="latgov", onset_count="")]
+               sync_ios="", write_ios="500", write_lat_p99_us="90"),
+           row(workload="onset-isolated-reads", mode="latgov", onset_count=""),
+           # reads without the whole request's percentiles (fio not asked)
+           row(read_ios="5000", read_lat_mean_us="60")]
     problems = smoke_checks(bad, HOST)
-    assert len(problems) == 6, problems
+    assert len(problems) == 7, problems
+    assert "r1 qd1-randread-4k off: fio gave no read lat p99" in problems[-1]

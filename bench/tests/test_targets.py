@@ -98,35 +98,36 @@ def latency_checks(rows, workloads):
 
 
 def test_a_latency_workload_whose_runs_all_failed_shows_not_measured():
-    rows = ok_rows("qd1-randread-4k", read_clat_mean_us="10", read_clat_p99_us="20")
+    rows = ok_rows("qd1-randread-4k", read_lat_mean_us="10", read_lat_p99_us="20")
     rows += [dict(r, status="fio failed (1): boom")
-             for r in ok_rows("waiter-fdatasync-4k", write_clat_mean_us="10")]
+             for r in ok_rows("waiter-fdatasync-4k", write_lat_mean_us="10")]
     checks = latency_checks(rows, ["qd1-randread-4k", "waiter-fdatasync-4k"])
     waiter = [(c.metric, c.verdict, c.reason) for c in checks
               if c.workload == "waiter-fdatasync-4k"]
     # the waiter writes and syncs, and never reads
     assert waiter == [(m, NOT_MEASURED, "no ok run of mode latgov in the medians")
-                      for m in ("write_clat_mean_us", "write_clat_p99_us",
+                      for m in ("write_lat_mean_us", "write_lat_p99_us",
                                 "sync_lat_mean_us", "sync_lat_p99_us")]
     # a read-only workload has no write or sync checks at all
     assert [c.metric for c in checks if c.workload == "qd1-randread-4k"] == \
-        ["read_clat_mean_us", "read_clat_p99_us"]
+        ["read_lat_mean_us", "read_lat_p99_us"]
     assert all(c.verdict == MET for c in checks if c.workload == "qd1-randread-4k")
 
 
 def test_a_workload_whose_runs_were_all_kept_out_shows_not_measured():
-    rows = ok_rows("qd1-randread-4k", read_clat_mean_us="10", read_clat_p99_us="20",
+    rows = ok_rows("qd1-randread-4k", read_lat_mean_us="10", read_lat_p99_us="20",
                    foreign_procs="latgovd:1")
     checks = latency_checks(rows, ["qd1-randread-4k"])
     assert [(c.metric, c.verdict) for c in checks] == \
-        [("read_clat_mean_us", NOT_MEASURED), ("read_clat_p99_us", NOT_MEASURED)]
+        [("read_lat_mean_us", NOT_MEASURED), ("read_lat_p99_us", NOT_MEASURED)]
 
 
 def test_a_metric_a_workload_produces_but_lacks_is_not_measured():
-    rows = ok_rows("qd1-randrw-128k-thinktime", read_clat_mean_us="10",
-                   read_clat_p99_us="20")
+    rows = ok_rows("qd1-randrw-128k-thinktime", read_lat_mean_us="10",
+                   read_lat_p99_us="20")
     checks = latency_checks(rows, ["qd1-randrw-128k-thinktime"])
     by = {c.metric: c for c in checks}
-    assert by["write_clat_mean_us"].verdict == NOT_MEASURED
-    assert by["write_clat_mean_us"].reason == "no value in mode latgov"
+    assert by["write_lat_mean_us"].verdict == NOT_MEASURED
+    assert by["write_lat_mean_us"].reason == "no value in mode latgov"
     assert "sync_lat_mean_us" not in by
+
