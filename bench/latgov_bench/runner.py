@@ -512,11 +512,19 @@ def window_deltas(a: Snapshot, b: Snapshot, host: HostInfo, own: set[int]) -> di
     others, top = ss.others_cpu(a.procs, b.procs, own)
     row["others_cpu_s"], row["others_top"] = round(others, 2), top
     if a.daemon and b.daemon:
-        row["latgovd_cpu_s"] = round(b.daemon.cpu_s - a.daemon.cpu_s, 3)
-        sched = b.daemon.sched_s - a.daemon.sched_s
-        row["latgovd_sched_cpu_s"] = round(sched, 6)
-        # schedstat is ns-precise; ticks are 1/CLK_TCK s: prefer the former
-        row["latgovd_cpu_pct_core"] = round(100.0 * sched / window, 4)
+        ticks = b.daemon.cpu_s - a.daemon.cpu_s
+        row["latgovd_cpu_s"] = round(ticks, 3)
+        sched = (None if a.daemon.sched_s is None or b.daemon.sched_s is None
+                 else b.daemon.sched_s - a.daemon.sched_s)
+        # schedstat is ns-precise; ticks are 1/CLK_TCK s: prefer the former.
+        # Without schedstat, or with a kernel that keeps no run time in it
+        # ("0 0 0" while the ticks move), the ticks: never a 0 that was not
+        # measured, which the latgovd CPU target would take for met.
+        if sched is None or (sched == 0 and ticks > 0):
+            row["latgovd_cpu_pct_core"] = round(100.0 * ticks / window, 4)
+        else:
+            row["latgovd_sched_cpu_s"] = round(sched, 6)
+            row["latgovd_cpu_pct_core"] = round(100.0 * sched / window, 4)
         row["latgovd_vol_ctxsw"] = b.daemon.vol_ctxsw - a.daemon.vol_ctxsw
         row["latgovd_nonvol_ctxsw"] = b.daemon.nonvol_ctxsw - a.daemon.nonvol_ctxsw
     return row

@@ -233,7 +233,9 @@ def constraints_held(root: SysRoot, cpus: list[int]) -> list[str]:
 @dataclass(frozen=True)
 class ProcCpu:
     cpu_s: float     # utime + stime, 1/CLK_TCK precision
-    sched_s: float   # sum of the threads' schedstat run time, ns precision
+    # sum of the threads' schedstat run time, ns precision; None where no
+    # thread's schedstat could be read (a kernel without CONFIG_SCHED_INFO)
+    sched_s: float | None
     vol_ctxsw: int
     nonvol_ctxsw: int
 
@@ -247,7 +249,7 @@ def proc_cpu(root: SysRoot, pid: int) -> ProcCpu | None:
         cpu_s = (int(rest[11]) + int(rest[12])) / CLK_TCK
     except (IndexError, ValueError):
         return None
-    sched = 0.0
+    sched: float | None = None
     vol = nonvol = 0
     try:
         tids = os.listdir(root.path("/proc/%d/task" % pid))
@@ -257,7 +259,7 @@ def proc_cpu(root: SysRoot, pid: int) -> ProcCpu | None:
         base = "/proc/%d/task/%s/" % (pid, tid)
         st = root.read(base + "schedstat")
         if st:
-            sched += int(st.split()[0]) / 1e9
+            sched = (sched or 0.0) + int(st.split()[0]) / 1e9
         for line in (root.read(base + "status", "") or "").splitlines():
             if line.startswith("voluntary_ctxt_switches:"):
                 vol += int(line.split()[1])

@@ -49,6 +49,16 @@ def test_deltas_over_the_window():
     assert (r["latgovd_vol_ctxsw"], r["latgovd_nonvol_ctxsw"]) == (20, 1)
 
 
+@pytest.mark.parametrize("sched", [None, 0.0])
+def test_latgovd_cpu_without_schedstat_comes_from_its_ticks(sched):
+    # No schedstat (None), or one that keeps no run time: utime + stime
+    a = snap(100.0, 0, 0, 1000, 0, 1.0, ProcCpu(0.5, sched, 10, 1), {})
+    b = snap(102.0, 0, 0, 1000, 0, 1.0, ProcCpu(0.52, sched, 30, 2), {})
+    r = window_deltas(a, b, HOST, own=set())
+    assert r["latgovd_cpu_pct_core"] == pytest.approx(1.0)
+    assert r.get("latgovd_sched_cpu_s", "") == ""
+
+
 def test_no_cpuidle_driver_has_no_poll_time():
     host = HostInfo([0], IdleLayout({0: []}), "none", "menu")
     a = Snapshot(0.0, {}, {0: (1.0, 0.0, 0.0)}, None, None, {})
