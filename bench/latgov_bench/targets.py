@@ -154,6 +154,10 @@ def evaluate(specs: list[TargetSpec], agg: Aggregate, host: HostInfo) -> list[Ch
             continue
         if t.workloads is None:
             wls = [w for w in agg.workloads if WORKLOAD_BY_NAME[w].latency]
+            if not wls:  # the target still counts: not measured, not gone
+                checks.append(Check(t, "-", ", ".join(t.metrics), NOT_MEASURED,
+                                    reason="no latency workload run"))
+                continue
         else:
             wls = list(t.workloads)
         modes = [t.mode] + ([t.reference] if t.reference else [])

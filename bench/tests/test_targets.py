@@ -131,3 +131,9 @@ def test_a_metric_a_workload_produces_but_lacks_is_not_measured():
     assert by["write_lat_mean_us"].reason == "no value in mode latgov"
     assert "sync_lat_mean_us" not in by
 
+
+def test_a_target_over_every_latency_workload_is_not_measured_when_none_ran():
+    rows = ok_rows("idle", poll_time_us="10")
+    checks = latency_checks(rows, ["idle"])
+    assert [(c.workload, c.verdict, c.reason) for c in checks] == \
+        [("-", NOT_MEASURED, "no latency workload run")]
