@@ -213,8 +213,8 @@ def first_slots(rows: list[dict], modes: list[str]) -> str:
     text = "- first in its round: %s (of %d rounds)" % (
         ", ".join("%s %d" % (m, c) for m, c in zip(modes, counts)), len(rounds))
     if len(set(counts)) > 1:
-        text += ("; unequal: %d rounds cannot put each of %d modes first equally often "
-                 "(each round's order is below)" % (len(rounds), len(modes)))
+        text += ("; unequal: this schedule does not put each of %d modes first equally "
+                 "often in %d rounds (each round's order is below)" % (len(modes), len(rounds)))
     return text
 
 

@@ -284,9 +284,9 @@ def test_old_runs_are_not_credited_with_what_they_did_not_record(haltpoll):
 
 def test_the_report_counts_first_slots_and_says_when_no_warmup_ran(haltpoll):
     text = build(haltpoll)[2]
-    assert ("- first in its round: off 1, static 1, latgov 0 (of 2 rounds); unequal: 2 "
-            "rounds cannot put each of 3 modes first equally often (each round's order is "
-            "below)\n" in text)
+    assert ("- first in its round: off 1, static 1, latgov 0 (of 2 rounds); unequal: this "
+            "schedule does not put each of 3 modes first equally often in 2 rounds (each "
+            "round's order is below)\n" in text)
     # What the run did, from its rows (a plain rotation then).
     assert "- order in each round: r1 off > static > latgov; r2 static > latgov > off\n" in text
     assert ("- run right after, per mode: off after static 0, latgov 1; static after off 1, "
