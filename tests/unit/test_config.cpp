@@ -478,7 +478,9 @@ TEST_CASE("a model pattern padded with spaces matches, as a model read from sysf
 
 TEST_CASE("a string with a NUL character is refused, naming the key") {
     for (const char* text : {"[[device]]\nname = \"nvme0n1\\u0000zzz\"\n",
-                             "[daemon]\ncalibration_file = \"/var/lib/cal\\u0000x\"\n"}) {
+                             "[daemon]\ncalibration_file = \"/var/lib/cal\\u0000x\"\n",
+                             "[daemon]\nmetrics_file = \"/var/lib/m.prom\\u0000x\"\n",
+                             "[defaults]\nmode = \"auto\\u0000x\"\n"}) {
         auto config = parse_config(text, "t.toml");
         REQUIRE_FALSE(config);
         CHECK(config.error().message.find("must not contain a NUL character") != std::string::npos);

@@ -210,17 +210,11 @@ class Section {
 
     // A non-empty string: an empty matcher would read as "not given".
     std::optional<std::string> string(std::string_view key) {
-        const auto* value = typed(key, toml::value_t::string, "a string");
+        const auto* value = c_string(key);
         if (!value)
             return std::nullopt;
         if (value->as_string().str.empty()) {
             fail_at(*value, key, "must not be empty");
-            return std::nullopt;
-        }
-        // The text goes on as a C string (a glob, a path): cut at a NUL it
-        // would mean less than the file says.
-        if (value->as_string().str.find('\0') != std::string::npos) {
-            fail_at(*value, key, "must not contain a NUL character (\\u0000)");
             return std::nullopt;
         }
         return value->as_string().str;
@@ -263,14 +257,10 @@ class Section {
     // An absolute path, or "" for none: the one string key where empty
     // means something.
     std::optional<fs::path> absolute_path_or_none(std::string_view key) {
-        const auto* value = typed(key, toml::value_t::string, "a string");
+        const auto* value = c_string(key);
         if (!value)
             return std::nullopt;
         const std::string& text = value->as_string().str;
-        if (text.find('\0') != std::string::npos) {
-            fail_at(*value, key, "must not contain a NUL character (\\u0000)");
-            return std::nullopt;
-        }
         if (!text.empty() && text.front() != '/') {
             fail_at(*value, key, "must be an absolute path or \"\" (none), got " + in_quotes(text));
             return std::nullopt;
@@ -280,7 +270,7 @@ class Section {
 
     template <typename T, std::size_t N>
     std::optional<T> choice(std::string_view key, const Choice<T> (&choices)[N]) {
-        const auto* value = typed(key, toml::value_t::string, "a string");
+        const auto* value = c_string(key);
         if (!value)
             return std::nullopt;
         const std::string& text = value->as_string().str;
@@ -295,6 +285,18 @@ class Section {
     }
 
   private:
+    // A string `key` (empty or not) with no NUL in it: the text goes on as
+    // a C string (a glob, a path), and cut at a NUL it would mean less than
+    // the file says.
+    const toml::value* c_string(std::string_view key) {
+        const auto* value = typed(key, toml::value_t::string, "a string");
+        if (value && value->as_string().str.find('\0') != std::string::npos) {
+            fail_at(*value, key, "must not contain a NUL character (\\u0000)");
+            return nullptr;
+        }
+        return value;
+    }
+
     const toml::value* find(std::string_view key) const {
         const auto& table = table_.as_table();
         const auto it = table.find(std::string(key));
