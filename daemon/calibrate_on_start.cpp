@@ -22,7 +22,8 @@ constexpr std::chrono::seconds calibration_timeout_extension = 3 * calibration_m
 
 } // namespace
 
-void calibrate_if_unusable(const SysRoot& root, const Config& config) {
+void calibrate_if_unusable(const SysRoot& root, const Config& config,
+                           const RuntimeDir& runtime_dir) {
     const DaemonSettings& settings = config.daemon;
     if (!settings.calibrate_on_start)
         return;
@@ -51,9 +52,8 @@ void calibrate_if_unusable(const SysRoot& root, const Config& config) {
                    std::chrono::microseconds(calibration_timeout_extension).count()));
     CalibrateOptions options;
     options.config = config;
-    options.runtime_dir = settings.runtime_dir;
+    options.locked_runtime_dir = &runtime_dir;
     options.max_time = calibration_max_time;
-    options.take_lock = false; // latgovd holds it
     std::atomic<bool> stop{false};
     auto calibration = run_calibration(root, options, stop);
     if (!calibration) {

@@ -3,6 +3,7 @@
 #pragma once
 
 #include "latgov/config.hpp"
+#include "latgov/runtime_dir.hpp"
 #include "latgov/sysroot.hpp"
 
 namespace latgov {
@@ -10,7 +11,8 @@ namespace latgov {
 // Runs the probe when the calibration file is missing, unreadable or of
 // another machine or kernel, and writes its result; a failure is logged and
 // leaves the declared costs. The probe reads a disk the configuration
-// governs.
-void calibrate_if_unusable(const SysRoot& root, const Config& config);
+// governs; its journal is in `runtime_dir`, which latgovd holds locked.
+void calibrate_if_unusable(const SysRoot& root, const Config& config,
+                           const RuntimeDir& runtime_dir);
 
 } // namespace latgov

@@ -1031,6 +1031,14 @@ bool Daemon::open_runtime_dir() {
         return false;
     }
     runtime_ = std::move(*dir);
+    // The journal is reached through the directory checked above, not by
+    // its path again.
+    auto journal = journal_in(*runtime_);
+    if (!journal) {
+        spdlog::error("{}", journal.error().message);
+        return false;
+    }
+    percpu_.use_journal_place(std::move(*journal));
     struct statfs fs {};
     if (::fstatfs(runtime_->fd(), &fs) == 0 && fs.f_type != TMPFS_MAGIC && fs.f_type != RAMFS_MAGIC)
         spdlog::warn("{} is not on tmpfs: latgovd's own journal and status writes there are "
@@ -1085,8 +1093,8 @@ bool Daemon::open_event_loop() {
 bool Daemon::start() {
     if (!open_runtime_dir())
         return false;
-    if (!options_.dry_run)
-        calibrate_if_unusable(root_, config_);
+    if (runtime_) // not in a dry run
+        calibrate_if_unusable(root_, config_, *runtime_);
     if (!open_event_loop())
         return false;
     auto state = build_governed_state(root_, config_);

@@ -75,18 +75,22 @@ LockWait lock_runtime_dir(RuntimeDir& dir, std::chrono::seconds wait) {
 
 Result<void> prepare_runtime_dir(const RuntimeDir& dir, const SysRoot& root,
                                  const DaemonSettings& settings) {
-    auto restored = restore_journal(root, dir.path() / journal_file_name, log_warning);
+    auto journal = journal_in(dir);
+    auto restored =
+        journal ? restore_journal(root, *journal, log_warning) : Result<void>(journal.error());
     if (const std::size_t removed = remove_dead_temporaries_of(dir, settings); removed > 0)
         spdlog::info("removed {} temporary file(s) that a killed latgov process left", removed);
     return restored;
 }
 
 Result<void> check_journal_is_ours(const RuntimeDir& dir, const SysRoot& root) {
-    const auto journal = dir.path() / journal_file_name;
-    auto text = read_journal(journal);
+    auto journal = journal_in(dir);
+    if (!journal)
+        return journal.error();
+    auto text = read_journal(*journal);
     if (!text)
         return {};
-    return check_journal_root(*text, root, journal);
+    return check_journal_root(*text, root, journal->path());
 }
 
 } // namespace latgov

@@ -6,6 +6,7 @@
 #include "allowed_cpus.hpp"
 #include "latgov/calibration_probe.hpp"
 #include "latgov/pinned_thread.hpp"
+#include "scratch.hpp"
 
 #include <doctest/doctest.h>
 #include <fcntl.h>
@@ -61,7 +62,6 @@ class ProbeTree {
         write("proc/irq/" + irq + "/smp_affinity_list", cpu_list(cpus) + "\n");
         write("proc/irq/" + irq + "/effective_affinity_list", std::to_string(cpus.back()) + "\n");
         write("dev/vda", std::string(2u << 20, 'x'));
-        fs::create_directories(root_ / "run/latgov");
     }
     ~ProbeTree() { fs::remove_all(root_); }
     ProbeTree(const ProbeTree&) = delete;
@@ -83,6 +83,10 @@ class ProbeTree {
                             "/power/pm_qos_resume_latency_us"));
     }
     const fs::path& root() const { return root_; }
+    // The probe's runtime directory, which it opens, checks and locks: in
+    // /tmp, whose sticky bit passes the check of the directories above it
+    // (the build tree's owner and mode are whatever they are).
+    fs::path runtime_dir() const { return run_.path() / "latgov"; }
 
   private:
     void link(const std::string& rel, const std::string& target) const {
@@ -97,14 +101,14 @@ class ProbeTree {
     }
 
     fs::path root_;
+    test::TempDir run_{"latgov-probe-run"};
 };
 
 CalibrateOptions short_probe(const ProbeTree& tree) {
     CalibrateOptions options;
     options.rounds = 2;
     options.ios_per_level = 20;
-    options.runtime_dir = tree.root() / "run/latgov";
-    options.take_lock = false;
+    options.runtime_dir = tree.runtime_dir(); // opened and locked by the probe
     return options;
 }
 

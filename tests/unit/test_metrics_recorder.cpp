@@ -27,7 +27,8 @@ TEST_CASE(
     Governor governor(topology, config, {});
     Holds holds;
     SysRoot root("/nonexistent");
-    PerCpuHolder percpu(root, "/nonexistent/journal", [](const std::string&) {});
+    PerCpuHolder percpu(root, std::filesystem::path("/nonexistent/journal"),
+                        [](const std::string&) {});
     GlobalHolder global(root, [](const std::string&) {});
     const StatusInput input{governor, holds, percpu, global, topology, "", "", {}, {}, {}, t0 + 8s};
     recorder.count_windows(3, 1);

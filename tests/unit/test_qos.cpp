@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <cstring>
 #include <doctest/doctest.h>
+#include <fcntl.h>
 #include <filesystem>
 #include <fstream>
 #include <functional>
@@ -107,6 +108,49 @@ TEST_CASE("PerCpuHolder does not write a CPU it could not journal") {
     CHECK(tree.get(1) == "0\n");
     CHECK(holder.held().empty());
     CHECK(log.mentions("Failed to write"));
+}
+
+TEST_CASE("a journal in an open directory stays there when its path is pointed elsewhere") {
+    // latgovd checks its runtime directory once and reaches the journal
+    // through the descriptor it checked. By path, a directory swapped in
+    // after the check (here: renamed away, another put in its place) would
+    // get the journal, and a restore would read that one.
+    for (const bool open_directory : {true, false}) {
+        CAPTURE(open_directory);
+        QosTree tree(2);
+        const fs::path run = tree.journal().parent_path();
+        Fd dir(::open(run.c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC));
+        REQUIRE(dir);
+        auto place = open_directory ? JournalPlace::in_directory(dir.get(), tree.journal())
+                                    : Result<JournalPlace>(JournalPlace(tree.journal()));
+        REQUIRE(place);
+        Log log;
+        PerCpuHolder holder(tree.sysroot(), *place, log.sink());
+        fs::rename(run, run.string() + ".checked");
+        fs::create_directory(run);
+
+        holder.apply({{1, us(20)}}, t0);
+        REQUIRE(tree.get(1) == "20");
+        const fs::path checked = run.string() + ".checked/journal";
+        CHECK(fs::exists(checked) == open_directory);
+        CHECK(fs::exists(tree.journal()) == !open_directory);
+
+        auto text = read_journal(*place);
+        REQUIRE(text);
+        REQUIRE(text->entries.size() == 1);
+        CHECK(text->entries.front().cpu == 1);
+        CHECK(holder.release_all());
+        CHECK(tree.get(1) == "0");
+        CHECK_FALSE(fs::exists(checked));
+        CHECK_FALSE(fs::exists(tree.journal()));
+
+        // A restore through the same place reads the same journal.
+        REQUIRE(write_journal(*place, {{0, LatencyLimit{}, us(20)}}));
+        tree.set(0, "20");
+        REQUIRE(restore_journal(tree.sysroot(), *place, log.sink()));
+        CHECK(tree.get(0) == "0");
+        CHECK_FALSE(fs::exists(checked));
+    }
 }
 
 TEST_CASE("release puts back the original, and the journal goes with the last CPU") {

@@ -103,8 +103,9 @@ MachineIdentity read_machine_identity(const SysRoot& root, const Topology& topol
 Result<Calibration> run_calibration(const SysRoot& root, const CalibrateOptions& options,
                                     const std::atomic<bool>& stop) {
     // latgovd writes the same per-CPU slots: the two must not run together.
-    std::optional<RuntimeDir> runtime;
-    if (options.take_lock) {
+    std::optional<RuntimeDir> ours;
+    const RuntimeDir* runtime = options.locked_runtime_dir;
+    if (!runtime) {
         auto dir = RuntimeDir::open(options.runtime_dir, true);
         if (!dir)
             return dir.error();
@@ -112,8 +113,11 @@ Result<Calibration> run_calibration(const SysRoot& root, const CalibrateOptions&
             return guarded.error();
         if (auto locked = dir->lock(); !locked)
             return make_error(locked.error().message + ": stop latgovd first");
-        runtime = std::move(*dir);
+        runtime = &ours.emplace(std::move(*dir));
     }
+    auto journal = journal_in(*runtime);
+    if (!journal)
+        return journal.error();
     auto topology = discover_topology(root);
     if (!topology)
         return topology.error();
@@ -211,7 +215,7 @@ Result<Calibration> run_calibration(const SysRoot& root, const CalibrateOptions&
         std::mt19937_64 rng(42);
         std::uniform_int_distribution<std::uint64_t> pick(0, size / block - 1);
 
-        PerCpuHolder holder(root, options.runtime_dir / journal_file_name,
+        PerCpuHolder holder(root, *journal,
                             [&](const std::string& line) { log_lines += line + "\n"; });
         // Released however the probe ends: an exception (out of memory)
         // would otherwise leave the CPU at a level until the next restore,
@@ -290,7 +294,7 @@ Result<Calibration> run_calibration(const SysRoot& root, const CalibrateOptions&
             (outcome ? std::string("Calibration measured, but ")
                      : "Calibration stopped (" + outcome.error().message + "), and ") +
             "not every value could be put back; `latgovd --restore --runtime-dir " +
-            options.runtime_dir.string() + "` puts back what its journal records" + log_tail);
+            runtime->path().string() + "` puts back what its journal records" + log_tail);
     if (!outcome)
         return make_error("Calibration stopped (" + outcome.error().message +
                           "); every value was put back" + log_tail);

@@ -5,6 +5,7 @@
 
 #include "latgov/calibration.hpp"
 #include "latgov/config.hpp"
+#include "latgov/runtime_dir.hpp"
 #include "latgov/sysroot.hpp"
 #include "latgov/topology.hpp"
 
@@ -32,9 +33,11 @@ struct CalibrateOptions {
     int rounds = 5;
     int ios_per_level = 1000;
     std::chrono::seconds max_time{30}; // the whole probe stops by then
+    // Opened and locked for the probe, its journal in it.
     std::filesystem::path runtime_dir{default_runtime_dir};
-    // Lock runtime_dir for the probe; latgovd, which holds it already, does not.
-    bool take_lock = true;
+    // Or this one, open and locked already (latgovd's): runtime_dir is then
+    // not looked up.
+    const RuntimeDir* locked_runtime_dir = nullptr;
 };
 
 // Runs the probe; every value it wrote is put back before it returns, also

@@ -123,8 +123,66 @@ Result<void> ResumeLatencyFile::write(LatencyLimit limit) {
                                                                        : errno_message(err)));
 }
 
-Result<JournalText> read_journal(const std::filesystem::path& path) {
-    auto text = read_file_nofollow(path, max_journal_bytes);
+JournalPlace::JournalPlace(std::filesystem::path path) : path_(std::move(path)) {}
+
+Result<JournalPlace> JournalPlace::in_directory(int dir_fd, std::filesystem::path path) {
+    Fd dir(::fcntl(dir_fd, F_DUPFD_CLOEXEC, 0));
+    if (!dir)
+        return make_error("Failed to keep " + path.parent_path().string() +
+                          " open: " + errno_message(errno));
+    JournalPlace place(std::move(path));
+    place.dir_ = std::make_shared<const Fd>(std::move(dir));
+    return place;
+}
+
+int JournalPlace::dir() const {
+    return dir_ ? dir_->get() : AT_FDCWD;
+}
+
+std::string JournalPlace::relative() const {
+    return dir_ ? path_.filename().string() : path_.string();
+}
+
+Result<std::optional<std::string>> JournalPlace::read(size_t max_bytes) const {
+    if (!dir_)
+        return read_file_nofollow(path_, max_bytes);
+    return read_file_at(dir(), path_.parent_path().string(), relative(), max_bytes);
+}
+
+Result<void> JournalPlace::write_atomic(std::string_view text, mode_t mode) const {
+    if (!dir_)
+        return write_file_atomic(path_, text, mode);
+    return write_file_atomic_at(dir(), path_.parent_path().string(), relative(), text, mode);
+}
+
+Result<Fd> JournalPlace::open_read_write() const {
+    Fd fd(::openat(dir(), relative().c_str(), O_RDWR | O_NOFOLLOW | O_CLOEXEC));
+    if (!fd)
+        return make_error("Failed to open " + path_.string() + ": " + errno_message(errno));
+    return fd;
+}
+
+Result<bool> JournalPlace::exists() const {
+    struct stat st {};
+    if (::fstatat(dir(), relative().c_str(), &st, AT_SYMLINK_NOFOLLOW) == 0)
+        return true;
+    if (errno == ENOENT || errno == ENOTDIR) // ENOTDIR: a path whose directory is a file
+        return false;
+    return make_error("Failed to look at " + path_.string() + ": " + errno_message(errno));
+}
+
+Result<void> JournalPlace::remove() const {
+    if (::unlinkat(dir(), relative().c_str(), 0) != 0 && errno != ENOENT)
+        return make_error("Failed to remove " + path_.string() + ": " + errno_message(errno));
+    return {};
+}
+
+Result<JournalPlace> journal_in(const RuntimeDir& dir) {
+    return JournalPlace::in_directory(dir.fd(), dir.path() / journal_file_name);
+}
+
+Result<JournalText> read_journal(const JournalPlace& journal) {
+    auto text = journal.read(max_journal_bytes);
     if (!text)
         return text.error();
     if (!*text)
@@ -132,16 +190,12 @@ Result<JournalText> read_journal(const std::filesystem::path& path) {
     return parse_journal(**text);
 }
 
-Result<void> write_journal(const std::filesystem::path& path,
-                           const std::vector<JournalEntry>& entries,
+Result<void> write_journal(const JournalPlace& journal, const std::vector<JournalEntry>& entries,
                            const std::vector<std::string>& kept_lines,
                            const JournalOrigin& origin) {
-    if (entries.empty() && kept_lines.empty()) {
-        if (::unlink(path.c_str()) != 0 && errno != ENOENT)
-            return make_error("Failed to remove " + path.string() + ": " + errno_message(errno));
-        return {};
-    }
-    return write_file_atomic(path, format_journal(entries, kept_lines, origin), 0600);
+    if (entries.empty() && kept_lines.empty())
+        return journal.remove();
+    return journal.write_atomic(format_journal(entries, kept_lines, origin), 0600);
 }
 
 std::string boot_id_of(const SysRoot& root) {
@@ -237,15 +291,14 @@ bool cpu_removed(const SysRoot& root, int cpu) {
 
 } // namespace
 
-Result<void> restore_journal(const SysRoot& root, const std::filesystem::path& journal,
-                             const LogSink& log) {
+Result<void> restore_journal(const SysRoot& root, const JournalPlace& journal, const LogSink& log) {
     auto text = read_journal(journal);
     if (!text)
         return text.error();
-    if (auto ours = check_journal_root(*text, root, journal); !ours)
+    if (auto ours = check_journal_root(*text, root, journal.path()); !ours)
         return ours.error();
     const JournalOrigin origin = journal_origin_of(root);
-    if (of_earlier_boot(*text, origin.boot_id, journal, log))
+    if (of_earlier_boot(*text, origin.boot_id, journal.path(), log))
         return write_journal(journal, {}); // removes it
     if (text->entries.empty() && text->bad_lines.empty()) {
         if (auto removed = write_journal(journal, {}); !removed) // a journal of blank records
@@ -253,7 +306,7 @@ Result<void> restore_journal(const SysRoot& root, const std::filesystem::path& j
         return {};
     }
     for (const auto& error : text->errors)
-        log("Failed to parse " + journal.string() + ": " + error + ", keeping that line");
+        log("Failed to parse " + journal.path().string() + ": " + error + ", keeping that line");
     // Entries that could not be put back stay journaled for the next attempt.
     std::vector<JournalEntry> unrestored;
     for (const auto& e : text->entries) {
@@ -303,13 +356,12 @@ Result<void> restore_journal(const SysRoot& root, const std::filesystem::path& j
         failed += (failed.empty() ? "Failed to parse " : " and to parse ") +
                   std::to_string(text->bad_lines.size()) +
                   (text->bad_lines.size() == 1 ? " line" : " lines");
-    return make_error(failed + ", kept in " + journal.string() +
+    return make_error(failed + ", kept in " + journal.path().string() +
                       (text->errors.empty() ? "" : " (" + text->errors.front() + ")"));
 }
 
-PerCpuHolder::PerCpuHolder(const SysRoot& root, std::filesystem::path journal, LogSink log,
-                           bool take_over)
-    : root_(root), journal_path_(std::move(journal)), log_(std::move(log)),
+PerCpuHolder::PerCpuHolder(const SysRoot& root, JournalPlace journal, LogSink log, bool take_over)
+    : root_(root), journal_(std::move(journal)), log_(std::move(log)),
       origin_(journal_origin_of(root_)), adopted_(!take_over) {}
 
 ResumeLatencyFile& PerCpuHolder::file(int cpu) {
@@ -370,12 +422,12 @@ void PerCpuHolder::forget_device(int cpu, LatencyLimit current) {
 Result<void> PerCpuHolder::open_journal() {
     if (journal_fd_)
         return {};
-    auto old = read_journal(journal_path_);
+    auto old = read_journal(journal_);
     if (!old)
         return old.error();
-    if (auto ours = check_journal_root(*old, root_, journal_path_); !ours)
+    if (auto ours = check_journal_root(*old, root_, journal_.path()); !ours)
         return ours.error();
-    if (of_earlier_boot(*old, origin_.boot_id, journal_path_, log_))
+    if (of_earlier_boot(*old, origin_.boot_id, journal_.path(), log_))
         *old = JournalText{};
     std::string prefix = journal_header_for(origin_);
     for (const auto& line : old->bad_lines)
@@ -392,12 +444,12 @@ Result<void> PerCpuHolder::open_journal() {
         text += padded_record(format_journal_entry(e));
         records[e.cpu] = Record{e, slots++, false};
     }
-    if (auto written = write_file_atomic(journal_path_, text, 0600); !written)
+    if (auto written = journal_.write_atomic(text, 0600); !written)
         return written.error();
-    Fd fd(::open(journal_path_.c_str(), O_RDWR | O_NOFOLLOW | O_CLOEXEC));
+    auto fd = journal_.open_read_write();
     if (!fd)
-        return make_error("Failed to open " + journal_path_.string() + ": " + errno_message(errno));
-    journal_fd_ = std::move(fd);
+        return fd.error();
+    journal_fd_ = std::move(*fd);
     kept_lines_ = std::move(old->bad_lines);
     first_slot_offset_ = prefix.size();
     records_ = std::move(records);
@@ -412,10 +464,10 @@ Result<void> PerCpuHolder::write_slot(size_t slot, const std::string& line) {
     const auto offset = static_cast<off_t>(first_slot_offset_ + slot * journal_record_size);
     const ssize_t n = ::pwrite(journal_fd_.get(), record.data(), record.size(), offset);
     if (n < 0)
-        return make_error("Failed to write " + journal_path_.string() + ": " +
+        return make_error("Failed to write " + journal_.path().string() + ": " +
                           errno_message(errno));
     if (n != static_cast<ssize_t>(record.size()))
-        return make_error("Failed to write " + journal_path_.string() + ": " +
+        return make_error("Failed to write " + journal_.path().string() + ": " +
                           short_write(n, record.size()));
     return {};
 }
@@ -482,11 +534,10 @@ bool PerCpuHolder::adopt_journal() {
     std::string failed;
     if (journal_fd_) {
         adopted_ = true;
-    } else if (struct stat st{}; ::lstat(journal_path_.c_str(), &st) != 0) {
-        if (errno == ENOENT || errno == ENOTDIR)
-            adopted_ = true; // nothing left by an earlier run
-        else
-            failed = "Failed to look at " + journal_path_.string() + ": " + errno_message(errno);
+    } else if (auto exists = journal_.exists(); !exists) {
+        failed = exists.error().message;
+    } else if (!*exists) {
+        adopted_ = true; // nothing left by an earlier run
     } else if (auto opened = open_journal(); opened) {
         adopted_ = true;
     } else {
@@ -494,7 +545,7 @@ bool PerCpuHolder::adopt_journal() {
     }
     if (adopted_) {
         if (!adopt_error_.empty())
-            log_("Took over " + journal_path_.string() + "; constraining CPUs again");
+            log_("Took over " + journal_.path().string() + "; constraining CPUs again");
         adopt_error_.clear();
         return true;
     }
@@ -764,18 +815,18 @@ bool PerCpuHolder::release_all() {
         for (int cpu : restored)
             forget(cpu); // logged if it fails
         if (!all_restored)
-            log_("Failed to put back every original; " + journal_path_.string() +
+            log_("Failed to put back every original; " + journal_.path().string() +
                  " keeps what is left for `latgovd --restore`");
         else // every value of its own back; the lines are an earlier run's
-            log_(journal_path_.string() + " keeps " + std::to_string(kept_lines_.size()) +
+            log_(journal_.path().string() + " keeps " + std::to_string(kept_lines_.size()) +
                  " line(s) it cannot read, left by an earlier run; every value this one "
                  "wrote is put back");
         return all_restored;
     }
     if (journal_fd_) {
         journal_fd_.reset();
-        if (::unlink(journal_path_.c_str()) != 0 && errno != ENOENT)
-            log_("Failed to remove " + journal_path_.string() + ": " + errno_message(errno));
+        if (auto removed = journal_.remove(); !removed)
+            log_(removed.error().message);
     }
     records_.clear();
     free_slots_.clear();

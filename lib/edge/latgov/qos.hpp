@@ -15,6 +15,8 @@
 #include <filesystem>
 #include <functional>
 #include <map>
+#include <memory>
+#include <optional>
 #include <set>
 #include <string>
 #include <string_view>
@@ -23,6 +25,8 @@
 #include <vector>
 
 namespace latgov {
+
+class RuntimeDir;
 
 // One CPU's pm_qos_resume_latency_us, the single user-space slot per CPU.
 // The file stays open and is re-read and rewritten in place: the onset of a
@@ -66,13 +70,47 @@ inline constexpr size_t journal_max_cpus = 65536;
 // per CPU, 4096 CPUs would already pass that.
 inline constexpr size_t max_journal_bytes = journal_record_size * (1 + journal_max_cpus);
 
+// Where a journal is: a name in a directory. Given the directory open (the
+// runtime directory, checked and locked), every access is relative to that
+// descriptor: nothing done to the path after the check (a directory renamed
+// away, a symlink re-pointed) leads to another file. Given a path alone, the
+// directory is looked up at each access. A symlink in the last component is
+// never followed.
+class JournalPlace {
+  public:
+    JournalPlace(std::filesystem::path path); // implicit: a path names a place
+    // `path` is where the directory open as `dir_fd` (duplicated) was found,
+    // for messages; the file is `path`'s last component in it.
+    static Result<JournalPlace> in_directory(int dir_fd, std::filesystem::path path);
+
+    const std::filesystem::path& path() const { return path_; }
+    // nullopt when it does not exist; the size is capped at `max_bytes`.
+    Result<std::optional<std::string>> read(size_t max_bytes) const;
+    // Atomic: a unique temporary, then rename.
+    Result<void> write_atomic(std::string_view text, mode_t mode) const;
+    Result<Fd> open_read_write() const;
+    // Whether it exists (a symlink counts); an error when that cannot be told.
+    Result<bool> exists() const;
+    // Missing is fine.
+    Result<void> remove() const;
+
+  private:
+    int dir() const;
+    std::string relative() const;
+    std::filesystem::path path_;
+    std::shared_ptr<const Fd> dir_; // shared: a place is copied where it is passed on
+};
+
+// The journal (journal_file_name) of the runtime directory `dir`, reached
+// through its open descriptor.
+Result<JournalPlace> journal_in(const RuntimeDir& dir);
+
 // A missing journal is an empty one; symlinks are refused, size is capped
 // (max_journal_bytes).
-Result<JournalText> read_journal(const std::filesystem::path& path);
+Result<JournalText> read_journal(const JournalPlace& journal);
 // Atomic (unique temporary + rename); no entry and no kept line removes it.
 // `origin` (journal_origin_of) goes in the header.
-Result<void> write_journal(const std::filesystem::path& path,
-                           const std::vector<JournalEntry>& entries,
+Result<void> write_journal(const JournalPlace& journal, const std::vector<JournalEntry>& entries,
                            const std::vector<std::string>& kept_lines = {},
                            const JournalOrigin& origin = {});
 
@@ -101,8 +139,7 @@ using LogSink = std::function<void(const std::string&)>;
 // (journal_boot_prefix) is removed, nothing of it put back; one of another
 // root (check_journal_root) is an error, and kept as it is. The caller holds
 // the runtime directory's lock.
-Result<void> restore_journal(const SysRoot& root, const std::filesystem::path& journal,
-                             const LogSink& log);
+Result<void> restore_journal(const SysRoot& root, const JournalPlace& journal, const LogSink& log);
 
 // Holds per-CPU limits: writes only changes, never weakens a stricter value
 // that someone else set, and yields to anyone who changes a held CPU (their
@@ -121,8 +158,10 @@ class PerCpuHolder {
     // nothing is held or journaled and each apply(), prepare() and
     // check_records() tries again. Without it (--dry-run, which writes
     // nothing) the journal is opened only by a first hold.
-    PerCpuHolder(const SysRoot& root, std::filesystem::path journal, LogSink log,
-                 bool take_over = true);
+    PerCpuHolder(const SysRoot& root, JournalPlace journal, LogSink log, bool take_over = true);
+    // The journal is from now on reached through `journal` (the same file,
+    // its directory now open): called before anything is journaled.
+    void use_journal_place(JournalPlace journal) { journal_ = std::move(journal); }
 
     // Brings every CPU to `wanted` (CPUs absent from it are released).
     void apply(const std::map<int, LatencyLimit>& wanted, TimePoint now);
@@ -209,7 +248,7 @@ class PerCpuHolder {
     }
 
     SysRoot root_; // by value, so a temporary root cannot dangle
-    std::filesystem::path journal_path_;
+    JournalPlace journal_;
     LogSink log_;
     JournalOrigin origin_; // this boot's and root's, written in the journal's header
     std::map<int, ResumeLatencyFile> files_;

@@ -27,9 +27,11 @@ namespace {
 // Why `dir`, a directory above the runtime directory, lets someone other
 // than root or this user replace what lies below it; nullopt when it does
 // not. Whoever may write a directory may rename its entries, so could move
-// the checked runtime directory away and put their own in its place, and
-// the files latgov opens there by path (the journal, whose values a restore
-// writes back as root) would be theirs. A sticky directory (/tmp, /dev/shm)
+// the runtime directory away and put another in its place, and the next
+// latgov process to look it up would use that one (a restore writes back as
+// root the values of the journal it finds there). What is opened is checked
+// for its owner and mode, but a directory root made in theirs would pass
+// that. A sticky directory (/tmp, /dev/shm)
 // lets only an entry's owner rename it. A symlink cannot be changed, only
 // replaced in its own directory, which is checked too; in a sticky one its
 // owner may still replace it, so there it must be root's or this user's.

@@ -33,11 +33,13 @@ class RuntimeDir {
     // (others cannot open it to take its lock). Refuses a symlink, a
     // non-directory, a directory owned by another user, or one that group
     // or others may write: any of those lets a local user plant files that
-    // root would act on. Refuses it too below a directory (as written or
-    // with symlinks resolved) that a user other than root or this one owns,
-    // or that group or others may write without the sticky bit: such a user
-    // could rename it away and put their own in its place, and files are
-    // opened in it by path.
+    // root would act on. Refuses it too where a lookup of `path` searches a
+    // directory that a user other than root or this one owns, or that group
+    // or others may write without the sticky bit: such a user could rename
+    // it away and put another in its place, which the next latgov process
+    // to look it up would use (a restore writes back as root the values of
+    // the journal it finds there). Once open, its files are reached through
+    // the descriptor, never by path again.
     static Result<RuntimeDir> open(const std::filesystem::path& path, bool create);
 
     // An exclusive, non-blocking flock on the directory: one writer of PM
