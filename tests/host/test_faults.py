@@ -836,20 +836,26 @@ class FaultTest(HostTestCase):
         or not as `verdict` says. Once the IO stops (the queue idle) it
         writes what it learnt to its evidence file while it runs, not only
         at exit, and leaves the tree's CPUs and this machine's as they
-        were."""
+        were. The next start reuses it: the same verdict at once, no window
+        measured again. On any host (the haltpoll test of the same, in
+        test_waiters, runs only where holding pays enough to be learnt)."""
         root, tree_values = self.sampled_tree()
         before = tree_values()
         qos1 = os.path.join(root, "sys", "devices", "system", "cpu", "cpu1", "power",
                             "pm_qos_resume_latency_us")
         evidence = os.path.join(self.tmp, "evidence")
-        device = SimulatedReader(root, "vda", 36, qos1, held_us, unheld_us)
-        self.addCleanup(device.stop)
-        device.write(inflight=0)  # the fixed-length layout, before latgovd opens the files
-        d = self.start_daemon(
-            "[daemon]\nlog_level = \"debug\"\nstatus_interval_ms = 50\n"
-            f'evidence_file = "{evidence}"\n\n'
-            "[defaults]\nmode = \"auto\"\nwaiter_cpus = false\nprearm = false\n",
-            events=None, args=("--sysroot", root))
+        config = ("[daemon]\nlog_level = \"debug\"\nstatus_interval_ms = 50\n"
+                  f'evidence_file = "{evidence}"\n\n'
+                  "[defaults]\nmode = \"auto\"\nwaiter_cpus = false\nprearm = false\n")
+
+        def simulated_reader():
+            device = SimulatedReader(root, "vda", 36, qos1, held_us, unheld_us)
+            self.addCleanup(device.stop)
+            device.write(inflight=0)  # the fixed-length layout, before latgovd opens the files
+            return device
+
+        device = simulated_reader()
+        d = self.start_daemon(config, events=None, args=("--sysroot", root))
         device.start()
 
         def decided(st):
@@ -878,7 +884,33 @@ class FaultTest(HostTestCase):
         self.assertRegex(learnt, rf"(?m)^gap class=\d+ verdict={verdict} ", learnt)
         self.assertIsNotNone(self.wait_value(tree_values, before, 2.0),
                              f"cpu 1 still held after the IO: {tree_values()}")
+        pairs = [e["pairs"] for e in self.wait_status(d, lambda st: True, "a status")["evidence"]]
         self.assert_stopped_clean(d, tree_values, before)
+
+        # The next start reuses it: the same verdict once the first window
+        # has measured the gap, with no window measured without the hold
+        # (or with it, for "no-hold") and no pair added.
+        device = simulated_reader()
+        again = self.start_daemon(config, events=None, args=("--sysroot", root))
+        again.wait_log(rf"reusing what {re.escape(evidence)} learnt at \d+ idle gaps")
+        device.start()
+        st = self.wait_status(again, decided, f"vda: {limit_from} again", timeout=5)
+        dev = {x["name"]: x for x in st["devices"]}["vda"]
+        self.assertFalse(dev["experimenting"], st)
+        self.assertEqual([e["verdict"] for e in st["evidence"]], [verdict], st)
+        self.assertEqual([e["pairs"] for e in st["evidence"]], pairs,
+                         "windows were measured again instead of reusing the evidence")
+        self.assertIsNotNone(self.wait_value(lambda: tree_values()[1], held, 1.0),
+                             f"cpu 1 not {held} with the evidence reused")
+        device.seen.clear()
+        time.sleep(1.0)  # three windows' worth: none of them may leave the verdict
+        device.stop()
+        log(f"  restarted: decided after {device.elapsed() - 1.0:.1f} s of IO, then cpu 1 read "
+            f"{sorted(device.seen)}")
+        self.assertEqual(device.seen, {held}, "a window left the reused verdict")
+        self.assertIsNotNone(self.wait_value(tree_values, before, 2.0),
+                             f"cpu 1 still held after the IO: {tree_values()}")
+        self.assert_stopped_clean(again, tree_values, before)
 
     def test_17_auto_learns_that_holding_pays(self):
         """Auto mode's live-IO learning end to end, on any host: requests
