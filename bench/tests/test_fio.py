@@ -135,18 +135,32 @@ def test_warmup_length_from_the_earlier_rounds():
     assert offsets_read(500, 1, 0) == 532
 
 
-def fio_usable(tmp_path):
+def fio_target(tmp_path):
+    """A 16 MiB file fio reads with O_DIRECT and io_uring, as the jobs do.
+    fio is a test dependency: without it, or where the file refuses the
+    jobs' IO, the test fails (naming why) rather than skip. The file goes
+    in LATGOV_TEST_SCRATCH_DIR (the build tree, set by CTest) where given:
+    /tmp may be a tmpfs without O_DIRECT."""
+    import os
     import shutil
     import subprocess
+    import tempfile
     if not shutil.which("fio"):
-        return None
-    data = tmp_path / "target.dat"
+        pytest.fail("fio is not installed (a test dependency: scripts/deps.sh test)")
+    scratch = os.environ.get("LATGOV_TEST_SCRATCH_DIR")
+    base = Path(tempfile.mkdtemp(prefix="fio-", dir=scratch)) if scratch else tmp_path
+    if scratch:
+        import atexit
+        atexit.register(shutil.rmtree, base, True)
+    data = base / "target.dat"
     with open(data, "wb") as f:
         f.write(bytes(range(256)) * (16 << 12))  # 16 MiB of data
     p = subprocess.run(["fio", "--name=probe", "--filename=%s" % data, "--direct=1",
                         "--rw=read", "--bs=4k", "--size=4k", "--ioengine=io_uring",
                         "--output=/dev/null"], capture_output=True, text=True)
-    return data if p.returncode == 0 else None
+    if p.returncode != 0:
+        pytest.fail("fio cannot read %s with O_DIRECT and io_uring: %s" % (data, p.stderr))
+    return data
 
 
 def io_offsets(log):
@@ -171,9 +185,7 @@ def test_the_warmup_goes_through_the_runs_offsets_in_their_order(job, tmp_path):
     import subprocess
     from latgov_bench.fio import warmup_job_text
     from latgov_bench.workloads import WORKLOADS
-    data = fio_usable(tmp_path)
-    if data is None:
-        pytest.skip("no fio, or no io_uring/O_DIRECT on %s" % tmp_path)
+    data = fio_target(tmp_path)
     wl = next(w for w in WORKLOADS if w.job == job)
     env = dict(os.environ, LATGOV_AB_TARGET=str(data), LATGOV_AB_RUNTIME="300ms",
                LATGOV_AB_RAMP="0" if wl.reads and wl.writes else "200ms",
