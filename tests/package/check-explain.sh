@@ -15,8 +15,14 @@ fail() { echo "FAIL $*"; exit 1; }
 grep -q "^Governed by default (mode auto, backend percpu)" <<< "$out" || fail "not governed by default"
 rows=$(grep -cE "^[0-9]+ +${device%n*}q[0-9]+ " <<< "$out" || true)
 [[ $rows -eq $queues ]] || fail "$rows queue rows, expected $queues"
-tables=$(grep -cE "^CPU [0-9]+( idle states:|: no idle states)" <<< "$out" || true)
-[[ $tables -ge 1 ]] || fail "no idle-state table"
+# One table per CPU that completes a queue (the rows' third column, a CPU
+# list), and no other.
+completing=$(grep -E "^[0-9]+ +${device%n*}q[0-9]+ " <<< "$out" | awk '{print $3}' | tr ',' '\n' |
+  while IFS=- read -r lo hi; do seq "$lo" "${hi:-$lo}"; done | sort -nu | tr '\n' ' ')
+tabled=$(grep -oE "^CPU [0-9]+( idle states:|: no idle states)" <<< "$out" | grep -oE "[0-9]+" |
+  sort -nu | tr '\n' ' ')
+[[ -n $completing && $tabled == "$completing" ]] ||
+  fail "idle-state tables for CPUs '$tabled', completion CPUs '$completing'"
 # A --config that does not exist is an error naming it, as for latgovd, not
 # the embedded default.
 if missing=$("$latgov" --sysroot "$tmp" explain "$device" --config "$tmp/missing.toml" \
@@ -54,4 +60,4 @@ if bad=$("$latgov" --sysroot "$tmp" explain "$device" --config "$tmp/empty.toml"
 fi
 grep -q "Failed to parse .*status.json" <<< "$bad" || fail "the error does not name the status: $bad"
 ! grep -q "not running" <<< "$bad" || fail "a truncated status taken for no latgovd: $bad"
-echo "PASS explain $device: $rows queues, $tables idle-state tables; a missing --config named; the tree's status read; a truncated one named"
+echo "PASS explain $device: $rows queues, idle-state tables for completion CPUs ${tabled% }; a missing --config named; the tree's status read; a truncated one named"
