@@ -258,6 +258,9 @@ class FaultTest(HostTestCase):
         log(f"  soak {backend}: {kills} kills, {outcomes}")
         # The kills must have landed while limits were held, not only idle.
         self.assertGreater(outcomes["held at kill"], kills // 4, outcomes)
+        # And someone else's value must have been there to keep.
+        if backend == "percpu" and kills >= 5:
+            self.assertGreater(outcomes["theirs kept"], 0, outcomes)
         return outcomes
 
     def test_01_kill9_soak_percpu(self):

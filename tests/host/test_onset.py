@@ -875,6 +875,10 @@ waiter_cpus = false
         self.assertIsNotNone(self.wait_value(lambda: "n/a" in read_all().values(), True, 0.2),
                              f"a read on {loop} did not wake latgovd to hold: {read_all()}")
         self.assertTrue(d.alive())
+        self.assertIsNotNone(self.wait_value(read_all, self.baseline, 1.0),
+                             f"not released after the read: {read_all()}")
+        self.assertEqual(d.stop(), 0)
+        self.assertEqual(read_all(), self.baseline)
 
     def test_03_fallback_without_perf_capabilities(self):
         """Without CAP_PERFMON / CAP_SYS_ADMIN (still uid 0, so sysfs writes

@@ -149,7 +149,9 @@ for ((i = 0; i < 100; i++)); do [[ -s $other ]] && break; sleep 0.1; done
 configured=$reloaded # what the configuration names now
 if [[ -s $other && ! -e $configured ]]; then pass "--metrics-file $other: written there, not at the configured file"
 else fail "--metrics-file $other: written $([[ -s $other ]] && echo yes || echo no), configured file $([[ -e $configured ]] && echo written || echo absent)"; cat "$tmp/override.log"; fi
-kill -TERM "$daemon_pid"; wait "$daemon_pid" || true; daemon_pid=""
+kill -TERM "$daemon_pid"; rc=0; wait "$daemon_pid" || rc=$?; daemon_pid=""
+if [[ $rc -eq 0 ]]; then pass "latgovd --metrics-file $other exited 0 after SIGTERM"
+else fail "latgovd --metrics-file $other exited $rc after SIGTERM"; tail -20 "$tmp/override.log"; fi
 if [[ ! -e $other ]]; then pass "the --metrics-file file removed at stop"; else fail "$other left after stop"; fi
 "$latgovd" --config "$tmp/latgov.toml" --runtime-dir "$tmp/run" --metrics-file "" \
     > "$tmp/none.log" 2>&1 &
@@ -160,7 +162,9 @@ sleep 0.3 # three more status intervals
 files=$(find "$tmp/textfile" -type f | wc -l)
 if [[ -s $tmp/run/status.json && $files -eq 0 ]]; then pass '--metrics-file "": status written, no metrics file'
 else fail "--metrics-file \"\": status.json $([[ -s $tmp/run/status.json ]] && echo written || echo absent), $files file(s) in the textfile directory"; fi
-kill -TERM "$daemon_pid"; wait "$daemon_pid" || true; daemon_pid=""
+kill -TERM "$daemon_pid"; rc=0; wait "$daemon_pid" || rc=$?; daemon_pid=""
+if [[ $rc -eq 0 ]]; then pass 'latgovd --metrics-file "" exited 0 after SIGTERM'
+else fail "latgovd --metrics-file \"\" exited $rc after SIGTERM"; tail -20 "$tmp/none.log"; fi
 
 machine_after=$(machine)
 if [[ $machine_after == "$machine_before" ]]; then pass "${machine_files[*]} as before"
