@@ -40,19 +40,20 @@ _latgov() {
                 COMPREPLY=($(compgen -W "$commands" -- "$cur"))
             fi
             ;;
-        topology) COMPREPLY=($(compgen -W "--json -h --help" -- "$cur")) ;;
-        snapshot) COMPREPLY=($(compgen -W "-o --output -h --help" -- "$cur")) ;;
+        topology) COMPREPLY=($(compgen -W "--json --sysroot -h --help" -- "$cur")) ;;
+        snapshot) COMPREPLY=($(compgen -W "-o --output --sysroot -h --help" -- "$cur")) ;;
         status)
-            COMPREPLY=($(compgen -W "--json --watch --interval --runtime-dir -h --help" -- "$cur"))
+            COMPREPLY=($(compgen -W "--json --watch --interval --runtime-dir --sysroot -h --help" \
+                -- "$cur"))
             ;;
         calibrate)
             COMPREPLY=($(compgen -W "--config --device --file --cpu --rounds --ios
-                --max-seconds --output --runtime-dir -h --help" -- "$cur"))
+                --max-seconds --output --runtime-dir --sysroot -h --help" -- "$cur"))
             ;;
-        doctor) COMPREPLY=($(compgen -W "--runtime-dir -h --help" -- "$cur")) ;;
+        doctor) COMPREPLY=($(compgen -W "--runtime-dir --sysroot -h --help" -- "$cur")) ;;
         explain)
             if [[ $cur == -* ]]; then
-                COMPREPLY=($(compgen -W "--config --runtime-dir -h --help" -- "$cur"))
+                COMPREPLY=($(compgen -W "--config --runtime-dir --sysroot -h --help" -- "$cur"))
             else
                 COMPREPLY=($(compgen -W "$(command ls /sys/block 2>/dev/null)" -- "$cur"))
             fi

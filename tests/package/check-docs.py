@@ -163,6 +163,11 @@ def main():
         if offered is None:
             missing.append(f"the bash completion has no case for the command {cmd}")
             offered = set()
+        # latgov takes its global options after the command too.
+        for opt in sorted(GLOBAL_OPTIONS - offered):
+            checked += 1
+            missing.append(f"the bash completion does not offer the global option {opt} "
+                           f"after {cmd}")
         offered -= GLOBAL_OPTIONS
         shown = documented[cmd] - GLOBAL_OPTIONS
         # Each against the help, both ways.
