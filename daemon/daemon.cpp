@@ -770,7 +770,8 @@ bool Daemon::rescan_if_due(TimePoint now) {
         return rescan(now, *failed_rescan_);
     }
     // CPU hotplug moves managed IRQs: a changed online set means a new map
-    // (its uevents normally come first; this holds without them).
+    // (its uevents normally come first; this holds without them). An IRQ
+    // moved by irqbalance or by hand comes with no uevent at all.
     if (online_check_due(uevent_burst_, last_online_check_, now)) {
         last_online_check_ = now;
         // Unreadable, it tells nothing: the sampling and the periodic
@@ -787,6 +788,13 @@ bool Daemon::rescan_if_due(TimePoint now) {
                 spdlog::info("online CPUs changed to {}, rescanning", format_cpu_list(*online));
                 return rescan(now, RescanCause::hotplug);
             }
+        }
+        std::vector<std::string> governed;
+        for (const auto& d : state_->governor.devices())
+            governed.push_back(d.name);
+        if (auto moved = moved_irq(root_, state_->topology, governed)) {
+            spdlog::info("{}, rescanning", *moved);
+            return rescan(now, RescanCause::irq_moved);
         }
     }
     // The safety net for changes no uevent reported (no socket, lost

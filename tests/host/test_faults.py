@@ -1465,6 +1465,34 @@ class FaultTest(HostTestCase):
         self.assertEqual(d.stop(), 0)
         self.assert_back(self.baseline, "after stop")
 
+    def test_31_irq_moved_without_a_uevent_is_followed(self):
+        """irqbalance or an administrator moves an unmanaged IRQ, and no
+        uevent says so. With a request in flight on the tree's vda (cpu 1
+        held: its IRQ 36 completes there), the IRQ is moved to cpu 0:
+        within the online check's period latgovd names the move, rescans,
+        and holds cpu 0 instead of cpu 1 for the same request. The periodic
+        check alone would take up to 60 s."""
+        root, tree_values = self.sampled_tree()
+        before = tree_values()
+        d, holding = self.hold_in_tree(root, tree_values)
+        self.assertNotEqual(holding[1], before[1], holding)
+        self.assertEqual(holding[0], before[0], f"cpu 0 held before the move: {holding}")
+        moved_at = time.monotonic()
+        with open(os.path.join(root, "proc", "irq", "36", "effective_affinity_list"), "w") as f:
+            f.write("0\n")
+        d.wait_log(r"IRQ 36 \(virtio1-req\.0\) of vda queue 0 completes on cpus 0 now, not 1, "
+                   r"rescanning", timeout=8.0)
+        d.wait_log(r"topology scanned \(irq_moved\)", timeout=2.0)
+        after = [holding[1], before[1]] + holding[2:]
+        self.assertIsNotNone(self.wait_value(tree_values, after, 2.0),
+                             f"cpu 0 not held in cpu 1's place: {tree_values()}")
+        log(f"  IRQ 36 moved from cpu 1 to cpu 0: held there "
+            f"{time.monotonic() - moved_at:.1f} s later")
+        self.set_requests_in_flight(root, 0)
+        self.assertIsNotNone(self.wait_value(tree_values, before, 2.0),
+                             f"held after the request completed: {tree_values()}")
+        self.assert_stopped_clean(d, tree_values, before)
+
     def test_08_onset_after_idle(self):
         """Pairs of 4k reads 30 ms apart (each pair after the 3 ms linger
         released the CPU): the onset delay, from the first request's issue to

@@ -217,6 +217,37 @@ TEST_CASE("a disk with no naming rule is matched to the device IRQ with its mask
     CHECK(sda->queues[1].completion_cpus == CpuSet{1});
 }
 
+TEST_CASE("an IRQ moved after discovery is named, and only for a governed device") {
+    // irqbalance or an administrator moves an unmanaged IRQ with no uevent.
+    FakeTree tree;
+    const SysRoot root(tree.root());
+    auto topo = discover_topology(root);
+    REQUIRE(topo);
+    CHECK_FALSE(moved_irq(root, *topo, {"vda"}));
+
+    tree.write("proc/irq/36/effective_affinity_list", "0\n");
+    const auto moved = moved_irq(root, *topo, {"vda"});
+    REQUIRE(moved);
+    CHECK(*moved == "IRQ 36 (virtio1-req.0) of vda queue 0 completes on cpus 0 now, not 1");
+    CHECK_FALSE(moved_irq(root, *topo, {"sda"})); // not a governed device
+    // A new discovery agrees with the check: no move against it.
+    auto again = discover_topology(root);
+    REQUIRE(again);
+    CHECK(again->devices[0].queues[0].completion_cpus == CpuSet{0});
+    CHECK_FALSE(moved_irq(root, *again, {"vda"}));
+
+    // Without an effective mask, the online CPUs of its affinity.
+    tree.no_effective_affinity();
+    tree.write("proc/irq/36/smp_affinity_list", "1\n");
+    const auto narrowed = moved_irq(root, *again, {"vda"});
+    REQUIRE(narrowed);
+    CHECK(narrowed->find("completes on cpus 1 now, not 0") != std::string::npos);
+
+    // An IRQ that cannot be read (freed with its device) is not a move.
+    fs::remove_all(tree.root() / "proc/irq/36");
+    CHECK_FALSE(moved_irq(root, *again, {"vda"}));
+}
+
 TEST_CASE("without effective_affinity_list a queue completes on its IRQ's online affinity CPUs") {
     FakeTree tree;
     tree.irq(36, "virtio1-req.0", "1-3", "1"); // CPUs 2 and 3 are offline

@@ -134,7 +134,8 @@ std::string format_metrics(const MetricsSnapshot& s) {
     e.sample("latgov_releases_total", "", static_cast<double>(s.releases));
     e.family("latgov_rescans_total", "counter",
              "Topology scans by cause: start, reload, uevent (a disk, controller or CPU "
-             "changed), hotplug, device_error, periodic (the safety net found a change).");
+             "changed), hotplug, irq_moved (a governed queue's IRQ completes elsewhere), "
+             "device_error, periodic (the safety net found a change).");
     for (auto cause : all_rescan_causes) {
         const auto it = s.rescans.find(cause);
         e.sample("latgov_rescans_total", fmt::format("cause=\"{}\"", to_string(cause)),

@@ -15,6 +15,8 @@ std::string_view to_string(RescanCause cause) {
         return "uevent";
     case RescanCause::hotplug:
         return "hotplug";
+    case RescanCause::irq_moved:
+        return "irq_moved";
     case RescanCause::device_error:
         return "device_error";
     case RescanCause::periodic:

@@ -17,12 +17,13 @@ enum class RescanCause {
     reload,       // SIGHUP
     uevent,       // the kernel said a disk, controller, CPU or PCI function changed
     hotplug,      // the online CPU set changed (seen without a uevent)
+    irq_moved,    // a governed queue's IRQ completes elsewhere (irqbalance; no uevent)
     device_error, // a governed device could not be sampled (gone, mid-reset)
     periodic,     // the safety net found a different topology
 };
 inline constexpr RescanCause all_rescan_causes[] = {
-    RescanCause::start,   RescanCause::reload,       RescanCause::uevent,
-    RescanCause::hotplug, RescanCause::device_error, RescanCause::periodic};
+    RescanCause::start,     RescanCause::reload,       RescanCause::uevent,  RescanCause::hotplug,
+    RescanCause::irq_moved, RescanCause::device_error, RescanCause::periodic};
 std::string_view to_string(RescanCause cause);
 
 // A burst of uevents (a controller probe sends a dozen within a second) is
@@ -35,7 +36,10 @@ inline constexpr std::chrono::milliseconds uevent_max_delay{2000};
 // compared this often, and rescanned if it differs.
 inline constexpr std::chrono::seconds periodic_check_interval{60};
 
-// CPU hotplug moves managed IRQs: the online CPU set is compared this often.
+// CPU hotplug moves managed IRQs, irqbalance or an administrator moves the
+// others: the online CPU set and the governed queues' IRQs are compared this
+// often while the daemon ticks; an idle daemon asleep on IO events compares
+// them when it wakes (its first request, or housekeeping every 10 s).
 inline constexpr std::chrono::seconds online_check_interval{5};
 
 struct UeventBurst {

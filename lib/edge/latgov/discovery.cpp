@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <fcntl.h>
+#include <fmt/format.h>
 #include <map>
 #include <optional>
 #include <set>
@@ -196,6 +197,40 @@ Result<IrqCpus> read_irq_cpus(const SysRoot& root, int irq) {
     return IrqCpus{std::move(*affinity), std::nullopt};
 }
 
+// Where an IRQ is completed, as the kernel says now.
+struct IrqCompletion {
+    CpuSet affinity;
+    CpuSet cpus;
+    CompletionSource source = CompletionSource::irq_effective_affinity;
+};
+
+Result<IrqCompletion> read_irq_completion(const SysRoot& root, int irq, const CpuSet& online) {
+    auto read = read_irq_cpus(root, irq);
+    if (!read)
+        return read.error();
+    IrqCompletion out;
+    out.affinity = std::move(read->affinity);
+    if (read->effective) {
+        out.cpus = std::move(*read->effective);
+    } else {
+        // Without an effective mask the kernel does not say which CPU of
+        // the affinity takes the interrupt (the controller picks one, or
+        // spreads them), so every online one of them is taken to complete.
+        out.source = CompletionSource::irq_affinity;
+    }
+    if (out.cpus.empty()) {
+        // An IRQ that is shut down (all its CPUs offline) has no effective
+        // CPU; it would come back on one of its affinity CPUs. Left empty
+        // when none of them is online: the kernel shuts a managed IRQ down
+        // then (its queue's submitters are offline too, so no IO comes),
+        // and gives any other IRQ the online CPUs as its affinity, which
+        // smp_affinity_list then shows.
+        std::set_intersection(out.affinity.begin(), out.affinity.end(), online.begin(),
+                              online.end(), std::back_inserter(out.cpus));
+    }
+    return out;
+}
+
 QueueType parse_queue_type(std::string_view text) {
     auto t = trim(text);
     if (t == "poll")
@@ -356,32 +391,14 @@ Result<HardwareQueue> read_queue(const DiskContext& ctx, const BlockDevice& disk
     // submitted (the else below): NVMe over fabrics (tcp, rdma, fc, loop)
     // names no IRQ per queue, and without /sys/kernel/irq none is known.
     if (irq) {
-        auto cpus = read_irq_cpus(ctx.root, irq->irq);
-        if (!cpus)
-            return cpus.error();
+        auto completion = read_irq_completion(ctx.root, irq->irq, ctx.online);
+        if (!completion)
+            return completion.error();
         queue.irq = irq->irq;
         queue.irq_name = irq->name;
-        queue.irq_affinity = std::move(cpus->affinity);
-        if (cpus->effective) {
-            queue.completion_cpus = std::move(*cpus->effective);
-            queue.completion_source = CompletionSource::irq_effective_affinity;
-        } else {
-            // Without an effective mask the kernel does not say which CPU of
-            // the affinity takes the interrupt (the controller picks one, or
-            // spreads them), so every online one of them is taken to complete.
-            queue.completion_source = CompletionSource::irq_affinity;
-        }
-        if (queue.completion_cpus.empty()) {
-            // An IRQ that is shut down (all its CPUs offline) has no effective
-            // CPU; it would come back on one of its affinity CPUs. Left empty
-            // when none of them is online: the kernel shuts a managed IRQ down
-            // then (its queue's submitters are offline too, so no IO comes),
-            // and gives any other IRQ the online CPUs as its affinity, which
-            // smp_affinity_list then shows.
-            std::set_intersection(queue.irq_affinity.begin(), queue.irq_affinity.end(),
-                                  ctx.online.begin(), ctx.online.end(),
-                                  std::back_inserter(queue.completion_cpus));
-        }
+        queue.irq_affinity = std::move(completion->affinity);
+        queue.completion_cpus = std::move(completion->cpus);
+        queue.completion_source = completion->source;
     } else if (queue.type != QueueType::poll) {
         // The online ones: blk-mq's cpu_list keeps a CPU that went offline.
         std::set_intersection(queue.submit_cpus.begin(), queue.submit_cpus.end(),
@@ -615,6 +632,26 @@ Result<Topology> discover_topology(const SysRoot& root) {
         }
     }
     return topo;
+}
+
+std::optional<std::string> moved_irq(const SysRoot& root, const Topology& topology,
+                                     const std::vector<std::string>& devices) {
+    for (const auto& d : topology.devices) {
+        if (std::find(devices.begin(), devices.end(), d.name) == devices.end())
+            continue;
+        for (const auto& q : d.queues) {
+            if (!q.irq)
+                continue;
+            auto now = read_irq_completion(root, *q.irq, topology.online_cpus);
+            if (!now || now->cpus == q.completion_cpus)
+                continue; // unreadable: gone with its device, whose uevent brings a rescan
+            return fmt::format(
+                "IRQ {} ({}) of {} queue {} completes on cpus {} now, not {}", *q.irq, q.irq_name,
+                d.name, q.index, now->cpus.empty() ? "none" : format_cpu_list(now->cpus),
+                q.completion_cpus.empty() ? "none" : format_cpu_list(q.completion_cpus));
+        }
+    }
+    return std::nullopt;
 }
 
 } // namespace latgov
