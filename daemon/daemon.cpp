@@ -17,6 +17,7 @@
 #include <cstring>
 #include <exception>
 #include <linux/magic.h>
+#include <optional>
 #include <sched.h>
 #include <spdlog/spdlog.h>
 #include <sys/epoll.h>
@@ -25,6 +26,7 @@
 #include <sys/statfs.h>
 #include <systemd/sd-daemon.h>
 #include <time.h>
+#include <utility>
 
 namespace latgov {
 
@@ -55,6 +57,24 @@ constexpr std::size_t max_events_per_wait = 16;
 double unix_time_now() {
     return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch())
         .count();
+}
+
+std::chrono::nanoseconds clock_now(clockid_t clock) {
+    timespec ts{};
+    ::clock_gettime(clock, &ts);
+    return std::chrono::seconds(ts.tv_sec) + std::chrono::nanoseconds(ts.tv_nsec);
+}
+
+// The time the host was suspended since boot (suspended_time); nullopt when
+// the thread was preempted while reading the clocks, each of a few tries.
+std::optional<std::chrono::nanoseconds> suspended_so_far() {
+    for (int attempt = 0; attempt < 3; ++attempt) {
+        const auto mono_before = clock_now(CLOCK_MONOTONIC);
+        const auto boot = clock_now(CLOCK_BOOTTIME);
+        if (auto t = suspended_time(mono_before, boot, clock_now(CLOCK_MONOTONIC)))
+            return t;
+    }
+    return std::nullopt;
 }
 
 // The online CPUs as discovery reads them, to compare with the governed
@@ -177,6 +197,7 @@ void Daemon::install(GovernedState state, TimePoint now, RescanCause cause) {
     fingerprint_ = topology_fingerprint(state_->topology);
     next_periodic_check_ = now + periodic_check_interval;
     last_online_check_ = now;
+    boot_offset_ = suspended_so_far(); // none: the first check takes it
     start_kicker();
     spdlog::info("topology scanned ({})", to_string(cause));
     log_governed_state(*state_, config_);
@@ -774,6 +795,15 @@ bool Daemon::rescan_if_due(TimePoint now) {
     // moved by irqbalance or by hand comes with no uevent at all.
     if (online_check_due(uevent_burst_, last_online_check_, now)) {
         last_online_check_ = now;
+        if (const auto suspended = suspended_so_far()) {
+            const auto before = std::exchange(boot_offset_, suspended);
+            if (before && slept_between(*before, *suspended)) {
+                spdlog::info("the host slept {:.1f} s (suspended, its CPUs taken offline and "
+                             "back without a uevent), rescanning",
+                             std::chrono::duration<double>(*suspended - *before).count());
+                return rescan(now, RescanCause::resumed);
+            }
+        }
         // Unreadable, it tells nothing: the sampling and the periodic
         // check notice a machine that changed.
         auto online = read_online_cpus(root_);

@@ -250,6 +250,10 @@ class Daemon {
     TimePoint next_periodic_check_{};
     bool online_unreadable_ = false; // the last online CPU check could not read the list
     TimePoint last_online_check_{};
+    // The time suspended since boot (suspended_time) at the last scan or
+    // online check that could read it: grown since, the host slept
+    // (slept_between).
+    std::optional<std::chrono::nanoseconds> boot_offset_;
     TimePoint next_rescan_{}; // a failed rescan (or sample) is not retried before this
     // Why the last rescan was made, while it failed: tried again from
     // next_rescan_ on, whatever else happens (a reload's has nothing else

@@ -194,3 +194,28 @@ TEST_CASE("every rescan cause has a metric label") {
         CHECK(to_string(cause) != "unknown");
     CHECK(to_string(RescanCause::uevent) == "uevent");
 }
+
+TEST_CASE("a host that slept between two checks is told from clock skew") {
+    CHECK_FALSE(slept_between(0ns, 0ns));
+    CHECK_FALSE(slept_between(5s, 5s + 20us)); // two clocks read a few microseconds apart
+    CHECK(slept_between(5s, 5s + 1500ms));     // suspended 1.5 s
+    CHECK(slept_between(0ns, 30s));
+    CHECK_FALSE(slept_between(5s, 5s - 20us)); // the skew the other way
+}
+
+TEST_CASE("the time suspended is read between two monotonic readings, not across a preemption") {
+    // Booted 100 s ago, suspended 7 s of it: BOOTTIME 107 s, MONOTONIC 100 s.
+    CHECK(suspended_time(100s, 107s + 2us, 100s + 4us) == 7s);
+    // Preempted 20 ms between the readings: too blurred to compare.
+    CHECK_FALSE(suspended_time(100s, 107s, 100s + 20ms));
+    CHECK_FALSE(suspended_time(100s, 107s, 100s - 1us));
+    // A check preempted between BOOTTIME and MONOTONIC read one after the
+    // other would see 20 ms less suspended, and the next one a 20 ms sleep.
+    // Read in the middle, a good reading never differs by more than the
+    // reading time from another.
+    const auto first = suspended_time(100s, 107s + 250us, 100s + 500us);
+    const auto next = suspended_time(105s, 112s, 105s + 1us);
+    REQUIRE(first);
+    REQUIRE(next);
+    CHECK_FALSE(slept_between(*first, *next));
+}

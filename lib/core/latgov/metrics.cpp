@@ -135,7 +135,8 @@ std::string format_metrics(const MetricsSnapshot& s) {
     e.family("latgov_rescans_total", "counter",
              "Topology scans by cause: start, reload, uevent (a disk, controller or CPU "
              "changed), hotplug, irq_moved (a governed queue's IRQ completes elsewhere), "
-             "device_error, periodic (the safety net found a change).");
+             "resumed (the host was suspended), device_error, periodic (the safety net found "
+             "a change).");
     for (auto cause : all_rescan_causes) {
         const auto it = s.rescans.find(cause);
         e.sample("latgov_rescans_total", fmt::format("cause=\"{}\"", to_string(cause)),

@@ -17,6 +17,8 @@ std::string_view to_string(RescanCause cause) {
         return "hotplug";
     case RescanCause::irq_moved:
         return "irq_moved";
+    case RescanCause::resumed:
+        return "resumed";
     case RescanCause::device_error:
         return "device_error";
     case RescanCause::periodic:
@@ -42,6 +44,20 @@ std::optional<TimePoint> uevent_rescan_at(const UeventBurst& burst, TimePoint re
 
 bool online_check_due(const UeventBurst& pending, TimePoint last_check, TimePoint now) {
     return !pending.first && now - last_check >= online_check_interval;
+}
+
+std::optional<std::chrono::nanoseconds> suspended_time(std::chrono::nanoseconds mono_before,
+                                                       std::chrono::nanoseconds boot,
+                                                       std::chrono::nanoseconds mono_after) {
+    if (mono_after < mono_before || mono_after - mono_before > max_clock_reading)
+        return std::nullopt;
+    return boot - (mono_before + (mono_after - mono_before) / 2);
+}
+
+bool slept_between(std::chrono::nanoseconds before, std::chrono::nanoseconds now) {
+    // Far above what max_clock_reading leaves of skew, far below any suspend.
+    constexpr std::chrono::milliseconds skew{10};
+    return now - before > skew;
 }
 
 std::string topology_fingerprint(const Topology& t) {

@@ -18,12 +18,13 @@ enum class RescanCause {
     uevent,       // the kernel said a disk, controller, CPU or PCI function changed
     hotplug,      // the online CPU set changed (seen without a uevent)
     irq_moved,    // a governed queue's IRQ completes elsewhere (irqbalance; no uevent)
+    resumed,      // the host slept (suspend to RAM or disk; no CPU uevent)
     device_error, // a governed device could not be sampled (gone, mid-reset)
     periodic,     // the safety net found a different topology
 };
 inline constexpr RescanCause all_rescan_causes[] = {
-    RescanCause::start,     RescanCause::reload,       RescanCause::uevent,  RescanCause::hotplug,
-    RescanCause::irq_moved, RescanCause::device_error, RescanCause::periodic};
+    RescanCause::start,     RescanCause::reload,  RescanCause::uevent,       RescanCause::hotplug,
+    RescanCause::irq_moved, RescanCause::resumed, RescanCause::device_error, RescanCause::periodic};
 std::string_view to_string(RescanCause cause);
 
 // A burst of uevents (a controller probe sends a dozen within a second) is
@@ -64,6 +65,24 @@ std::optional<TimePoint> uevent_rescan_at(const UeventBurst& burst, TimePoint re
 // for changes that came without one. Comparing during the burst's quiet time
 // would rescan for it early, as if no uevent had come.
 bool online_check_due(const UeventBurst& pending, TimePoint last_check, TimePoint now);
+
+// The time the host was suspended since boot, CLOCK_BOOTTIME less
+// CLOCK_MONOTONIC, from CLOCK_MONOTONIC read before and after CLOCK_BOOTTIME
+// (`mono_before`, `boot`, `mono_after`): the boot reading less the middle
+// of the two. Nullopt when the three readings took longer than
+// max_clock_reading (the thread was preempted between them), which would
+// blur the result by as much.
+inline constexpr std::chrono::microseconds max_clock_reading{500};
+std::optional<std::chrono::nanoseconds> suspended_time(std::chrono::nanoseconds mono_before,
+                                                       std::chrono::nanoseconds boot,
+                                                       std::chrono::nanoseconds mono_after);
+
+// Whether the host slept between two suspended_time() results (`before`,
+// then `now`): it grows only by the time suspended. Suspend to RAM or disk
+// takes every CPU but the boot one offline and back with no uevent, and the
+// online CPUs read the same after it, but the perf events of those CPUs no
+// longer fire and their threads are no longer pinned.
+bool slept_between(std::chrono::nanoseconds before, std::chrono::nanoseconds now);
 
 // What a rescan would change, as text: online CPUs, idle driver, governor and
 // states, every device's queues with their submit and completion CPUs and
