@@ -137,7 +137,23 @@ TEST_CASE("the online CPU set is compared every 5 s, but not while a uevent burs
     CHECK_FALSE(online_check_due(burst, t0, t0 + 60s));
 }
 
-TEST_CASE("only a disk's change may leave the map as it was") {
+TEST_CASE("an NVMe asynchronous event may leave the map as it was, a reset's end does not") {
+    const std::string ctrl = "/devices/pci0000:00/0000:00:04.0/nvme/nvme0";
+    const auto aen =
+        parse_uevent(datagram({"change@" + ctrl, "ACTION=change", "DEVPATH=" + ctrl,
+                               "SUBSYSTEM=nvme", "NVME_AEN=0x000001", "NVME_LOG_PAGE=0x02"}));
+    REQUIRE(aen);
+    CHECK(aen->nvme_aen == "0x000001");
+    CHECK(may_change_nothing(*aen)); // a temperature warning: compared, not rescanned
+    const auto connected =
+        parse_uevent(datagram({"change@" + ctrl, "ACTION=change", "DEVPATH=" + ctrl,
+                               "SUBSYSTEM=nvme", "NVME_EVENT=connected"}));
+    REQUIRE(connected);
+    CHECK(connected->nvme_aen.empty());
+    CHECK_FALSE(may_change_nothing(*connected)); // a reset's end: new IRQs
+}
+
+TEST_CASE("only a disk's change, or an NVMe event, may leave the map as it was") {
     CHECK(may_change_nothing({"change", "block", "/devices/virtual/block/loop0"}));
     CHECK_FALSE(may_change_nothing({"add", "block", "/devices/virtual/block/loop0"}));
     CHECK_FALSE(may_change_nothing({"change", "nvme", "/devices/virtual/nvme/nvme0"}));

@@ -32,7 +32,7 @@ Result<Uevent> parse_uevent(std::string_view datagram) {
         rest = end == std::string_view::npos ? std::string_view{} : rest.substr(end + 1);
         for (auto [key, value] :
              {std::pair{"ACTION", &event.action}, std::pair{"DEVPATH", &event.devpath},
-              std::pair{"SUBSYSTEM", &event.subsystem}})
+              std::pair{"SUBSYSTEM", &event.subsystem}, std::pair{"NVME_AEN", &event.nvme_aen}})
             if (auto v = field(line, key))
                 *value = *v;
     }
@@ -57,7 +57,9 @@ bool changes_topology(const Uevent& event) {
 }
 
 bool may_change_nothing(const Uevent& event) {
-    return event.subsystem == "block" && event.action == "change";
+    if (event.action != "change")
+        return false;
+    return event.subsystem == "block" || (event.subsystem == "nvme" && !event.nvme_aen.empty());
 }
 
 } // namespace latgov

@@ -14,6 +14,10 @@ struct Uevent {
     std::string action;    // add, remove, change, online, offline, bind, ...
     std::string subsystem; // block, nvme, cpu, pci, ...
     std::string devpath;   // /devices/pci0000:00/0000:00:04.0/nvme/nvme0
+    // An NVMe controller's asynchronous event that the kernel passed on
+    // (NVME_AEN=0x...: a SMART or temperature warning, a notice); empty
+    // for any other uevent.
+    std::string nvme_aen = {};
 };
 
 // One datagram from the kernel: "ACTION@DEVPATH" then NUL-separated
@@ -29,9 +33,13 @@ bool changes_topology(const Uevent& event);
 // A disk's `change`: udev sends one whenever a writer closes the disk (its
 // watch rule), and partition tables read again send them too; most change
 // nothing latgov maps, so a burst of only these is compared with the map
-// before a rescan. Every other uevent rescans: a CPU that went offline and
-// came back within one burst leaves the same map, but its perf events were
-// disabled and its thread unpinned meanwhile.
+// before a rescan. So is an NVMe controller's `change` that carries an
+// asynchronous event (NVME_AEN): a health warning maps nothing, and what an
+// event does change (a namespace added) comes with uevents of its own. Every
+// other uevent rescans: the `change` that ends a controller reset
+// (NVME_EVENT=connected) comes with new IRQs, and a CPU that went offline
+// and came back within one burst leaves the same map, but its perf events
+// were disabled and its thread unpinned meanwhile.
 bool may_change_nothing(const Uevent& event);
 
 } // namespace latgov
