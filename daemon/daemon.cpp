@@ -156,7 +156,9 @@ bool Daemon::rescan(TimePoint now, RescanCause cause, std::optional<Topology> di
                      ? build_governed_state(root_, config_, std::move(*discovered), state_.get())
                      : build_governed_state(root_, config_, state_.get());
     if (!state) {
-        // Nothing is observed while this fails, so nothing stays held.
+        // The current map keeps governing meanwhile. Where a sample that
+        // failed brought this rescan, nothing is observed and nothing held
+        // (the failed sample released it).
         const auto retry = rescan_retry_.next();
         spdlog::error("{}; keeping the current map, retrying in {} ms", state.error().message,
                       retry.count());

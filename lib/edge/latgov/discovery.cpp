@@ -219,11 +219,12 @@ Result<IrqCompletion> read_irq_completion(const SysRoot& root, int irq, const Cp
         out.source = CompletionSource::irq_affinity;
     }
     if (out.cpus.empty()) {
-        // An IRQ that is shut down (all its CPUs offline) has no effective
-        // CPU; it would come back on one of its affinity CPUs. Left empty
-        // when none of them is online: the kernel shuts a managed IRQ down
-        // then (its queue's submitters are offline too, so no IO comes),
-        // and gives any other IRQ the online CPUs as its affinity, which
+        // An IRQ that is shut down (all its CPUs offline) may have no
+        // effective CPU (x86 shows an online one it will not fire on); it
+        // would come back on one of its affinity CPUs. Left empty when none
+        // of them is online: the kernel shuts a managed IRQ down then (its
+        // queue's submitters are offline too, so no IO comes), and gives
+        // any other IRQ the online CPUs as its affinity, which
         // smp_affinity_list then shows.
         std::set_intersection(out.affinity.begin(), out.affinity.end(), online.begin(),
                               online.end(), std::back_inserter(out.cpus));
