@@ -248,6 +248,38 @@ TEST_CASE("an IRQ moved after discovery is named, and only for a governed device
     CHECK_FALSE(moved_irq(root, *again, {"vda"}));
 }
 
+TEST_CASE(
+    "the IRQ check needs the effective mask alone, and finds the move of an IRQ queues share") {
+    // Two queues on virtio's one shared virtqueue vector.
+    FakeTree tree;
+    tree.write("sys/devices/pci0000:00/0000:00:02.0/virtio1/block/vda/mq/0/cpu_list", "0\n");
+    tree.write("sys/devices/pci0000:00/0000:00:02.0/virtio1/block/vda/mq/1/cpu_list", "1\n");
+    tree.irq(36, "virtio1-virtqueues", "0-1", "1");
+    const SysRoot root(tree.root());
+    auto topo = discover_topology(root);
+    REQUIRE(topo);
+    REQUIRE(topo->devices.size() == 1);
+    REQUIRE(topo->devices[0].queues.size() == 2);
+    CHECK(topo->devices[0].queues[1].irq == 36);
+    CHECK_FALSE(moved_irq(root, *topo, {"vda"}));
+
+    // smp_affinity_list is not needed where the effective mask names CPUs.
+    fs::remove(tree.root() / "proc/irq/36/smp_affinity_list");
+    CHECK_FALSE(moved_irq(root, *topo, {"vda"}));
+    tree.write("proc/irq/36/effective_affinity_list", "0\n");
+    const auto moved = moved_irq(root, *topo, {"vda"});
+    REQUIRE(moved);
+    CHECK(*moved == "IRQ 36 (virtio1-virtqueues) of vda queue 0 completes on cpus 0 now, not 1");
+
+    // An empty effective mask (a shut-down IRQ) still needs the affinity.
+    tree.write("proc/irq/36/effective_affinity_list", "\n");
+    CHECK_FALSE(moved_irq(root, *topo, {"vda"}));
+    tree.write("proc/irq/36/smp_affinity_list", "0\n");
+    const auto shut = moved_irq(root, *topo, {"vda"});
+    REQUIRE(shut);
+    CHECK(shut->find("completes on cpus 0 now, not 1") != std::string::npos);
+}
+
 TEST_CASE("without effective_affinity_list a queue completes on its IRQ's online affinity CPUs") {
     FakeTree tree;
     tree.irq(36, "virtio1-req.0", "1-3", "1"); // CPUs 2 and 3 are offline

@@ -170,21 +170,17 @@ IrqNames read_irq_names(const SysRoot& root, std::set<int>& shared,
     return by_name;
 }
 
-struct IrqCpus {
-    CpuSet affinity;
-    // nullopt: the kernel has no effective_affinity_list (see read_irq_cpus).
-    std::optional<CpuSet> effective;
-};
+Result<CpuSet> read_affinity_cpus(const SysRoot& root, int irq) {
+    return read_parsed(root, "/proc/irq/" + std::to_string(irq) + "/smp_affinity_list",
+                       parse_cpu_list);
+}
 
-Result<IrqCpus> read_irq_cpus(const SysRoot& root, int irq) {
-    const std::string dir = "/proc/irq/" + std::to_string(irq);
-    auto affinity = read_parsed(root, dir + "/smp_affinity_list", parse_cpu_list);
-    if (!affinity)
-        return affinity.error();
-    const std::string effective_path = dir + "/effective_affinity_list";
-    auto effective = read_parsed(root, effective_path, parse_cpu_list);
+// nullopt: the kernel has no effective_affinity_list.
+Result<std::optional<CpuSet>> read_effective_cpus(const SysRoot& root, int irq) {
+    const std::string path = "/proc/irq/" + std::to_string(irq) + "/effective_affinity_list";
+    auto effective = read_parsed(root, path, parse_cpu_list);
     if (effective)
-        return IrqCpus{std::move(*affinity), std::move(*effective)};
+        return std::optional<CpuSet>(std::move(*effective));
     // The kernel creates effective_affinity_list only with
     // CONFIG_GENERIC_IRQ_EFFECTIVE_AFF_MASK, which not every architecture or
     // interrupt controller selects. Only its absence means that, and the
@@ -192,9 +188,28 @@ Result<IrqCpus> read_irq_cpus(const SysRoot& root, int irq) {
     // but cannot be read or parsed is still an error. (An IRQ freed since
     // smp_affinity_list was read looks the same; the uevent of the device
     // that freed it brings a rescan.)
-    if (root.open(effective_path, O_PATH | O_CLOEXEC) || errno != ENOENT)
+    if (root.open(path, O_PATH | O_CLOEXEC) || errno != ENOENT)
         return effective.error();
-    return IrqCpus{std::move(*affinity), std::nullopt};
+    return std::optional<CpuSet>();
+}
+
+// The CPUs that complete an IRQ: its effective ones. Without an effective
+// mask the kernel does not say which CPU of the affinity takes the
+// interrupt (the controller picks one, or spreads them), so every online
+// one of them is taken to complete. An IRQ that is shut down (all its CPUs
+// offline) may have no effective CPU (x86 shows an online one it will not
+// fire on); it would come back on one of its affinity CPUs. Left empty when
+// none of them is online: the kernel shuts a managed IRQ down then (its
+// queue's submitters are offline too, so no IO comes), and gives any other
+// IRQ the online CPUs as its affinity, which smp_affinity_list then shows.
+CpuSet completing_cpus(const std::optional<CpuSet>& effective, const CpuSet& affinity,
+                       const CpuSet& online) {
+    if (effective && !effective->empty())
+        return *effective;
+    CpuSet cpus;
+    std::set_intersection(affinity.begin(), affinity.end(), online.begin(), online.end(),
+                          std::back_inserter(cpus));
+    return cpus;
 }
 
 // Where an IRQ is completed, as the kernel says now.
@@ -205,31 +220,33 @@ struct IrqCompletion {
 };
 
 Result<IrqCompletion> read_irq_completion(const SysRoot& root, int irq, const CpuSet& online) {
-    auto read = read_irq_cpus(root, irq);
-    if (!read)
-        return read.error();
+    auto affinity = read_affinity_cpus(root, irq);
+    if (!affinity)
+        return affinity.error();
+    auto effective = read_effective_cpus(root, irq);
+    if (!effective)
+        return effective.error();
     IrqCompletion out;
-    out.affinity = std::move(read->affinity);
-    if (read->effective) {
-        out.cpus = std::move(*read->effective);
-    } else {
-        // Without an effective mask the kernel does not say which CPU of
-        // the affinity takes the interrupt (the controller picks one, or
-        // spreads them), so every online one of them is taken to complete.
+    out.cpus = completing_cpus(*effective, *affinity, online);
+    out.affinity = std::move(*affinity);
+    if (!*effective)
         out.source = CompletionSource::irq_affinity;
-    }
-    if (out.cpus.empty()) {
-        // An IRQ that is shut down (all its CPUs offline) may have no
-        // effective CPU (x86 shows an online one it will not fire on); it
-        // would come back on one of its affinity CPUs. Left empty when none
-        // of them is online: the kernel shuts a managed IRQ down then (its
-        // queue's submitters are offline too, so no IO comes), and gives
-        // any other IRQ the online CPUs as its affinity, which
-        // smp_affinity_list then shows.
-        std::set_intersection(out.affinity.begin(), out.affinity.end(), online.begin(),
-                              online.end(), std::back_inserter(out.cpus));
-    }
     return out;
+}
+
+// The CPUs that complete `irq` now, as read_irq_completion finds them, in
+// one read where the effective mask names them (the 5 s check reads this
+// for every governed IRQ; smp_affinity_list matters only without one).
+Result<CpuSet> read_completion_cpus(const SysRoot& root, int irq, const CpuSet& online) {
+    auto effective = read_effective_cpus(root, irq);
+    if (!effective)
+        return effective.error();
+    if (*effective && !(*effective)->empty())
+        return std::move(**effective);
+    auto affinity = read_affinity_cpus(root, irq);
+    if (!affinity)
+        return affinity.error();
+    return completing_cpus(*effective, *affinity, online);
 }
 
 QueueType parse_queue_type(std::string_view text) {
@@ -314,8 +331,8 @@ std::vector<std::pair<int, CpuSet>> read_msi_affinities(const SysRoot& root,
                 irqs.push_back(*irq);
         std::sort(irqs.begin(), irqs.end()); // listed as text: "100" before "99"
         for (int irq : irqs)
-            if (auto cpus = read_irq_cpus(root, irq))
-                out.emplace_back(irq, std::move(cpus->affinity));
+            if (auto cpus = read_affinity_cpus(root, irq))
+                out.emplace_back(irq, std::move(*cpus));
         return out;
     }
     return out;
@@ -637,18 +654,27 @@ Result<Topology> discover_topology(const SysRoot& root) {
 
 std::optional<std::string> moved_irq(const SysRoot& root, const Topology& topology,
                                      const std::vector<std::string>& devices) {
+    // Read once per IRQ: queues may share one (a controller's single
+    // vector, virtio's shared virtqueue vector). Nullopt: unreadable, gone
+    // with its device, whose uevent brings a rescan; not taken for a move.
+    std::map<int, std::optional<CpuSet>> now_by_irq;
     for (const auto& d : topology.devices) {
         if (std::find(devices.begin(), devices.end(), d.name) == devices.end())
             continue;
         for (const auto& q : d.queues) {
             if (!q.irq)
                 continue;
-            auto now = read_irq_completion(root, *q.irq, topology.online_cpus);
-            if (!now || now->cpus == q.completion_cpus)
-                continue; // unreadable: gone with its device, whose uevent brings a rescan
+            auto [it, fresh] = now_by_irq.try_emplace(*q.irq);
+            if (fresh) {
+                if (auto cpus = read_completion_cpus(root, *q.irq, topology.online_cpus))
+                    it->second = std::move(*cpus);
+            }
+            const auto& now = it->second;
+            if (!now || *now == q.completion_cpus)
+                continue;
             return fmt::format(
                 "IRQ {} ({}) of {} queue {} completes on cpus {} now, not {}", *q.irq, q.irq_name,
-                d.name, q.index, now->cpus.empty() ? "none" : format_cpu_list(now->cpus),
+                d.name, q.index, now->empty() ? "none" : format_cpu_list(*now),
                 q.completion_cpus.empty() ? "none" : format_cpu_list(q.completion_cpus));
         }
     }
