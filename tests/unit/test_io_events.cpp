@@ -164,18 +164,57 @@ TEST_CASE("a page of 64 KiB takes the 250 disks in one filter") {
     CHECK(wakeup_filters(g.watched_devs(), 65535).size() == 1);
 }
 
-TEST_CASE("a governed multipath path disk is matched by the extended major, less other disks") {
-    // The captured VM: nvme1n1 (259:2) is a multipath head over the hidden
-    // path disks nvme1c0n1 and nvme1c1n1, whose dev_t sysfs does not show;
-    // nullb0 (254:0) is not governed.
-    test::TempDir tmp("latgov-io-events");
+namespace {
+
+// The captured VM: nvme0n1 (259:1) is a multipath head over the hidden path
+// disks nvme0c0n1 (259:0) and nvme0c1n1 (259:2), whose dev_t sysfs does not
+// show and /proc/diskstats does; nullb0 (254:0) is not governed.
+Topology captured_multipath(const test::TempDir& tmp, bool diskstats) {
     const std::string tarball =
         std::string(LATGOV_SOURCE_DIR) + "/tests/golden/vm-multipath.tar.gz";
     const std::string untar = "tar -xzf '" + tarball + "' -C '" + tmp.path().string() + "'";
     REQUIRE(std::system(untar.c_str()) == 0);
+    if (!diskstats)
+        std::filesystem::remove(tmp.path() / "proc/diskstats");
     auto topology = discover_topology(SysRoot(tmp.path()));
     REQUIRE(topology);
-    const Governor g(*topology, default_config(), declared_costs(*topology));
+    return *topology;
+}
+
+} // namespace
+
+TEST_CASE("a governed multipath path disk is matched by its dev_t from /proc/diskstats") {
+    test::TempDir tmp("latgov-io-events");
+    const Topology topology = captured_multipath(tmp, true);
+    Governor g(topology, default_config(), declared_costs(topology));
+    const WatchedDevs watched = g.watched_devs();
+    CHECK_FALSE(watched.hidden_paths);
+    CHECK(watched.devs == std::vector<std::uint32_t>{dev_of(259, 0), dev_of(259, 2)});
+    CHECK(watched.others == std::vector<std::uint32_t>{dev_of(254, 0)});
+    const auto parts = device_filters(watched, own_requests_excluded("").size(), 4095);
+    REQUIRE(parts.size() == 1);
+    CHECK(parts[0] == "dev == 271581184 || dev == 271581186");
+    CHECK_FALSE(matches(parts[0], dev_of(259, 1))); // the head issues no requests
+
+    // A request on one path makes that path's queue active, not the other's.
+    const auto* first = topology.device("nvme0c0n1");
+    REQUIRE(first);
+    const int cpu = first->queues.at(0).submit_cpus.at(0);
+    CHECK(g.on_request_issued(dev_of(259, 0), cpu, TimePoint{} + std::chrono::milliseconds(1)));
+    std::vector<std::string> active;
+    for (const auto& d : g.devices())
+        for (const auto& q : d.queues)
+            if (q.activity.active)
+                active.push_back(d.name + "/" + std::to_string(q.index));
+    CHECK(active == std::vector<std::string>{"nvme0c0n1/0"});
+}
+
+TEST_CASE(
+    "without /proc/diskstats a path disk is matched by the extended major, less other disks") {
+    test::TempDir tmp("latgov-io-events");
+    const Topology topology = captured_multipath(tmp, false);
+    CHECK(topology.device("nvme0c0n1")->dev.empty());
+    const Governor g(topology, default_config(), declared_costs(topology));
     const WatchedDevs watched = g.watched_devs();
     CHECK(watched.hidden_paths);
     CHECK(watched.devs.empty());
@@ -186,7 +225,7 @@ TEST_CASE("a governed multipath path disk is matched by the extended major, less
     CHECK(parts[0] == "(dev >= 271581184 && dev <= 272629759)");
     // The path disks took minors of the extended major the head did not.
     CHECK(matches(parts[0], dev_of(259, 0)));
-    CHECK(matches(parts[0], dev_of(259, 1)));
+    CHECK(matches(parts[0], dev_of(259, 2)));
     // Not every request on every disk: nullb0's do not wake the daemon.
     CHECK_FALSE(matches(parts[0], dev_of(254, 0)));
     CHECK_FALSE(matches(parts[0], dev_of(8, 0)));

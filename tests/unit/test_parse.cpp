@@ -3,6 +3,7 @@
 #include <cstring>
 #include <doctest/doctest.h>
 #include <string>
+#include <vector>
 
 using namespace latgov;
 
@@ -100,6 +101,34 @@ TEST_CASE("cpu_dma_latency reads back a 4-byte s32") {
     auto wrong = parse_cpu_dma_latency("1000\n");
     REQUIRE_FALSE(wrong);
     CHECK(wrong.error().message == "expected 4 bytes, got 5");
+}
+
+TEST_CASE("a disk's dev_t from /proc/diskstats, hidden multipath paths included") {
+    // As a 6.1 guest with a multipath head over two paths prints it.
+    const std::string diskstats = " 259       0 nvme0c0n1 11 0 88 4 0 0 0 0 0 0 4 0 0 0 0 0 0\n"
+                                  " 259       1 nvme0n1 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0\n"
+                                  " 259       2 nvme0c1n1 8 0 64 2 0 0 0 0 0 4 2 0 0 0 0 0 0\n"
+                                  " 254       0 nullb0 3 0 24 0 0 0 0 0 0 0 0 0 0 0 0 0 0\n";
+    CHECK(parse_diskstats_dev(diskstats, "nvme0c1n1")->value() == "259:2");
+    CHECK(parse_diskstats_dev(diskstats, "nullb0")->value() == "254:0");
+    CHECK_FALSE(parse_diskstats_dev(diskstats, "nvme0c1")->has_value()); // whole names only
+    CHECK_FALSE(parse_diskstats_dev("", "nvme0c0n1")->has_value());
+    // A line for the disk that does not read as major and minor is an error
+    // naming it; other lines are not looked at.
+    const auto bad = parse_diskstats_dev("   8 0 sda 1 2\n 259 x nvme0c0n1 1 2\n", "nvme0c0n1");
+    REQUIRE_FALSE(bad);
+    CHECK(bad.error().message == "line 2: expected MAJOR:MINOR, got \"259:x\"");
+    CHECK(parse_diskstats_dev(" 259 x nvme0c0n1\n   8 0 sda 1 2\n", "sda")->value() == "8:0");
+    // A kernel that gave a hidden disk no dev_t prints 0 0: said as it is.
+    CHECK(parse_diskstats_dev("   0       0 nvme0c0n1 1 0 8\n", "nvme0c0n1")->value() == "0:0");
+}
+
+TEST_CASE("words are what runs of a separator separate") {
+    CHECK(words("  259       0 nvme0c0n1 11 ") ==
+          std::vector<std::string_view>{"259", "0", "nvme0c0n1", "11"});
+    CHECK(words("   ").empty());
+    CHECK(words("").empty());
+    CHECK(words("//sys//block/", '/') == std::vector<std::string_view>{"sys", "block"});
 }
 
 TEST_CASE("block stat fields") {

@@ -554,8 +554,8 @@ TEST_CASE("a SCSI disk finds its HBA's MSI IRQs four levels up, in numeric order
 
 namespace {
 
-// The golden multipath VM's tree (nvme1n1 over paths nvme1c0n1 and
-// nvme1c1n1, and nullb0), unpacked in a scratch directory to be changed.
+// The golden multipath VM's tree (nvme0n1 over paths nvme0c0n1 and
+// nvme0c1n1, and nullb0), unpacked in a scratch directory to be changed.
 class MultipathTree {
   public:
     MultipathTree() {
@@ -572,7 +572,7 @@ class MultipathTree {
     void stat_files() const {
         std::ofstream(root_ / "proc/stat") << "cpu  1 2 3 4 5 6 7 0 0 0\ncpu0 1 2 3 4 5 6 7 0 0 0\n"
                                               "intr 10 1 2 3\n";
-        for (const auto& disk : {"nullb0", "nvme1n1"})
+        for (const auto& disk : {"nullb0", "nvme0n1"})
             if (fs::exists(root_ / "sys/block" / disk))
                 std::ofstream(root_ / "sys/block" / disk / "stat")
                     << "1 0 8 0 0 0 0 0 0 5 5 0 0 0 0 0 0\n";
@@ -589,19 +589,19 @@ TEST_CASE("multipath paths whose head is not there yet are left out with a warni
     {
         auto topo = discover_topology(SysRoot(tree.root()));
         REQUIRE(topo);
-        CHECK(topo->device("nvme1c0n1"));
-        CHECK(topo->device("nvme1n1")->paths == std::vector<std::string>{"nvme1c0n1", "nvme1c1n1"});
+        CHECK(topo->device("nvme0c0n1"));
+        CHECK(topo->device("nvme0n1")->paths == std::vector<std::string>{"nvme0c0n1", "nvme0c1n1"});
     }
-    fs::remove(tree.root() / "sys/block/nvme1n1"); // no path ANA-usable yet
+    fs::remove(tree.root() / "sys/block/nvme0n1"); // no path ANA-usable yet
     auto topo = discover_topology(SysRoot(tree.root()));
     REQUIRE(topo);
-    CHECK_FALSE(topo->device("nvme1c0n1"));
-    CHECK_FALSE(topo->device("nvme1c1n1"));
+    CHECK_FALSE(topo->device("nvme0c0n1"));
+    CHECK_FALSE(topo->device("nvme0c1n1"));
     CHECK(topo->device("nullb0"));
-    CHECK(has_warning(*topo, "multipath head /sys/block/nvme1n1 is missing",
-                      "skipping device nvme1c0n1"));
-    CHECK(has_warning(*topo, "multipath head /sys/block/nvme1n1 is missing",
-                      "skipping device nvme1c1n1"));
+    CHECK(has_warning(*topo, "multipath head /sys/block/nvme0n1 is missing",
+                      "skipping device nvme0c0n1"));
+    CHECK(has_warning(*topo, "multipath head /sys/block/nvme0n1 is missing",
+                      "skipping device nvme0c1n1"));
     // What latgovd opens of it: nothing (the paths went with their head,
     // and nullb0, with no IRQ of its own, is governed only by a rule).
     tree.stat_files();
@@ -660,6 +660,49 @@ TEST_CASE("the topology table keeps one line per queue and its columns whatever 
     CHECK(lines[1].find("1                0-1") == lines[0].find("COMPLETION CPUS"));
 }
 
+TEST_CASE("a hidden path disk's dev_t is its line of /proc/diskstats, or unknown with a warning") {
+    MultipathTree tree;
+    const SysRoot root(tree.root());
+    const auto dev_of = [](const Topology& topo, const char* name) {
+        const BlockDevice* disk = topo.device(name);
+        REQUIRE(disk);
+        return disk->dev;
+    };
+    auto topo = discover_topology(root);
+    REQUIRE(topo);
+    CHECK(dev_of(*topo, "nvme0c0n1") == "259:0");
+    CHECK(dev_of(*topo, "nvme0c1n1") == "259:2");
+    CHECK(dev_of(*topo, "nvme0n1") == "259:1"); // the head's own dev file
+    CHECK(topo->warnings.empty());
+
+    const auto diskstats = tree.root() / "proc/diskstats";
+    // A kernel that gives a hidden disk no dev_t; a line missing; a dev_t
+    // that another disk has (a path removed and its minor reused between
+    // the reads of sysfs and of /proc/diskstats).
+    std::ofstream(diskstats) << "   0       0 nvme0c0n1 11 0 88 4 0 0 0 0 0 0 4 0 0 0 0 0 0\n"
+                                " 259       1 nvme0n1 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0\n"
+                                " 254       0 nullb0 3 0 24 0 0 0 0 0 0 0 0 0 0 0 0 0 0\n";
+    topo = discover_topology(root);
+    REQUIRE(topo);
+    CHECK(dev_of(*topo, "nvme0c0n1").empty());
+    CHECK(dev_of(*topo, "nvme0c1n1").empty());
+    CHECK(has_warning(*topo, "nvme0c0n1: /proc/diskstats gives it no dev_t (0:0)",
+                      "every disk whose dev_t is not known"));
+    CHECK(has_warning(*topo, "nvme0c1n1: not in /proc/diskstats"));
+    std::ofstream(diskstats) << " 254 0 nvme0c0n1 1\n 259 x nvme0c1n1 1\n";
+    topo = discover_topology(root);
+    REQUIRE(topo);
+    CHECK(dev_of(*topo, "nvme0c0n1").empty());
+    CHECK(has_warning(*topo, "nvme0c0n1: /proc/diskstats gives it 254:0, which another disk has"));
+    CHECK(has_warning(*topo, "nvme0c1n1: Failed to parse /proc/diskstats: line 2: expected "
+                             "MAJOR:MINOR, got \"259:x\""));
+    fs::remove(diskstats);
+    topo = discover_topology(root);
+    REQUIRE(topo);
+    CHECK(dev_of(*topo, "nvme0c1n1").empty());
+    CHECK(has_warning(*topo, "nvme0c1n1: Failed to open", "proc/diskstats"));
+}
+
 TEST_CASE("a /dev/cpu_dma_latency of other than 4 bytes is unknown, with a warning") {
     MultipathTree tree;
     fs::create_directories(tree.root() / "dev");
@@ -679,7 +722,7 @@ TEST_CASE("an NVMe queue count or namespace ID that does not parse is unknown, w
     MultipathTree tree;
     const auto ctrl = tree.root() / "sys/devices/pci0000:00/0000:00:04.0/nvme/nvme1";
     std::ofstream(ctrl / "queue_count") << "4294967301\n";
-    std::ofstream(ctrl / "nvme1c1n1/nsid") << "n/a\n";
+    std::ofstream(ctrl / "nvme0c1n1/nsid") << "n/a\n";
     auto topo = discover_topology(SysRoot(tree.root()));
     REQUIRE(topo);
     const auto& controllers = topo->controllers;
@@ -688,14 +731,14 @@ TEST_CASE("an NVMe queue count or namespace ID that does not parse is unknown, w
     REQUIRE(nvme1 != controllers.end());
     CHECK_FALSE(nvme1->queue_count);
     CHECK(has_warning(*topo, "nvme1/queue_count", "\"4294967301\""));
-    REQUIRE(topo->device("nvme1c1n1"));
-    CHECK_FALSE(topo->device("nvme1c1n1")->nsid);
-    CHECK(has_warning(*topo, "nvme1c1n1/nsid", "\"n/a\""));
+    REQUIRE(topo->device("nvme0c1n1"));
+    CHECK_FALSE(topo->device("nvme0c1n1")->nsid);
+    CHECK(has_warning(*topo, "nvme0c1n1/nsid", "\"n/a\""));
     // The largest namespace ID NVMe has is one.
-    std::ofstream(ctrl / "nvme1c1n1/nsid") << "4294967294\n";
+    std::ofstream(ctrl / "nvme0c1n1/nsid") << "4294967294\n";
     topo = discover_topology(SysRoot(tree.root()));
     REQUIRE(topo);
-    CHECK(topo->device("nvme1c1n1")->nsid == 4294967294u);
+    CHECK(topo->device("nvme0c1n1")->nsid == 4294967294u);
 }
 
 TEST_CASE("the sampler leaves out a device whose stat cannot be opened, reads the others, and "
@@ -703,11 +746,11 @@ TEST_CASE("the sampler leaves out a device whose stat cannot be opened, reads th
     MultipathTree tree;
     tree.stat_files();
     const SysRoot root(tree.root());
-    fs::remove(tree.root() / "sys/block/nvme1n1/stat");
-    auto sampler = IoSampler::open(root, {"nvme1n1", "nullb0"});
+    fs::remove(tree.root() / "sys/block/nvme0n1/stat");
+    auto sampler = IoSampler::open(root, {"nvme0n1", "nullb0"});
     REQUIRE(sampler);
     REQUIRE(sampler->warnings().size() == 1);
-    CHECK(sampler->warnings()[0].find("sys/block/nvme1n1/stat") != std::string::npos);
+    CHECK(sampler->warnings()[0].find("sys/block/nvme0n1/stat") != std::string::npos);
     IoSample sample;
     REQUIRE(sampler->sample(sample));
     REQUIRE(sample.devices.size() == 2); // still one slot per device asked for
@@ -716,8 +759,8 @@ TEST_CASE("the sampler leaves out a device whose stat cannot be opened, reads th
     CHECK(sample.irq_counts == std::vector<std::uint64_t>{1, 2, 3});
     CHECK(sampler->leaves_out());
     CHECK(sampler->reopen_left_out(root).empty()); // still not there
-    std::ofstream(tree.root() / "sys/block/nvme1n1/stat") << "7 0 8 0 0 0 0 0 0 5 5 0 0 0 0 0 0\n";
-    CHECK(sampler->reopen_left_out(root) == std::vector<std::size_t>{0}); // nvme1n1
+    std::ofstream(tree.root() / "sys/block/nvme0n1/stat") << "7 0 8 0 0 0 0 0 0 5 5 0 0 0 0 0 0\n";
+    CHECK(sampler->reopen_left_out(root) == std::vector<std::size_t>{0}); // nvme0n1
     CHECK_FALSE(sampler->leaves_out());
     CHECK(sampler->reopen_left_out(root).empty()); // nothing left to open
     REQUIRE(sampler->sample(sample));

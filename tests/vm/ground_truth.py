@@ -33,6 +33,9 @@ Rules (Documentation: drivers/nvme/host/pci.c, drivers/virtio, block/blk-mq):
 - virtio-blk: hctx q uses the IRQ `virtio<N>-req.<q>`, virtio<N> being the
   basename of the disk's device link.
 - null_blk (nullb*) and loop* have no IRQ: completion_cpus = submit_cpus.
+- dev ("major:minor") from /sys/block/<disk>/dev; a hidden path disk has no
+  dev file, and its dev_t is its line in /proc/diskstats ("" where that
+  says 0 0 or has no line).
 - completion_cpus of an IRQ queue = /proc/irq/<n>/effective_affinity_list;
   irq_affinity = smp_affinity_list.
 Disks of other drivers (sd*, dm-*, ...) are not reported: their IRQ naming is
@@ -306,9 +309,21 @@ def cpus(m):
     return out
 
 
+def disk_devs(m, disks):
+    """Each disk's "major:minor": its sysfs dev file, or for a hidden multipath
+    path (which has none) its line in /proc/diskstats; "" when neither."""
+    listed = {}
+    for line in (m.read("/proc/diskstats") or "").splitlines():
+        fields = line.split()
+        if len(fields) >= 3 and fields[0] != "0":  # 0 0: the kernel gave it none
+            listed[fields[2]] = f"{fields[0]}:{fields[1]}"
+    return {d: m.read(f"/sys/block/{d}/dev") or listed.get(d, "") for d in disks}
+
+
 def ground_truth(m):
     actions = irq_actions(m)
     disks = m.listdir("/sys/block")
+    devs = disk_devs(m, disks)
     devices = []
     for disk in disks:
         if NVME_DISK.match(disk):
@@ -323,7 +338,7 @@ def ground_truth(m):
         else:
             continue
         if dev is not None:
-            devices.append(dev)
+            devices.append({"name": disk, "dev": devs[disk], **dev})
     return dict(cpus(m), devices=devices)
 
 

@@ -13,6 +13,9 @@
 #   --nullblk "PARAMS"    after phase "boot", reload null_blk with PARAMS and run
 #                         phase "nullblk"
 #   --snapshot FILE       run `latgov snapshot -o FILE` after the last phase
+#   --path-requests       after phase "boot", check with path_requests.py that
+#                         requests through each multipath head name the dev_t
+#                         latgov gives its paths (OUTDIR/path-requests.{txt,rc})
 #   --set "ITEM,..."      before the first phase: cpuN-stateK-disabled writes 1
 #                         to cpuN's cpuidle/stateK/disable; cpuN-resume-V writes
 #                         V to cpuN's pm_qos_resume_latency_us (captured
@@ -21,13 +24,14 @@ set -euo pipefail
 export PATH=/usr/sbin:/usr/bin:/sbin:/bin
 
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
-nvme_disks=0 nullblk="" snapshot="" have_nullblk=0 set=""
+nvme_disks=0 nullblk="" snapshot="" have_nullblk=0 set="" path_requests=0
 while [[ $# -gt 0 ]]; do
   case "$1" in
     --nvme-disks) nvme_disks=$2; shift 2;;
     --nullblk) nullblk=$2; have_nullblk=1; shift 2;;
     --snapshot) snapshot=$2; shift 2;;
     --set) set=$2; shift 2;;
+    --path-requests) path_requests=1; shift;;
     --) shift; break;;
     -*) echo "guest-topology: unknown option $1" >&2; exit 2;;
     *) break;;
@@ -93,6 +97,13 @@ udevadm settle 2>/dev/null || true
 wait_for "$nvme_disks nvme block devices" enough_nvme
 wait_for "null_blk's nullb0 (nvme-vm loads null_blk)" all_nullb 1
 run_phase boot
+
+if [[ $path_requests = 1 ]]; then
+  rc=0
+  python3 "$here/path_requests.py" "$out/boot/actual.json" > "$out/path-requests.txt" 2>&1 || rc=$?
+  echo "$rc" > "$out/path-requests.rc"
+  echo "guest-topology: path requests rc $rc"
+fi
 
 if [[ $have_nullblk = 1 ]]; then
   modprobe -r null_blk

@@ -122,6 +122,7 @@ for l in "${layouts[@]}"; do
   gargs=(--nvme-disks "$ndisks")
   [[ -n $nullblk ]] && gargs+=(--nullblk "$nullblk")
   [[ -n $setup ]] && gargs+=(--set "$setup")
+  [[ $vmopts == *--multipath* ]] && gargs+=(--path-requests)
   [[ -n $snapdir ]] && { rm -f "$snapdir/$name.tar.gz"; gargs+=(--snapshot "$snapdir/$name.tar.gz"); }
 
   start=$SECONDS
@@ -146,6 +147,12 @@ for l in "${layouts[@]}"; do
     fi
   done
   if [[ ${#msgs[@]} -eq 0 ]]; then ok=0; msgs+=("the guest wrote no results (see $dir/guest.log)"); fi
+  if [[ $vmopts == *--multipath* ]]; then
+    # requests through the head name the dev_t latgov gives its hidden paths
+    [[ $(cat "$dir/path-requests.rc" 2>/dev/null) = 0 ]] || ok=0
+    msgs+=("path requests (rc $(cat "$dir/path-requests.rc" 2>/dev/null || echo none)):")
+    [[ -f $dir/path-requests.txt ]] && mapfile -t -O "${#msgs[@]}" msgs < "$dir/path-requests.txt"
+  fi
   if [[ -n $snapdir ]]; then
     src=$(cat "$dir/snapshot.rc" 2>/dev/null || echo "?")
     if [[ $src = 0 && -s $snapdir/$name.tar.gz ]]; then

@@ -461,7 +461,8 @@ bool submits_to(const GovernedQueue& queue, int cpu) {
 } // namespace
 
 bool Governor::takes_requests_of(const GovernedDevice& device, std::uint32_t dev) const {
-    // A hidden path disk (kernel_dev 0) takes requests of unknown disks.
+    // A hidden path disk whose dev_t is not known (kernel_dev 0: not in
+    // /proc/diskstats) takes requests of unknown disks.
     return device.kernel_dev == dev ||
            (device.kernel_dev == 0 &&
             std::find(known_devs_.begin(), known_devs_.end(), dev) == known_devs_.end());

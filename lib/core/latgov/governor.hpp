@@ -173,15 +173,16 @@ class Governor {
     // active queues it went to, the completion CPUs and `cpu` where it is
     // held as its waiter's, or the global limit.
     OnsetNeeds onset_needs(std::uint32_t dev, int cpu) const;
-    // The devices whose requests wake an idle daemon. Hidden multipath path
-    // disks have a dev_t that sysfs does not show, so their requests can only
-    // be told apart as "not a disk we know" (`hidden_paths`).
+    // The devices whose requests wake an idle daemon. A hidden multipath
+    // path disk whose dev_t discovery could not read (sysfs does not show
+    // it; /proc/diskstats does) is told apart only as "not a disk we know"
+    // (`hidden_paths`).
     WatchedDevs watched_devs() const;
     // The devices whose requests name waiter CPUs: those that hold their
     // waiters. A CPU that issues only to other disks is not taken for a
     // waiter. It does not make their requests free: a counter costs every
     // request on its CPU about the same, counted or left out by its filter
-    // (docs/platform.md). Hidden path disks are told apart from other disks
+    // (docs/platform.md). Hidden path disks of unknown dev_t are told apart
     // only as a range: where one holds waiters, those that do not count too.
     WatchedDevs waiter_devs() const;
     Holds holds() const;
@@ -315,14 +316,14 @@ class Governor {
     bool release_prearmed(GovernedQueue& queue, bool in_flight, bool busy_here, TimePoint now,
                           bool& missed);
     // Whether `device` takes requests of disk `dev` (a hidden multipath
-    // path takes those of disks sysfs does not show).
+    // path of unknown dev_t takes those of disks whose dev_t is not known).
     bool takes_requests_of(const GovernedDevice& device, std::uint32_t dev) const;
     // A request after idle of devices_[device] from `cpu`, for the period.
     void time_request(std::size_t device, int cpu, TimePoint issued);
 
     std::vector<GovernedDevice> devices_;
     std::vector<std::string> stat_sources_;
-    std::vector<std::uint32_t> known_devs_;   // every disk's dev_t that sysfs shows
+    std::vector<std::uint32_t> known_devs_;   // every disk's dev_t that discovery read
     std::vector<std::uint32_t> request_devs_; // those of them with request queues
     std::map<int, std::vector<IdleCost>> costs_;
     IdleGovernorKind kind_;

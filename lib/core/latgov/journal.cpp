@@ -118,10 +118,7 @@ JournalText parse_journal(std::string_view text) {
             out.root = decode_root(trim(content.substr(journal_root_prefix.size())));
         if (content.empty() || content.front() == '#')
             continue;
-        std::vector<std::string_view> fields;
-        for (auto field : split(content, ' '))
-            if (!field.empty())
-                fields.push_back(field);
+        const auto fields = words(content);
         JournalEntry e;
         bool good = fields.size() >= 6 && fields[0] == "cpu" && fields[2] == "original" &&
                     fields[4] == "written" &&

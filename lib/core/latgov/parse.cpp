@@ -31,6 +31,14 @@ std::vector<std::string_view> split(std::string_view text, char separator) {
     }
 }
 
+std::vector<std::string_view> words(std::string_view text, char separator) {
+    std::vector<std::string_view> out;
+    for (auto piece : split(text, separator))
+        if (!piece.empty())
+            out.push_back(piece);
+    return out;
+}
+
 std::string in_quotes(std::string_view text) {
     constexpr size_t max = 40;
     std::string s(text.substr(0, max));
@@ -236,6 +244,22 @@ Result<std::uint32_t> parse_kernel_dev(std::string_view major_minor) {
     if (!major || !minor || *major >= (1u << 12) || *minor >= (1u << 20))
         return make_error("expected MAJOR:MINOR, got \"" + std::string(t) + "\"");
     return static_cast<std::uint32_t>(*major << 20 | *minor);
+}
+
+Result<std::optional<std::string>> parse_diskstats_dev(std::string_view diskstats,
+                                                       std::string_view name) {
+    int number = 0;
+    for (auto line : split(diskstats, '\n')) {
+        ++number;
+        const auto fields = words(line);
+        if (fields.size() < 3 || fields[2] != name)
+            continue;
+        std::string dev = std::string(fields[0]) + ":" + std::string(fields[1]);
+        if (auto valid = parse_kernel_dev(dev); !valid)
+            return make_error("line " + std::to_string(number) + ": " + valid.error().message);
+        return std::optional<std::string>(std::move(dev));
+    }
+    return std::optional<std::string>();
 }
 
 BlockStatDelta block_stat_delta(const BlockStat& before, const BlockStat& after) {

@@ -28,6 +28,8 @@ std::string describe_limit(LatencyLimit limit);
 std::string_view trim(std::string_view text);
 // The pieces between separators, empty ones included ("a,,b" -> a, "", b).
 std::vector<std::string_view> split(std::string_view text, char separator);
+// The pieces between runs of separators ("  a  b " -> a, b).
+std::vector<std::string_view> words(std::string_view text, char separator = ' ');
 
 // "0-3,8,10-11" (sysfs lists) and "0, 1, 2" (blk-mq cpu_list). Empty is the
 // empty set.
@@ -118,6 +120,13 @@ Result<std::uint64_t> parse_tags_busy(std::string_view text);
 
 // A kernel dev_t as tracepoints show it: MAJOR << 20 | MINOR.
 Result<std::uint32_t> parse_kernel_dev(std::string_view major_minor);
+
+// The "MAJOR:MINOR" that /proc/diskstats gives disk `name` (each line:
+// major, minor, name, then counters), checked as parse_kernel_dev would;
+// nullopt when no line names it. It lists hidden NVMe multipath path disks,
+// whose dev_t sysfs does not show ("0:0" where the kernel gave them none).
+Result<std::optional<std::string>> parse_diskstats_dev(std::string_view diskstats,
+                                                       std::string_view name);
 
 // Text as an error message quotes it: in double quotes, cut after 40
 // characters ("...") so a message stays one readable line.

@@ -21,14 +21,16 @@ namespace latgov {
 constexpr std::uint32_t block_ext_major = 259;
 
 struct WatchedDevs {
-    // Governed disks that sysfs shows (their /sys/block/<d>/dev).
+    // Governed disks of known dev_t (their /sys/block/<d>/dev, or a hidden
+    // path's line of /proc/diskstats).
     std::vector<std::uint32_t> devs;
-    // A hidden multipath path disk (nvme<S>c<C>n<N>) is governed. Its
-    // requests carry a dev_t of the extended major, but sysfs shows none
-    // (device_add_disk gives a hidden disk no devt), so they are matched
-    // as every extended-major dev_t except `others`.
+    // A hidden multipath path disk (nvme<S>c<C>n<N>) whose dev_t is not
+    // known is governed. Its requests carry a dev_t of the extended major,
+    // which sysfs does not show (device_add_disk gives a hidden disk no
+    // devt) and /proc/diskstats did not list, so they are matched as every
+    // extended-major dev_t except `others`.
     bool hidden_paths = false;
-    // Disks with request queues that sysfs shows and that are not governed:
+    // Disks with request queues, of known dev_t, that are not governed:
     // their requests must not wake the daemon.
     std::vector<std::uint32_t> others;
 

@@ -473,7 +473,7 @@ Result<std::optional<BlockDevice>> read_disk(const DiskContext& ctx, const std::
     disk.name = name;
     const std::string dir = "/sys/block/" + name;
     const auto nvme_name = parse_nvme_disk_name(name);
-    // Hidden multipath path disks have no dev_t, hence no dev file.
+    // Hidden multipath path disks have no dev file (see read_path_devs).
     const bool path_disk = nvme_name && !nvme_name->controller.empty();
     if (auto dev = read_trimmed(ctx.root, dir + "/dev"))
         disk.dev = *dev;
@@ -567,6 +567,48 @@ Result<NvmeController> read_controller(const SysRoot& root, const std::string& n
     return ctrl;
 }
 
+// A hidden path disk's dev_t, which sysfs does not show: /proc/diskstats
+// lists it (Debian 12's 6.1 does; a kernel that gave the disk none prints
+// 0:0 there), and block_rq_issue names the path's requests by it. A path
+// left without one takes the requests of every disk whose dev_t latgov
+// does not know.
+void read_path_devs(const SysRoot& root, Topology& topo) {
+    const auto unknown = [](const BlockDevice& d) { return d.hidden && d.dev.empty(); };
+    if (std::none_of(topo.devices.begin(), topo.devices.end(), unknown))
+        return;
+    std::set<std::uint32_t> shown; // dev_t of the disks sysfs shows
+    for (const auto& disk : topo.devices)
+        if (auto dev = parse_kernel_dev(disk.dev))
+            shown.insert(*dev);
+    const std::string fallback =
+        "; taken to issue the requests of every disk whose dev_t is not known";
+    auto diskstats = root.read("/proc/diskstats");
+    for (auto& disk : topo.devices) {
+        if (!unknown(disk))
+            continue;
+        if (!diskstats) {
+            topo.warnings.push_back(disk.name + ": " + diskstats.error().message + fallback);
+            continue;
+        }
+        auto dev = parse_diskstats_dev(*diskstats, disk.name);
+        if (!dev) {
+            topo.warnings.push_back(
+                disk.name + ": Failed to parse /proc/diskstats: " + dev.error().message + fallback);
+        } else if (!*dev) {
+            topo.warnings.push_back(disk.name + ": not in /proc/diskstats" + fallback);
+        } else if (const auto number = parse_kernel_dev(**dev); *number >> 20 == 0) {
+            topo.warnings.push_back(disk.name + ": /proc/diskstats gives it no dev_t (" + **dev +
+                                    ")" + fallback);
+        } else if (shown.contains(*number)) {
+            // Read after sysfs: a path removed and its minor reused since.
+            topo.warnings.push_back(disk.name + ": /proc/diskstats gives it " + **dev +
+                                    ", which another disk has" + fallback);
+        } else {
+            disk.dev = std::move(**dev);
+        }
+    }
+}
+
 } // namespace
 
 Result<Topology> discover_topology(const SysRoot& root) {
@@ -635,6 +677,7 @@ Result<Topology> discover_topology(const SysRoot& root) {
                                 " is missing, skipping device " + path.name);
         return true;
     });
+    read_path_devs(root, topo);
     // A multipath head lists its paths.
     for (auto& head : topo.devices) {
         if (head.kind != DeviceKind::nvme_multipath_head)

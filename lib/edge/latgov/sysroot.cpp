@@ -30,11 +30,8 @@ constexpr std::size_t other_cap = 1024 * 1024;
 
 // The non-empty components of a path.
 std::vector<std::string> split_path(std::string_view path) {
-    std::vector<std::string> parts;
-    for (auto part : split(path, '/'))
-        if (!part.empty())
-            parts.emplace_back(part);
-    return parts;
+    const auto parts = words(path, '/');
+    return {parts.begin(), parts.end()};
 }
 
 std::string parent_of(const std::string& path) {
