@@ -176,13 +176,15 @@ for c in s["cpus"]:
     print(c["cpu"], lim, held or "-")
 '
 }
-# succeeds when the status says: CPU $2 held at 0 for $3 (DEV/Q), and nothing
-# else held; $1 = the status lines
+# succeeds when the status says: CPU $2 held at 0 for $3 (DEV/Q) alone (the
+# queue once for each reason: completes, waits), and nothing else held; $1 =
+# the status lines
 lg_status_only() {
-  local lines=$1 cpu=$2 why=$3 c lim held seen=0
+  local lines=$1 cpu=$2 why=$3 c lim held item seen=0
   while read -r c lim held; do
     if [[ $c == "$cpu" ]]; then
-      [[ $lim == 0 && ,$held, == *,"$why",* ]] || return 1
+      [[ $lim == 0 ]] || return 1
+      for item in ${held//,/ }; do [[ $item == "$why" ]] || return 1; done
       seen=1
     else
       [[ $lim == - && $held == - ]] || return 1
