@@ -53,10 +53,10 @@ OpenedEvents open_io_events(const SysRoot& root, const Config& config, const Top
                      events.error().message, config.daemon.idle_interval.count());
         return {std::nullopt, IoEventsState::unavailable, "unavailable: " + events.error().message};
     }
-    spdlog::info("waking on block_rq_issue events while idle (filter: {})",
+    spdlog::info("waking on {} events while idle (filter: {})", request_tracepoint,
                  events->filter().empty() ? "none" : events->filter());
     return {std::move(*events), IoEventsState::in_use,
-            "sleeping until the first request (block_rq_issue events)"};
+            fmt::format("sleeping until the first request ({} events)", request_tracepoint)};
 }
 
 std::optional<IoIssueEvents> open_recorder(const SysRoot& root, const Topology& topology,

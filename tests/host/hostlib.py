@@ -278,14 +278,14 @@ def expected_auto_limit(states, allowed_us, driver, governor, costs=None):
 
 
 def ensure_tracefs():
-    """tracefs with the block_rq_issue event (the daemon's IO events),
+    """tracefs with the block_getrq event (the daemon's IO events),
     mounted as the bench does when it is not. Raises when it cannot: the
     tests that expect events must fail, not fall back."""
     try:
         d, _ = mount_tracefs()
     except OSError as e:
         raise AssertionError(str(e)) from e
-    event = os.path.join(d, "events/block/block_rq_issue/id")
+    event = os.path.join(d, "events/block/block_getrq/id")
     if not os.path.exists(event):
         raise AssertionError(f"tracefs at {d} has no {event}")
     return d
@@ -970,7 +970,7 @@ class HostTestCase(unittest.TestCase):
                             "where it can hold nothing")
         elif events:
             self.assertTrue(mode.startswith(EVENTS_ON),
-                            f"io_events is {mode!r}: not woken by block_rq_issue events "
+                            f"io_events is {mode!r}: not woken by block_getrq events "
                             f"(tracefs at {self.tracefs}):\n{d.log()}")
         else:
             self.assertTrue(mode.startswith(EVENTS_OFF),

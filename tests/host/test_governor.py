@@ -247,6 +247,13 @@ class GovernorTest(HostTestCase):
         # there: iowait names no disk) makes it a waiter until that lapses
         # (300 ms): poll until it shows both reasons, then until exactly the
         # two holds remain (fio runs for 3 s).
+        # The polls run `latgov status`: from the completion CPU, the pages
+        # they read from this disk (the CLI's own, not cached yet) would make
+        # that CPU a waiter again, as they should. They run on fio's CPU, a
+        # waiter already.
+        affinity = os.sched_getaffinity(0)
+        os.sched_setaffinity(0, {self.submit_cpu})
+        self.addCleanup(os.sched_setaffinity, 0, affinity)
         both = [{"device": DISK, "queue": 0, "why": "completes"},
                 {"device": DISK, "queue": 0, "why": "waits"}]
         expected = {self.comp: [{"device": DISK, "queue": 0, "why": "completes"}],

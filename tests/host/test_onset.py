@@ -1,5 +1,5 @@
 """Host tests of latgovd's event-driven onset: while every governed queue is
-idle it sleeps with no periodic timer and is woken by a block_rq_issue perf
+idle it sleeps with no periodic timer and is woken by a block_getrq perf
 event on the first request, constrains the queue's completion CPU at once
 (and wakes it, so that it idles under the limit) and samples until idle
 again; without the capabilities for perf events it falls back to sampling
@@ -915,7 +915,7 @@ waiter_cpus = false
         self.assert_no_stray(read_all(), what="after fio")
         self.assertEqual(d.stop(), 0)
         self.assertEqual(read_all(), self.baseline)
-        self.assertFalse(re.search(r"waking on block_rq_issue events", d.log()), d.log())
+        self.assertFalse(re.search(r"waking on block_getrq events", d.log()), d.log())
 
 
 if __name__ == "__main__":

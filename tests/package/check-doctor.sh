@@ -88,15 +88,15 @@ grep -qF "[FIX ] latgovd: status unreadable: Failed to parse $tmp/bad/status.jso
 # and status give verdicts, not "not in the snapshot".
 printf 'sysfs /sys sysfs rw 0 0\ntmpfs /run tmpfs rw 0 0\ntracefs /sys/kernel/tracing tracefs rw 0 0\n' \
   > "$tmp/mounts"
-mkdir -p "$tree/proc" "$tree/sys/kernel/tracing/events/block/block_rq_issue"
+mkdir -p "$tree/proc" "$tree/sys/kernel/tracing/events/block/block_getrq"
 rm -f "$tree/proc/mounts"; cp "$tmp/mounts" "$tree/proc/mounts"
-echo 1234 > "$tree/sys/kernel/tracing/events/block/block_rq_issue/id"
+echo 1234 > "$tree/sys/kernel/tracing/events/block/block_getrq/id"
 "$latgov" --sysroot "$tree" snapshot -o "$tmp/new.tar.gz" || fail "snapshot of the tree failed"
 mkdir "$tmp/new" && tar -xzf "$tmp/new.tar.gz" -C "$tmp/new" || fail "cannot unpack the new snapshot"
 out=$("$latgov" --sysroot "$tmp/new" doctor); rc=$?
 echo "$out"
 [[ $rc -eq 0 ]] || fail "doctor on the new snapshot exits $rc, expected 0"
-grep -q "^\[ok  \] tracefs: block_rq_issue events available" <<< "$out" ||
+grep -q "^\[ok  \] tracefs: block_getrq events available" <<< "$out" ||
   fail "the new snapshot lost tracefs"
 grep -q "^\[ok  \] /run: tmpfs" <<< "$out" || fail "the new snapshot lost /proc/mounts"
 grep -q "^\[ok  \] debugfs: mounted" <<< "$out" || fail "the new snapshot lost debugfs"

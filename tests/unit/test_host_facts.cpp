@@ -47,7 +47,7 @@ TEST_CASE("facts from a tree: /run's mount, isolated CPUs, APST, tracefs") {
                              "tmpfs /run/lock tmpfs rw 0 0\n");
     tree.put("/sys/devices/system/cpu/isolated", "2-3\n");
     tree.put("/sys/module/nvme_core/parameters/default_ps_max_latency_us", "100000\n");
-    tree.put("/sys/kernel/tracing/events/block/block_rq_issue/id", "1234\n");
+    tree.put("/sys/kernel/tracing/events/block/block_getrq/id", "1234\n");
     Topology topology;
     BlockDevice disk;
     disk.name = "nvme0n1";
@@ -354,7 +354,7 @@ TEST_CASE("the live host's facts are never unknown") {
 TEST_CASE("a snapshot keeps the files doctor reads and latgovd's status") {
     const TempTree tree("latgov-snapshot-capture");
     tree.put("/proc/mounts", "tmpfs /run tmpfs rw 0 0\n");
-    tree.put("/sys/kernel/tracing/events/block/block_rq_issue/id", "1234\n");
+    tree.put("/sys/kernel/tracing/events/block/block_getrq/id", "1234\n");
     tree.put("/sys/module/nvme_core/parameters/default_ps_max_latency_us", "0\n");
     tree.put("/sys/devices/system/cpu/isolated", "\n");
     tree.put("/run/latgov/status.json", "{}\n");
@@ -363,7 +363,7 @@ TEST_CASE("a snapshot keeps the files doctor reads and latgovd's status") {
     sys.start_capture();
     capture_doctor_files(sys, "/run/latgov");
     const auto& kept = sys.capture()->entries();
-    for (const char* path : {"/proc/mounts", "/sys/kernel/tracing/events/block/block_rq_issue/id",
+    for (const char* path : {"/proc/mounts", "/sys/kernel/tracing/events/block/block_getrq/id",
                              "/sys/module/nvme_core/parameters/default_ps_max_latency_us",
                              "/sys/devices/system/cpu/isolated", "/run/latgov/status.json"}) {
         CAPTURE(path);

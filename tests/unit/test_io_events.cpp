@@ -265,16 +265,17 @@ TEST_CASE("hundreds of multipath namespaces beside ungoverned NVMe disks still f
 
 TEST_CASE("a tracepoint that cannot be read is named, with why, at each place tracefs may be") {
     test::TempDir tmp("latgov-tracefs");
-    const fs::path tracing = tmp.path() / "sys/kernel/tracing/events/block/block_rq_issue";
+    const fs::path tracing = tmp.path() / "sys/kernel/tracing/events/block/block_getrq";
     fs::create_directories(tracing / "format"); // a directory: reading it fails
     { std::ofstream(tracing / "id") << "2104\n"; }
-    auto format = read_block_rq_issue_format(SysRoot(tmp.path()));
+    auto format = read_request_format(SysRoot(tmp.path()));
     REQUIRE_FALSE(format);
     const std::string& why = format.error().message;
-    CHECK(why.starts_with("Failed to read the block_rq_issue tracepoint (is tracefs mounted?): "));
+    CHECK(
+        why.starts_with("Failed to read the block/block_getrq tracepoint (is tracefs mounted?): "));
     // Mounted here, but its format unreadable; not mounted at the other.
-    CHECK(why.find("/sys/kernel/tracing/events/block/block_rq_issue/format: Is a directory") !=
+    CHECK(why.find("/sys/kernel/tracing/events/block/block_getrq/format: Is a directory") !=
           std::string::npos);
-    CHECK(why.find("/sys/kernel/debug/tracing/events/block/block_rq_issue/id: No such file") !=
+    CHECK(why.find("/sys/kernel/debug/tracing/events/block/block_getrq/id: No such file") !=
           std::string::npos);
 }

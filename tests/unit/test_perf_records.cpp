@@ -1,4 +1,4 @@
-// The perf ring records latgovd reads: block_rq_issue samples, which wake
+// The perf ring records latgovd reads: block_getrq samples, which wake
 // it on the first request after idle. Rings are built here byte by byte,
 // wrapping, as the kernel writes them.
 #include "latgov/perf_records.hpp"
@@ -84,9 +84,9 @@ TEST_CASE("issue samples give each request's CPU, disk and time, other records a
 
 namespace {
 
-// block_rq_issue's format as Linux 6.18 gives it (rwbs char[10]).
-constexpr std::string_view format_6_18 = R"(name: block_rq_issue
-ID: 2104
+// block_getrq's format as Linux 6.18 gives it (rwbs char[10]).
+constexpr std::string_view format_6_18 = R"(name: block_getrq
+ID: 2096
 format:
 	field:unsigned short common_type;	offset:0;	size:2;	signed:0;
 	field:unsigned char common_flags;	offset:2;	size:1;	signed:0;
@@ -96,49 +96,59 @@ format:
 	field:dev_t dev;	offset:8;	size:4;	signed:0;
 	field:sector_t sector;	offset:16;	size:8;	signed:0;
 	field:unsigned int nr_sector;	offset:24;	size:4;	signed:0;
-	field:unsigned int bytes;	offset:28;	size:4;	signed:0;
-	field:unsigned short ioprio;	offset:32;	size:2;	signed:0;
-	field:char rwbs[10];	offset:34;	size:10;	signed:0;
-	field:char comm[16];	offset:44;	size:16;	signed:0;
-	field:__data_loc char[] cmd;	offset:60;	size:4;	signed:0;
+	field:char rwbs[10];	offset:28;	size:10;	signed:0;
+	field:char comm[16];	offset:38;	size:16;	signed:0;
+)";
+
+// The same as Debian 12's 6.1 gives it (rwbs char[8]).
+constexpr std::string_view format_6_1 = R"(name: block_getrq
+ID: 1054
+format:
+	field:unsigned short common_type;	offset:0;	size:2;	signed:0;
+	field:unsigned char common_flags;	offset:2;	size:1;	signed:0;
+	field:unsigned char common_preempt_count;	offset:3;	size:1;	signed:0;
+	field:int common_pid;	offset:4;	size:4;	signed:1;
+
+	field:dev_t dev;	offset:8;	size:4;	signed:0;
+	field:sector_t sector;	offset:16;	size:8;	signed:0;
+	field:unsigned int nr_sector;	offset:24;	size:4;	signed:0;
+	field:char rwbs[8];	offset:28;	size:8;	signed:1;
+	field:char comm[16];	offset:36;	size:16;	signed:1;
 )";
 
 } // namespace
 
 TEST_CASE("the tracepoint format gives where dev and rwbs sit, whichever rwbs size") {
-    auto format = parse_tracepoint_format("2104\n", format_6_18);
+    auto format = parse_tracepoint_format("2096\n", format_6_18);
     REQUIRE(format);
-    CHECK(format->id == 2104);
+    CHECK(format->id == 2096);
     CHECK(format->dev_offset == 8);
-    CHECK(format->rwbs_offset == 34);
+    CHECK(format->rwbs_offset == 28);
     CHECK(format->rwbs_size == 10);
-    // Older kernels: rwbs[8] right after nr_sector and bytes.
-    std::string older(format_6_18);
-    const auto ioprio = older.find("\tfield:unsigned short ioprio;");
-    older.replace(ioprio, older.find("\tfield:char comm[16]") - ioprio,
-                  "\tfield:char rwbs[8];\toffset:32;\tsize:8;\tsigned:0;\n");
-    format = parse_tracepoint_format("1500", older);
+    // Older kernels: rwbs[8].
+    format = parse_tracepoint_format("1054", format_6_1);
     REQUIRE(format);
-    CHECK(format->rwbs_offset == 32);
+    CHECK(format->dev_offset == 8);
+    CHECK(format->rwbs_offset == 28);
     CHECK(format->rwbs_size == 8);
     // No rwbs: the request's kind stays unknown, the rest works.
     std::string none(format_6_18);
     const auto rwbs = none.find("\tfield:char rwbs[10]");
     none.erase(rwbs, none.find("\tfield:char comm[16]") - rwbs);
-    format = parse_tracepoint_format("2104", none);
+    format = parse_tracepoint_format("2096", none);
     REQUIRE(format);
     CHECK(format->rwbs_size == 0);
     // A bad offset is named.
     std::string bad(format_6_18);
-    bad.replace(bad.find("offset:34"), 9, "offset:x");
-    format = parse_tracepoint_format("2104", bad);
+    bad.replace(bad.find("offset:28"), 9, "offset:x");
+    format = parse_tracepoint_format("2096", bad);
     REQUIRE_FALSE(format);
     CHECK(format.error().message.find("offset of the rwbs field") != std::string::npos);
-    CHECK_FALSE(parse_tracepoint_format("2104", "format:\n"));
+    CHECK_FALSE(parse_tracepoint_format("2096", "format:\n"));
 }
 
 TEST_CASE("an issue sample says whether someone waits for its request, from rwbs") {
-    const auto format = parse_tracepoint_format("2104", format_6_18);
+    const auto format = parse_tracepoint_format("2096", format_6_18);
     REQUIRE(format);
     Ring ring(1024, 1000); // wraps inside the records
     const std::uint64_t tail = ring.head;

@@ -216,7 +216,7 @@ lg_wait_reads() {
   done
 }
 # succeeds when status.json in $1 says an idle latgovd sleeps on
-# block_rq_issue events (not the sampling fallback)
+# block_getrq events (not the sampling fallback)
 lg_events_armed() {
   local line
   line=$(grep -m1 '"io_events"' "$1/status.json" 2>/dev/null) || return 1

@@ -221,7 +221,7 @@ lg_check "journal: 'governing $disk' logged at priority info" logged_at_info "go
 if bad=$(grep -E "latgovd\[[0-9]+\]: <[0-7]>" <<< "$jt"); then
   lg_fail "journal: a priority prefix left in the message: $(head -n 2 <<< "$bad" | tr '\n' ';')"
 else lg_pass "journal: no '<N>' prefix left in latgovd's messages"; fi
-if grep -q "waking on block_rq_issue events" <<< "$jt"; then
+if grep -q "waking on block_getrq events" <<< "$jt"; then
   lg_pass "journal: IO events (perf_event_open) work under the hardening"
 else
   lg_fail "journal: IO events unavailable under the hardening: $(grep -i 'IO events' <<< "$jt" | head -n 1)"

@@ -86,17 +86,17 @@ std::vector<Finding> diagnose(const HostFacts& f) {
 
     switch (f.tracefs_events) {
     case Found::yes:
-        out.push_back({L::ok, "tracefs", "block_rq_issue events available", ""});
+        out.push_back({L::ok, "tracefs", "block_getrq events available", ""});
         break;
     case Found::unreadable:
         out.push_back({L::note, "tracefs", "not readable",
-                       "Run as root to see whether block_rq_issue events are available."});
+                       "Run as root to see whether block_getrq events are available."});
         break;
     case Found::unknown:
         out.push_back({L::note, "tracefs", "unknown (not in the snapshot)", ""});
         break;
     case Found::no:
-        out.push_back({L::attention, "tracefs", "block_rq_issue not found",
+        out.push_back({L::attention, "tracefs", "block_getrq not found",
                        "An idle latgovd cannot sleep until the first request and samples "
                        "instead. Mount tracefs: `mount -t tracefs none /sys/kernel/tracing`."});
         break;

@@ -36,7 +36,7 @@ struct HostFacts {
     LatencyLimit latgov_global_limit;       // what latgov itself holds there
     std::map<int, LatencyLimit> cpu_values; // each CPU's pm_qos_resume_latency_us
     std::set<int> latgov_held_cpus;   // CPUs latgov holds (status, or a newer hold in its journal)
-    Found tracefs_events = Found::no; // block_rq_issue id
+    Found tracefs_events = Found::no; // block_getrq id (request_tracepoint)
     Found debugfs_block = Found::no;  // /sys/kernel/debug/block
     std::string run_fstype;           // file system of /run
     Found mounts = Found::yes;        // /proc/mounts (unknown: not in the snapshot)

@@ -49,7 +49,7 @@ struct OnsetHistogram {
 
 // How an idle latgovd learns of the first request.
 enum class IoEventsState {
-    in_use,      // block_rq_issue perf events wake it (unless paused for lone requests)
+    in_use,      // block_getrq perf events wake it (unless paused for lone requests)
     unavailable, // refused (no tracefs, no CAP_PERFMON): it samples every idle_interval_ms
     off,         // io_events = false: it samples every idle_interval_ms
     not_needed,  // nothing can be held: no cpuidle driver and no fixed limit, or no device

@@ -1,5 +1,7 @@
 // Onset delays: from the first request that activates a queue to the
-// constraint written for it, as `latgov status` reports them.
+// constraint written for it, as `latgov status` reports them. A request is
+// issued, here and in IssuedRequest, when the kernel makes it (its
+// block_getrq sample); behind an IO scheduler it reaches the driver later.
 #pragma once
 
 #include "latgov/perf_records.hpp"

@@ -1,4 +1,4 @@
-// What the kernel's block_rq_issue tracepoint gives latgovd: its format
+// What the kernel's block_getrq tracepoint gives latgovd: its format
 // (tracefs text) and the samples in a perf ring. Pure: the ring is bytes.
 #pragma once
 
@@ -12,8 +12,17 @@
 
 namespace latgov {
 
+// The tracepoint of a new block request (tracefs events/block/): hit
+// once per request, as blk_mq_submit_bio allocates it, in the task that
+// submits it and on that CPU. block_rq_issue would name who dispatched it:
+// behind an IO scheduler often kblockd's kworker, on another CPU
+// (docs/platform.md, "Who makes a request"). Passthrough requests (NVMe
+// ioctls, io_uring commands on /dev/ngXnY) are not made from a bio and do
+// not hit it.
+inline constexpr std::string_view request_tracepoint = "block_getrq";
+
 // The tracepoint's id and where the `dev` and `rwbs` fields sit in its raw
-// record, from tracefs events/block/block_rq_issue/{id,format}. rwbs (the
+// record, from tracefs events/block/block_getrq/{id,format}. rwbs (the
 // request's kind, "R", "WS", "FWFS"...) is char[8] on older kernels,
 // char[10] on newer ones; a kernel without it gives size 0.
 struct TracepointFormat {

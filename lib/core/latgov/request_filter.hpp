@@ -1,5 +1,5 @@
 // Which block requests wake an idle daemon, as perf tracepoint filters on
-// block_rq_issue's `dev` field (MAJOR << 20 | MINOR, the whole disk's dev_t).
+// block_getrq's `dev` field (MAJOR << 20 | MINOR, the whole disk's dev_t).
 //
 // The kernel takes a filter of at most a page less one byte
 // (PERF_EVENT_IOC_SET_FILTER copies it with strndup_user(..., PAGE_SIZE)),

@@ -5,7 +5,7 @@
 //
 // Evidence that a CPU holds a waiter:
 //  - requests to the governed disks were issued from it (per-CPU
-//    block_rq_issue counters, read every tick; the request that woke an
+//    block_getrq counters, read every tick; the request that woke an
 //    idle daemon at onset): synchronous IO sleeps where it was submitted.
 //    This is the main signal: exact per tick, and it sees the waits that
 //    iowait misses (fdatasync sleeps on the journal commit without iowait;

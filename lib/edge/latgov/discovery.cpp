@@ -569,7 +569,7 @@ Result<NvmeController> read_controller(const SysRoot& root, const std::string& n
 
 // A hidden path disk's dev_t, which sysfs does not show: /proc/diskstats
 // lists it (Debian 12's 6.1 does; a kernel that gave the disk none prints
-// 0:0 there), and block_rq_issue names the path's requests by it. A path
+// 0:0 there), and block_getrq names the path's requests by it. A path
 // left without one takes the requests of every disk whose dev_t latgov
 // does not know.
 void read_path_devs(const SysRoot& root, Topology& topo) {

@@ -172,9 +172,8 @@ Result<HostFacts> read_host_facts(const SysRoot& root, const Topology& topology,
     auto may_be_mounted = [&](std::string_view path, std::string_view fstype) {
         return !mounts || mount_fstype(*mounts, path) == fstype;
     };
-    f.tracefs_events =
-        found_any(root, {"/sys/kernel/tracing/events/block/block_rq_issue/id",
-                         "/sys/kernel/debug/tracing/events/block/block_rq_issue/id"});
+    f.tracefs_events = found_any(root, {"/sys/kernel/tracing/events/block/block_getrq/id",
+                                        "/sys/kernel/debug/tracing/events/block/block_getrq/id"});
     if (f.snapshot && f.tracefs_events == Found::no &&
         (may_be_mounted("/sys/kernel/tracing/events", "tracefs") ||
          may_be_mounted("/sys/kernel/debug/tracing/events", "tracefs")))

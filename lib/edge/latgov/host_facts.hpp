@@ -21,8 +21,8 @@ namespace latgov {
 // presence it checks) so that `--sysroot` gives `latgov doctor` the same.
 inline constexpr std::string_view host_fact_files[] = {
     "/proc/mounts",
-    "/sys/kernel/tracing/events/block/block_rq_issue/id",
-    "/sys/kernel/debug/tracing/events/block/block_rq_issue/id",
+    "/sys/kernel/tracing/events/block/block_getrq/id", // request_tracepoint
+    "/sys/kernel/debug/tracing/events/block/block_getrq/id",
     "/sys/module/nvme_core/parameters/default_ps_max_latency_us",
     "/sys/devices/system/cpu/isolated",
 };

@@ -27,24 +27,27 @@ bool set_filter(const Fd& event, const std::string& filter) {
 
 } // namespace
 
-Result<TracepointFormat> read_block_rq_issue_format(const SysRoot& root) {
-    Result<std::string> id = make_error("");
-    Result<std::string> format = make_error("");
+Result<TracepointFiles> read_tracepoint_files(const SysRoot& root, const std::string& event) {
     std::string why; // each place's failure: not mounted, or refused (lockdown)
     for (const char* tracefs : {"/sys/kernel/tracing", "/sys/kernel/debug/tracing"}) {
-        const std::string dir = std::string(tracefs) + "/events/block/block_rq_issue";
-        id = root.read(dir + "/id");
-        format = root.read(dir + "/format");
+        const std::string dir = std::string(tracefs) + "/events/" + event;
+        auto id = root.read(dir + "/id");
+        auto format = root.read(dir + "/format");
         if (id && format)
-            break;
+            return TracepointFiles{std::move(*id), std::move(*format)};
         why += (why.empty() ? "" : "; ") + (id ? format : id).error().message;
     }
-    if (!id || !format)
-        return make_error("Failed to read the block_rq_issue tracepoint (is tracefs mounted?): " +
-                          why);
-    auto tp = parse_tracepoint_format(*id, *format);
+    return make_error("Failed to read the " + event + " tracepoint (is tracefs mounted?): " + why);
+}
+
+Result<TracepointFormat> read_request_format(const SysRoot& root) {
+    auto files = read_tracepoint_files(root, "block/" + std::string(request_tracepoint));
+    if (!files)
+        return files.error();
+    auto tp = parse_tracepoint_format(files->id, files->format);
     if (!tp)
-        return make_error("Failed to parse block_rq_issue format: " + tp.error().message);
+        return make_error("Failed to parse the " + std::string(request_tracepoint) +
+                          " format: " + tp.error().message);
     return tp;
 }
 
@@ -81,16 +84,17 @@ std::vector<std::string> wakeup_filters(const WatchedDevs& watched, std::size_t 
     return filters;
 }
 
-Result<Fd> open_block_rq_issue_event(perf_event_attr attr, const TracepointFormat& tp, int cpu,
-                                     const std::string& narrowed_filter, const std::string& plain,
-                                     bool& narrowed, std::string& applied) {
+Result<Fd> open_request_event(perf_event_attr attr, const TracepointFormat& tp, int cpu,
+                              const std::string& narrowed_filter, const std::string& plain,
+                              bool& narrowed, std::string& applied) {
     attr.size = sizeof attr;
     attr.type = PERF_TYPE_TRACEPOINT;
     attr.config = tp.id;
     const long fd = ::syscall(SYS_perf_event_open, &attr, -1, cpu, -1, PERF_FLAG_FD_CLOEXEC);
     if (fd < 0)
-        return make_error("Failed to open a block_rq_issue perf event on cpu " +
-                          std::to_string(cpu) + ": " + errno_message(errno));
+        return make_error("Failed to open a " + std::string(request_tracepoint) +
+                          " perf event on cpu " + std::to_string(cpu) + ": " +
+                          errno_message(errno));
     Fd event(static_cast<int>(fd));
     if (narrowed && set_filter(event, narrowed_filter)) {
         applied = narrowed_filter;
@@ -105,7 +109,7 @@ Result<Fd> open_block_rq_issue_event(perf_event_attr attr, const TracepointForma
 
 Result<IoIssueEvents> IoIssueEvents::open(const SysRoot& root, const std::vector<int>& cpus,
                                           const WatchedDevs& watched, IssueWakeup wakeup) {
-    auto tp = read_block_rq_issue_format(root);
+    auto tp = read_request_format(root);
     if (!tp)
         return tp.error();
     // latgovd's own writes (status, journal, evidence, metrics) must not
@@ -138,8 +142,8 @@ Result<IoIssueEvents> IoIssueEvents::open(const SysRoot& root, const std::vector
             attr.use_clockid = 1;
             attr.clockid = CLOCK_MONOTONIC;
             // The devices alone where the kernel cannot filter on comm.
-            auto event = open_block_rq_issue_event(attr, *tp, cpu, own_requests_excluded(parts[i]),
-                                                   parts[i], narrowed, filters[i]);
+            auto event = open_request_event(attr, *tp, cpu, own_requests_excluded(parts[i]),
+                                            parts[i], narrowed, filters[i]);
             if (!event)
                 return event.error();
             auto ring = PerfRing::map(std::move(*event), ring_pages);
@@ -212,7 +216,8 @@ Result<void> IoIssueEvents::disable_if(const std::function<bool(int cpu)>& which
                       errno_message(errno) + ")";
     }
     if (!failed.empty())
-        return make_error("Failed to disable the block_rq_issue perf event on cpu " + failed +
+        return make_error("Failed to disable the " + std::string(request_tracepoint) +
+                          " perf event on cpu " + failed +
                           "; it still wakes latgovd on each request");
     return {};
 }

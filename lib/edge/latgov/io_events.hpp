@@ -1,5 +1,5 @@
 // Wakes the daemon on the first block request after idle, with no periodic
-// timer: perf tracepoint events on block/block_rq_issue per CPU, filtered
+// timer: perf tracepoint events on block/block_getrq per CPU, filtered
 // to the governed devices (one event per filter where the devices need more
 // than one page of filter), with wakeup_events=1.
 //
@@ -30,9 +30,16 @@
 
 namespace latgov {
 
-// block_rq_issue's format read from tracefs (either mount point); shared by
-// the onset events and the per-CPU issue counters.
-Result<TracepointFormat> read_block_rq_issue_format(const SysRoot& root);
+// A tracepoint's files in tracefs (either mount point); `event` is
+// "group/name".
+struct TracepointFiles {
+    std::string id;
+    std::string format;
+};
+Result<TracepointFiles> read_tracepoint_files(const SysRoot& root, const std::string& event);
+// request_tracepoint's format read from tracefs; shared by the onset events
+// and the per-CPU issue counters.
+Result<TracepointFormat> read_request_format(const SysRoot& root);
 // The longest filter the kernel takes: a page less the terminating NUL.
 std::size_t max_filter_length();
 // The devices' filter in parts (request_filter.hpp), each short enough that
@@ -50,14 +57,14 @@ std::string own_requests_excluded(const std::string& filter);
 // that latgovd did not issue.
 std::vector<std::string> wakeup_filters(const WatchedDevs& watched, std::size_t max_length);
 
-// A block_rq_issue perf event on `cpu` (`attr` says the rest, `tp` which
+// A request_tracepoint perf event on `cpu` (`attr` says the rest, `tp` which
 // tracepoint) with `narrowed_filter` set, or `plain` where the kernel
 // refuses the narrowing. `narrowed` is the caller's, over all its events:
 // false once a narrowing was refused, and then `plain` is set from the
 // start. "" sets no filter. `applied` gets the filter that was set.
-Result<Fd> open_block_rq_issue_event(perf_event_attr attr, const TracepointFormat& tp, int cpu,
-                                     const std::string& narrowed_filter, const std::string& plain,
-                                     bool& narrowed, std::string& applied);
+Result<Fd> open_request_event(perf_event_attr attr, const TracepointFormat& tp, int cpu,
+                              const std::string& narrowed_filter, const std::string& plain,
+                              bool& narrowed, std::string& applied);
 
 // Whether a request wakes the reader. Waking latgovd for a request costs
 // that request (on a KVM guest, isolated reads were 1.04-1.17 of their

@@ -12,7 +12,7 @@ namespace latgov {
 
 Result<IssueCounters> IssueCounters::open(const SysRoot& root, const std::vector<int>& cpus,
                                           const WatchedDevs& watched) {
-    auto tp = read_block_rq_issue_format(root);
+    auto tp = read_request_format(root);
     if (!tp)
         return tp.error();
     // Reads and synchronous writes only: asynchronous writeback (rwbs "W"
@@ -32,8 +32,8 @@ Result<IssueCounters> IssueCounters::open(const SysRoot& root, const std::vector
                 part.empty() ? std::string(waited) : "(" + part + ") && " + std::string(waited);
             std::string applied;
             // Where the kernel cannot glob: every request of the disks.
-            auto event = open_block_rq_issue_event(perf_event_attr{}, *tp, cpu, filter, part,
-                                                   narrowed, applied);
+            auto event =
+                open_request_event(perf_event_attr{}, *tp, cpu, filter, part, narrowed, applied);
             if (!event)
                 return event.error();
             counter.fds.push_back(std::move(*event));
@@ -51,8 +51,8 @@ Result<void> IssueCounters::read(const CpuSet& only, std::vector<std::uint64_t>&
         for (const auto& fd : counter.fds) {
             std::uint64_t value = 0;
             if (const ssize_t n = ::read(fd.get(), &value, sizeof value); n != sizeof value)
-                return make_error("Failed to read the block_rq_issue counter of cpu " +
-                                  std::to_string(counter.cpu) + ": " +
+                return make_error("Failed to read the " + std::string(request_tracepoint) +
+                                  " counter of cpu " + std::to_string(counter.cpu) + ": " +
                                   (n < 0 ? errno_message(errno)
                                          : "read " + std::to_string(n) + " of " +
                                                std::to_string(sizeof value) +

@@ -1,5 +1,5 @@
 // Per-CPU counts of block requests issued to the governed disks: a perf
-// tracepoint event on block/block_rq_issue per CPU in counting mode (no
+// tracepoint event on block/block_getrq per CPU in counting mode (no
 // samples, no ring buffer, no wake-ups), filtered to the governed devices
 // and to reads and synchronous writes (someone waits for those).
 // Read every tick, a count that grew names a CPU where a task submitted IO
