@@ -172,6 +172,9 @@ bool Daemon::rescan(TimePoint now, RescanCause cause, std::optional<Topology> di
 
 std::optional<TimePoint> Daemon::rescan_at() const {
     auto at = uevent_rescan_at(uevent_burst_, next_rescan_);
+    if (auto hotplug = uevent_rescan_at(hotplug_burst_, next_rescan_);
+        hotplug && (!at || *hotplug < *at))
+        at = hotplug;
     if (failed_rescan_ && (!at || next_rescan_ < *at))
         at = next_rescan_;
     return at;
@@ -196,6 +199,7 @@ void Daemon::install(GovernedState state, TimePoint now, RescanCause cause) {
     // Every uevent read so far came before this discovery (one thread), so
     // the new state has seen what they announced.
     uevent_burst_ = {};
+    hotplug_burst_ = {}; // the same for the hotplug steps: this map came after them
     fingerprint_ = topology_fingerprint(state_->topology);
     next_periodic_check_ = now + periodic_check_interval;
     last_online_check_ = now;
@@ -204,6 +208,7 @@ void Daemon::install(GovernedState state, TimePoint now, RescanCause cause) {
     spdlog::info("topology scanned ({})", to_string(cause));
     log_governed_state(*state_, config_);
     watch_events();
+    watch_hotplug(state_->topology.online_cpus, now);
     // The new governor starts idle: what the old one held is released.
     apply(state_->governor.holds(), now);
     holds_dropped_ = false;
@@ -287,6 +292,54 @@ void Daemon::watch_events() {
             watch(fd, fmt::format("the IO events of cpu {} (its first request after idle is "
                                   "seen at the next tick)",
                                   cpu));
+}
+
+void Daemon::watch_hotplug(const std::vector<int>& cpus, TimePoint now) {
+    if (uevents_ || !root_.is_live())
+        return;
+    // The new watch opens before the old one closes, and a step the old one
+    // caught by then (after the discovery of the map just installed, maybe)
+    // is rescanned, like a CPU already gone when the new one opened: no
+    // step falls between the two.
+    auto opened = HotplugWatch::open(root_, cpus);
+    bool caught = opened && !opened->missed().empty();
+    if (hotplug_) {
+        caught = hotplug_->drain() || caught;
+        for (int fd : hotplug_->fds())
+            (void)::epoll_ctl(epoll_.get(), EPOLL_CTL_DEL, fd, nullptr);
+        hotplug_.reset();
+    }
+    if (caught)
+        hotplug_burst_ = add_uevent(hotplug_burst_, now);
+    if (!opened) {
+        // Said once, not at every rescan of a failure that lasts.
+        spdlog::log(hotplug_unwatched_ ? spdlog::level::debug : spdlog::level::warn,
+                    "{}; with no uevents either, a CPU that goes offline and comes back between "
+                    "two online checks is not seen, and its IO events stay dead until another "
+                    "rescan",
+                    opened.error().message);
+        hotplug_unwatched_ = true;
+        return;
+    }
+    hotplug_ = std::move(*opened);
+    for (int fd : hotplug_->fds()) {
+        if (!watch(fd, "a CPU hotplug event (a CPU offline and back between two online checks "
+                       "goes unseen)")) {
+            for (int added : hotplug_->fds())
+                (void)::epoll_ctl(epoll_.get(), EPOLL_CTL_DEL, added, nullptr);
+            hotplug_.reset();
+            hotplug_unwatched_ = true;
+            return;
+        }
+    }
+    hotplug_unwatched_ = false;
+}
+
+void Daemon::on_hotplug(TimePoint now) {
+    if (!hotplug_->drain())
+        return;
+    spdlog::debug("CPU hotplug steps seen");
+    hotplug_burst_ = add_uevent(hotplug_burst_, now);
 }
 
 void Daemon::on_io_ready(TimePoint now) {
@@ -786,6 +839,14 @@ bool Daemon::rescan_if_due(TimePoint now) {
         // A failure leaves the burst pending: retried.
         return rescan(now, RescanCause::uevent, std::move(discovered));
     }
+    if (auto at = uevent_rescan_at(hotplug_burst_, next_rescan_); at && now >= *at) {
+        // The map may read the same (a CPU offline and back), while that
+        // CPU's perf events are gone: always a rescan. A failure leaves the
+        // burst pending.
+        spdlog::info("a CPU went offline or came online (CPU hotplug steps, no uevent), "
+                     "rescanning");
+        return rescan(now, RescanCause::hotplug);
+    }
     if (now < next_rescan_)
         return false;
     if (failed_rescan_) {
@@ -795,7 +856,9 @@ bool Daemon::rescan_if_due(TimePoint now) {
     // CPU hotplug moves managed IRQs: a changed online set means a new map
     // (its uevents normally come first; this holds without them). An IRQ
     // moved by irqbalance or by hand comes with no uevent at all.
-    if (online_check_due(uevent_burst_, last_online_check_, now)) {
+    // Not while hotplug steps are pending either: their rescan comes once
+    // the CPU is done.
+    if (!hotplug_burst_.first && online_check_due(uevent_burst_, last_online_check_, now)) {
         last_online_check_ = now;
         if (const auto suspended = suspended_so_far()) {
             const auto before = std::exchange(boot_offset_, suspended);
@@ -1127,6 +1190,10 @@ bool Daemon::open_event_loop() {
     if (uevents_ && !watch(uevents_->fd(), "the kernel's uevents (the periodic check alone "
                                            "finds devices added or removed)"))
         uevents_.reset();
+    // Without uevents, CPU hotplug is watched from before the first
+    // discovery too; each map opens it anew on its own CPUs.
+    if (auto online = read_online_cpus(root_); online && !uevents_)
+        watch_hotplug(*online, std::chrono::steady_clock::now());
     return true;
 }
 
@@ -1240,6 +1307,9 @@ int Daemon::run_loop(std::unique_lock<std::mutex>& lock) {
                     return *stopped;
             } else if (uevents_ && fd == uevents_->fd()) {
                 on_uevents(std::chrono::steady_clock::now());
+                schedule_wake(std::chrono::steady_clock::now()); // wake when the burst is due
+            } else if (hotplug_ && hotplug_->owns(fd)) {
+                on_hotplug(std::chrono::steady_clock::now());
                 schedule_wake(std::chrono::steady_clock::now()); // wake when the burst is due
             } else if (fd == gate_->wake.get()) {
                 std::uint64_t value = 0;

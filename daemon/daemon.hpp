@@ -12,6 +12,7 @@
 #include "latgov/config.hpp"
 #include "latgov/cpu_kick.hpp"
 #include "latgov/fd.hpp"
+#include "latgov/hotplug_watch.hpp"
 #include "latgov/metrics_recorder.hpp"
 #include "latgov/onset.hpp"
 #include "latgov/qos.hpp"
@@ -88,17 +89,23 @@ class Daemon {
     // later, each time later than the last while new maps fail too.
     void cannot_sample(TimePoint now, const std::string& why, bool fresh_map);
     void install(GovernedState state, TimePoint now, RescanCause cause);
-    // Rescans when a debounced burst of uevents is due, when a failed rescan
-    // is due again, when the online CPU set changed, or when the periodic
-    // check finds another topology; whether that made a new map.
+    // Rescans when a debounced burst of uevents or hotplug steps is due,
+    // when a failed rescan is due again, when the online CPU set changed, or
+    // when the periodic check finds another topology; whether that made a
+    // new map.
     bool rescan_if_due(TimePoint now);
     // Tries again, when due, to open the statistics of devices the sampler
     // left out; the next sample rebases when one opened.
     void reopen_left_out(TimePoint now);
-    // When the next rescan is due: a burst of uevents, or a failed rescan
-    // to try again.
+    // When the next rescan is due: a burst of uevents or hotplug steps, or
+    // a failed rescan to try again.
     std::optional<TimePoint> rescan_at() const;
     void on_uevents(TimePoint now);
+    // Without uevents: the CPU hotplug watch opened anew on `cpus`, the
+    // online CPUs of the map just installed (an offline CPU's event died
+    // with it), and its steps read.
+    void watch_hotplug(const std::vector<int>& cpus, TimePoint now);
+    void on_hotplug(TimePoint now);
     // Feeds the watchdog, samples (rescanning if due or if sampling fails),
     // lets the governor decide and applies it, then what else is due.
     void tick(TimePoint now);
@@ -246,7 +253,12 @@ class Daemon {
     std::optional<UeventMonitor> uevents_;
     UeventBurst uevent_burst_; // the topology-changing uevents not yet rescanned
     Uevent last_uevent_;       // the latest of them, for the log
-    std::string fingerprint_;  // topology_fingerprint() of the governed state
+    // Without uevents (live, no socket): CPU hotplug steps as they happen,
+    // and those not yet rescanned.
+    std::optional<HotplugWatch> hotplug_;
+    UeventBurst hotplug_burst_;
+    bool hotplug_unwatched_ = false; // the watch could not be opened: said once
+    std::string fingerprint_;        // topology_fingerprint() of the governed state
     TimePoint next_periodic_check_{};
     bool online_unreadable_ = false; // the last online CPU check could not read the list
     TimePoint last_online_check_{};

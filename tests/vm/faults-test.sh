@@ -4,7 +4,9 @@
 # guest-faults.sh in it: latgovd governing under fio while controller A is
 # reset, a completion CPU of B goes offline and online, B's PCI function is
 # removed and rescanned (governed again within a bound that only uevents
-# meet), then stopped with every CPU back at its original value.
+# meet), then stopped with every CPU back at its original value; then run
+# again with no uevent socket, a CPU taken offline and back at once must be
+# rescanned (cpuhp tracepoint) and its reads held.
 #
 # Usage: faults-test.sh [--timeout S] LATGOVD LATGOV
 # Prints the guest's PASS/FAIL lines; exit 0 if all passed, 1 if any failed

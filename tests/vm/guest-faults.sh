@@ -16,7 +16,9 @@
 #       within a bound far below its 60 s periodic check, by a rescan its log
 #       says uevents caused;
 #   (d) SIGTERM: every CPU has its original value (one CPU starts with a
-#       value another writer set), /dev/cpu_dma_latency is unconstrained.
+#       value another writer set), /dev/cpu_dma_latency is unconstrained;
+#   (e) latgovd again, with no uevent socket: a CPU taken offline and back
+#       at once is rescanned (the cpuhp tracepoint), and its reads are held.
 # Every step also checks that latgovd is still running.
 #
 # Usage: guest-faults.sh LATGOVD LATGOV
@@ -290,6 +292,62 @@ if grep -E "\[critical\]|Unexpected error" "$rt/latgovd.log" > "$rt/errors" 2>/d
   lg_fail "latgovd logged critical errors: $(head -n 5 "$rt/errors" | tr '\n' ';')"
 fi
 echo "latgov_rescans_total by cause (log): $(grep -o "topology scanned ([a-z_]*)" "$rt/latgovd.log" | sort | uniq -c | tr -s ' \n' ' ')"
+
+# --- (e) no uevents: CPU hotplug seen through the cpuhp tracepoint ----------------
+# latgovd with netlink sockets refused, as under a unit whose
+# RestrictAddressFamilies= leaves out AF_NETLINK. A CPU taken offline and
+# straight back reads the same online list at the 5 s check and its IRQ
+# completes there again, while the kernel dropped its perf events: only a
+# rescan that opens them anew lets its requests be seen. Not a CPU where a
+# queue IRQ that may complete elsewhere completes: the kernel moves it at the
+# offline, and latgovd's 5 s IRQ check would rescan for that.
+movable=" "
+for n in $(awk -F: '/nvme[0-9]+q[1-9]/ {print $1}' /proc/interrupts); do
+  [[ $(lg_expand_cpus "$(cat "/proc/irq/${n// /}/smp_affinity_list")") =~ \  ]] &&
+    movable+="$(lg_completion_cpus "${n// /}") "
+done
+x=""
+for y in "${LG_CPUS[@]}"; do
+  [[ $y != 0 && -w $LG_CPU_SYS/cpu$y/online && $movable != *" $y "* ]] || continue
+  q=$(lg_queue_of "$diskA" "$y") || continue
+  irq=$(lg_queue_irq "$diskA" "$q") || continue
+  [[ $(lg_completion_cpus "$irq") == "$y" ]] && { x=$y irqX=$irq; break; }
+done
+if [[ -z $x ]]; then
+  lg_fail "no uevents: no hot-pluggable CPU of $diskA completing its own queue alone (movable IRQs complete on:$movable)"
+else
+  rt=$(mktemp -d /run/latgov-faults.XXXXXX)
+  lg_fixed_config "$rt/latgov.toml" "$linger_ms"
+  "$here/no_netlink.py" "$latgovd" --config "$rt/latgov.toml" --runtime-dir "$rt" > "$rt/latgovd.log" 2>&1 &
+  dpid=$!
+  for ((i = 0; i < 200; i++)); do grep -q "latgovd ready" "$rt/latgovd.log" && break; alive || break; lg_sleep 0.05; done
+  lg_check "no uevents: latgovd ready" grep -q "latgovd ready" "$rt/latgovd.log"
+  lg_check "no uevents: latgovd could not open the uevent socket" \
+    grep -q "Failed to open the kernel uevent socket: Address family not supported" "$rt/latgovd.log"
+  lines0=$(wc -l < "$rt/latgovd.log")
+  echo 0 > "$LG_CPU_SYS/cpu$x/online"
+  echo 1 > "$LG_CPU_SYS/cpu$x/online"
+  lg_check "no uevents: IRQ $irqX completes on CPU $x again after its offline and online" \
+    test "$(lg_completion_cpus "$irqX")" = "$x"
+  # the watch's own message: the 5 s online check rescans with the same
+  # cause when it runs while the CPU is offline
+  steps="a CPU went offline or came online (CPU hotplug steps, no uevent), rescanning"
+  for ((i = 0; i < 100; i++)); do
+    tail -n +"$((lines0 + 1))" "$rt/latgovd.log" | grep -qF "$steps" && break; lg_sleep 0.05
+  done
+  lg_check "no uevents: latgovd rescanned on the hotplug steps of CPU $x" \
+    bash -c "tail -n +$((lines0 + 1)) '$rt/latgovd.log' | grep -qF '$steps'"
+  base=$(lg_disk_reads "$diskA"); fio_start "$x" "$diskA"; fioA=$LG_FIO_PID
+  if ! lg_wait_reads "$diskA" "$base"; then lg_fail "no uevents: fio on $diskA did not start reading"
+  elif wait_held "$follow_ms" "$x"; then
+    lg_pass "no uevents: reads from CPU $x, offline and back, hold CPU $x ($LG_ELAPSED ms)"
+  else lg_fail "no uevents: reads from CPU $x after its offline and online: expected CPU $x at n/a, got $(lg_qos_all)"; fi
+  kill "$fioA" 2>/dev/null || true; wait "$fioA" 2>/dev/null || true; fioA=""
+  kill -TERM "$dpid"; rc=0; wait "$dpid" || rc=$?
+  lg_check "no uevents: latgovd exited 0 on SIGTERM (rc $rc)" test "$rc" = 0
+  lg_check "no uevents: every CPU at its original after the stop ($(lg_qos_all))" held_exactly ""
+fi
+
 echo 0 > "$LG_CPU_SYS/cpu$c/power/pm_qos_resume_latency_us"   # the guest's own setup, undone
 
 echo "guest-faults: $LG_FAILED failed"

@@ -16,7 +16,7 @@ enum class RescanCause {
     start,        // the first scan
     reload,       // SIGHUP
     uevent,       // the kernel said a disk, controller, CPU or PCI function changed
-    hotplug,      // the online CPU set changed (seen without a uevent)
+    hotplug,      // the online CPUs changed, or a hotplug step came (no uevent socket)
     irq_moved,    // a governed queue's IRQ completes elsewhere (irqbalance; no uevent)
     resumed,      // the host slept (suspend to RAM or disk; no CPU uevent)
     device_error, // a governed device could not be sampled (gone, mid-reset)

@@ -84,18 +84,29 @@ std::vector<std::string> wakeup_filters(const WatchedDevs& watched, std::size_t 
     return filters;
 }
 
+Result<Fd> open_tracepoint_event(perf_event_attr attr, std::uint64_t id, int cpu,
+                                 std::string_view name, int* failed_errno) {
+    attr.size = sizeof attr;
+    attr.type = PERF_TYPE_TRACEPOINT;
+    attr.config = id;
+    const long fd = ::syscall(SYS_perf_event_open, &attr, -1, cpu, -1, PERF_FLAG_FD_CLOEXEC);
+    if (fd < 0) {
+        const int error = errno;
+        if (failed_errno)
+            *failed_errno = error;
+        return make_error("Failed to open a " + std::string(name) + " perf event on cpu " +
+                          std::to_string(cpu) + ": " + errno_message(error));
+    }
+    return Fd(static_cast<int>(fd));
+}
+
 Result<Fd> open_request_event(perf_event_attr attr, const TracepointFormat& tp, int cpu,
                               const std::string& narrowed_filter, const std::string& plain,
                               bool& narrowed, std::string& applied) {
-    attr.size = sizeof attr;
-    attr.type = PERF_TYPE_TRACEPOINT;
-    attr.config = tp.id;
-    const long fd = ::syscall(SYS_perf_event_open, &attr, -1, cpu, -1, PERF_FLAG_FD_CLOEXEC);
-    if (fd < 0)
-        return make_error("Failed to open a " + std::string(request_tracepoint) +
-                          " perf event on cpu " + std::to_string(cpu) + ": " +
-                          errno_message(errno));
-    Fd event(static_cast<int>(fd));
+    auto opened = open_tracepoint_event(attr, tp.id, cpu, request_tracepoint);
+    if (!opened)
+        return opened.error();
+    Fd event = std::move(*opened);
     if (narrowed && set_filter(event, narrowed_filter)) {
         applied = narrowed_filter;
         return event;

@@ -26,6 +26,7 @@
 #include <functional>
 #include <linux/perf_event.h>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace latgov {
@@ -56,6 +57,12 @@ std::string own_requests_excluded(const std::string& filter);
 // each within `max_length`, together matching the requests of `watched`
 // that latgovd did not issue.
 std::vector<std::string> wakeup_filters(const WatchedDevs& watched, std::size_t max_length);
+
+// A perf event on the tracepoint `id` on `cpu` (`attr` says the rest),
+// `name` its name for errors; `failed_errno`, if given, gets the errno of a
+// refused open.
+Result<Fd> open_tracepoint_event(perf_event_attr attr, std::uint64_t id, int cpu,
+                                 std::string_view name, int* failed_errno = nullptr);
 
 // A request_tracepoint perf event on `cpu` (`attr` says the rest, `tp` which
 // tracepoint) with `narrowed_filter` set, or `plain` where the kernel
