@@ -171,8 +171,8 @@ bool Daemon::rescan(TimePoint now, RescanCause cause, std::optional<Topology> di
 }
 
 std::optional<TimePoint> Daemon::rescan_at() const {
-    auto at = uevent_rescan_at(uevent_burst_, next_rescan_);
-    if (auto hotplug = uevent_rescan_at(hotplug_burst_, next_rescan_);
+    auto at = burst_rescan_at(uevent_burst_, next_rescan_);
+    if (auto hotplug = burst_rescan_at(hotplug_burst_, next_rescan_);
         hotplug && (!at || *hotplug < *at))
         at = hotplug;
     if (failed_rescan_ && (!at || next_rescan_ < *at))
@@ -310,7 +310,7 @@ void Daemon::watch_hotplug(const std::vector<int>& cpus, TimePoint now) {
         hotplug_.reset();
     }
     if (caught)
-        hotplug_burst_ = add_uevent(hotplug_burst_, now);
+        hotplug_burst_ = add_change(hotplug_burst_, now);
     if (!opened) {
         // Said once, not at every rescan of a failure that lasts.
         spdlog::log(hotplug_unwatched_ ? spdlog::level::debug : spdlog::level::warn,
@@ -339,7 +339,7 @@ void Daemon::on_hotplug(TimePoint now) {
     if (!hotplug_->drain())
         return;
     spdlog::debug("CPU hotplug steps seen");
-    hotplug_burst_ = add_uevent(hotplug_burst_, now);
+    hotplug_burst_ = add_change(hotplug_burst_, now);
 }
 
 void Daemon::on_io_ready(TimePoint now) {
@@ -816,7 +816,7 @@ void Daemon::reopen_left_out(TimePoint now) {
 }
 
 bool Daemon::rescan_if_due(TimePoint now) {
-    if (auto at = uevent_rescan_at(uevent_burst_, next_rescan_); at && now >= *at) {
+    if (auto at = burst_rescan_at(uevent_burst_, next_rescan_); at && now >= *at) {
         // A disk's change uevents mostly change nothing latgov maps (udev's
         // after a writer closes a disk), and a rescan starts the governor
         // idle: every hold dropped mid-IO. Other uevents always rescan.
@@ -839,7 +839,7 @@ bool Daemon::rescan_if_due(TimePoint now) {
         // A failure leaves the burst pending: retried.
         return rescan(now, RescanCause::uevent, std::move(discovered));
     }
-    if (auto at = uevent_rescan_at(hotplug_burst_, next_rescan_); at && now >= *at) {
+    if (auto at = burst_rescan_at(hotplug_burst_, next_rescan_); at && now >= *at) {
         // The map may read the same (a CPU offline and back), while that
         // CPU's perf events are gone: always a rescan. A failure leaves the
         // burst pending.
@@ -915,14 +915,14 @@ void Daemon::on_uevents(TimePoint now) {
     if (drained.lost) {
         spdlog::warn("Failed to receive every kernel uevent (socket overflow), rescanning");
         last_uevent_ = Uevent{"lost", "(overflow)", "-"};
-        uevent_burst_ = add_uevent(uevent_burst_, now);
+        uevent_burst_ = add_change(uevent_burst_, now);
         uevent_burst_.must_rescan = true;
     }
     for (auto& event : drained.events) {
         if (!changes_topology(event))
             continue;
         spdlog::debug("uevent: {} {} {}", event.action, event.subsystem, event.devpath);
-        uevent_burst_ = add_uevent(uevent_burst_, now);
+        uevent_burst_ = add_change(uevent_burst_, now);
         uevent_burst_.must_rescan = uevent_burst_.must_rescan || !may_change_nothing(event);
         last_uevent_ = std::move(event);
     }
@@ -1192,8 +1192,9 @@ bool Daemon::open_event_loop() {
         uevents_.reset();
     // Without uevents, CPU hotplug is watched from before the first
     // discovery too; each map opens it anew on its own CPUs.
-    if (auto online = read_online_cpus(root_); online && !uevents_)
-        watch_hotplug(*online, std::chrono::steady_clock::now());
+    if (!uevents_)
+        if (auto online = read_online_cpus(root_))
+            watch_hotplug(*online, std::chrono::steady_clock::now());
     return true;
 }
 

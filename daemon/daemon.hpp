@@ -251,12 +251,12 @@ class Daemon {
     // The kernel's uevents; none under --sysroot (they describe this machine,
     // not the tree) or when the socket cannot be opened.
     std::optional<UeventMonitor> uevents_;
-    UeventBurst uevent_burst_; // the topology-changing uevents not yet rescanned
+    ChangeBurst uevent_burst_; // the topology-changing uevents not yet rescanned
     Uevent last_uevent_;       // the latest of them, for the log
     // Without uevents (live, no socket): CPU hotplug steps as they happen,
     // and those not yet rescanned.
     std::optional<HotplugWatch> hotplug_;
-    UeventBurst hotplug_burst_;
+    ChangeBurst hotplug_burst_;
     bool hotplug_unwatched_ = false; // the watch could not be opened: said once
     std::string fingerprint_;        // topology_fingerprint() of the governed state
     TimePoint next_periodic_check_{};

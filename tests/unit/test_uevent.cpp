@@ -97,34 +97,34 @@ TEST_CASE("disks, controllers, CPUs and PCI functions change the topology, other
 }
 
 TEST_CASE("nothing pending, no rescan") {
-    CHECK_FALSE(uevent_rescan_at(UeventBurst{}, t0));
+    CHECK_FALSE(burst_rescan_at(ChangeBurst{}, t0));
 }
 
 TEST_CASE("one uevent is rescanned after the quiet time") {
-    const auto burst = add_uevent({}, t0);
+    const auto burst = add_change({}, t0);
     CHECK(burst.count == 1);
-    CHECK(ms(*uevent_rescan_at(burst, TimePoint{})) == 200);
+    CHECK(ms(*burst_rescan_at(burst, TimePoint{})) == 200);
 }
 
 TEST_CASE("every further uevent pushes the rescan out by the quiet time") {
-    auto burst = add_uevent({}, t0);
-    burst = add_uevent(burst, t0 + 150ms);
-    burst = add_uevent(burst, t0 + 300ms);
+    auto burst = add_change({}, t0);
+    burst = add_change(burst, t0 + 150ms);
+    burst = add_change(burst, t0 + 300ms);
     CHECK(burst.count == 3);
-    CHECK(ms(*uevent_rescan_at(burst, TimePoint{})) == 500);
+    CHECK(ms(*burst_rescan_at(burst, TimePoint{})) == 500);
 }
 
 TEST_CASE("a steady stream of uevents is rescanned 2 s after its first") {
-    auto burst = add_uevent({}, t0);
+    auto burst = add_change({}, t0);
     for (auto t = 100ms; t <= 5000ms; t += 100ms)
-        burst = add_uevent(burst, t0 + t);
-    CHECK(ms(*uevent_rescan_at(burst, TimePoint{})) == 2000);
+        burst = add_change(burst, t0 + t);
+    CHECK(ms(*burst_rescan_at(burst, TimePoint{})) == 2000);
 }
 
 TEST_CASE("a failed rescan's back-off delays the debounced rescan") {
-    const auto burst = add_uevent({}, t0);
-    CHECK(ms(*uevent_rescan_at(burst, t0 + 800ms)) == 800);
-    CHECK(ms(*uevent_rescan_at(burst, t0 + 50ms)) == 200);
+    const auto burst = add_change({}, t0);
+    CHECK(ms(*burst_rescan_at(burst, t0 + 800ms)) == 800);
+    CHECK(ms(*burst_rescan_at(burst, t0 + 50ms)) == 200);
 }
 
 TEST_CASE("the online CPU set is compared every 5 s, but not while a uevent burst is pending") {
@@ -132,7 +132,7 @@ TEST_CASE("the online CPU set is compared every 5 s, but not while a uevent burs
     CHECK(online_check_due({}, t0, t0 + 5000ms));
     // A CPU's offline uevent came 100 ms before the comparison was due: its
     // burst's rescan (200 ms quiet) maps the change, as caused by the uevent.
-    const auto burst = add_uevent({}, t0 + 4900ms);
+    const auto burst = add_change({}, t0 + 4900ms);
     CHECK_FALSE(online_check_due(burst, t0, t0 + 5000ms));
     CHECK_FALSE(online_check_due(burst, t0, t0 + 60s));
 }

@@ -27,7 +27,7 @@ std::string_view to_string(RescanCause cause) {
     return "unknown";
 }
 
-UeventBurst add_uevent(UeventBurst burst, TimePoint now) {
+ChangeBurst add_change(ChangeBurst burst, TimePoint now) {
     if (!burst.first)
         burst.first = now;
     burst.last = std::max(burst.last, now);
@@ -35,14 +35,14 @@ UeventBurst add_uevent(UeventBurst burst, TimePoint now) {
     return burst;
 }
 
-std::optional<TimePoint> uevent_rescan_at(const UeventBurst& burst, TimePoint retry_not_before) {
+std::optional<TimePoint> burst_rescan_at(const ChangeBurst& burst, TimePoint retry_not_before) {
     if (!burst.first)
         return std::nullopt;
-    const auto debounced = std::min(burst.last + uevent_quiet, *burst.first + uevent_max_delay);
+    const auto debounced = std::min(burst.last + burst_quiet, *burst.first + burst_max_delay);
     return std::max(debounced, retry_not_before);
 }
 
-bool online_check_due(const UeventBurst& pending, TimePoint last_check, TimePoint now) {
+bool online_check_due(const ChangeBurst& pending, TimePoint last_check, TimePoint now) {
     return !pending.first && now - last_check >= online_check_interval;
 }
 

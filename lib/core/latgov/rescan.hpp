@@ -27,11 +27,12 @@ inline constexpr RescanCause all_rescan_causes[] = {
     RescanCause::irq_moved, RescanCause::resumed, RescanCause::device_error, RescanCause::periodic};
 std::string_view to_string(RescanCause cause);
 
-// A burst of uevents (a controller probe sends a dozen within a second) is
-// acted on once: after uevent_quiet without another one, and no later than
-// uevent_max_delay after the first, so a steady stream cannot starve it.
-inline constexpr std::chrono::milliseconds uevent_quiet{200};
-inline constexpr std::chrono::milliseconds uevent_max_delay{2000};
+// A burst of changes is acted on once: uevents (a controller probe sends a
+// dozen within a second), or without them the steps of a CPU hotplug. Once
+// after burst_quiet without another one, and no later than burst_max_delay
+// after the first, so a steady stream cannot starve it.
+inline constexpr std::chrono::milliseconds burst_quiet{200};
+inline constexpr std::chrono::milliseconds burst_max_delay{2000};
 
 // Without any uevent (no netlink socket, lost messages) the topology is
 // compared this often, and rescanned if it differs.
@@ -43,28 +44,28 @@ inline constexpr std::chrono::seconds periodic_check_interval{60};
 // them when it wakes (its first request, or housekeeping every 10 s).
 inline constexpr std::chrono::seconds online_check_interval{5};
 
-struct UeventBurst {
+struct ChangeBurst {
     std::optional<TimePoint> first; // none: nothing pending
     TimePoint last{};
     int count = 0;
-    // One of them (or a lost one) is not a disk's change: rescan, even if
-    // the map looks the same (may_change_nothing).
+    // One of the uevents (or a lost one) is not a disk's change: rescan,
+    // even if the map looks the same (may_change_nothing).
     bool must_rescan = false;
 };
 
-// The burst with one more uevent at `now`.
-UeventBurst add_uevent(UeventBurst burst, TimePoint now);
+// The burst with one more change at `now`.
+ChangeBurst add_change(ChangeBurst burst, TimePoint now);
 
 // When the pending burst is rescanned: the debounced time, but not before
 // `retry_not_before` (a failed rescan's back-off). None: nothing pending.
-std::optional<TimePoint> uevent_rescan_at(const UeventBurst& burst, TimePoint retry_not_before);
+std::optional<TimePoint> burst_rescan_at(const ChangeBurst& burst, TimePoint retry_not_before);
 
 // Whether to compare the online CPU set now: online_check_interval after
 // the last comparison, and not while a burst is pending. A CPU's uevent
 // comes with its change and the burst's rescan maps it; the comparison is
 // for changes that came without one. Comparing during the burst's quiet time
 // would rescan for it early, as if no uevent had come.
-bool online_check_due(const UeventBurst& pending, TimePoint last_check, TimePoint now);
+bool online_check_due(const ChangeBurst& pending, TimePoint last_check, TimePoint now);
 
 // The time the host was suspended since boot, CLOCK_BOOTTIME less
 // CLOCK_MONOTONIC, from CLOCK_MONOTONIC read before and after CLOCK_BOOTTIME
