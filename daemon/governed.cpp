@@ -55,8 +55,19 @@ OpenedEvents open_io_events(const SysRoot& root, const Config& config, const Top
     }
     spdlog::info("waking on {} events while idle (filter: {})", request_tracepoint,
                  events->filter().empty() ? "none" : events->filter());
-    return {std::move(*events), IoEventsState::in_use,
-            fmt::format("sleeping until the first request ({} events)", request_tracepoint)};
+    std::string state;
+    if (events->passthrough_unseen().empty()) {
+        state = fmt::format("sleeping until the first request ({} events, {} for passthrough)",
+                            request_tracepoint, passthrough_tracepoint);
+    } else {
+        spdlog::warn("{}; passthrough requests (NVMe IO commands by ioctl or io_uring) do "
+                     "not wake latgovd",
+                     events->passthrough_unseen());
+        state = fmt::format("sleeping until the first request ({} events; passthrough requests "
+                            "unseen: {})",
+                            request_tracepoint, events->passthrough_unseen());
+    }
+    return {std::move(*events), IoEventsState::in_use, std::move(state)};
 }
 
 std::optional<IoIssueEvents> open_recorder(const SysRoot& root, const Topology& topology,

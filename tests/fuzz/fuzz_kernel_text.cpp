@@ -66,7 +66,7 @@ extern "C" int LLVMFuzzerTestOneInput(const unsigned char* data, size_t size) {
                                                                : text.substr(nul + 1));
         break;
     }
-    case 8: { // a perf ring: 4 bytes dev offset, 8 bytes tail, then the data area
+    case 8: { // a perf ring: 4 bytes of formats, 8 bytes tail, then the data area
         if (text.size() < 12)
             break;
         std::uint32_t dev_offset = 0;
@@ -77,9 +77,13 @@ extern "C" int LLVMFuzzerTestOneInput(const unsigned char* data, size_t size) {
         const std::uint64_t ring_size = text.size() - 12;
         tail %= ring_size + 1;
         std::vector<IssuedRequest> out;
+        // Two tracepoints, as a ring with passthrough events holds; their
+        // ids from the same bytes, so that records of both are found.
+        const TracepointFormat formats[] = {
+            {dev_offset & 0xffff, dev_offset % 4096, dev_offset % 61, dev_offset % 17, false},
+            {dev_offset >> 16, dev_offset % 53, dev_offset % 41, dev_offset % 13, true}};
         const auto end =
-            read_issue_samples(ring, ring_size, tail, tail + ring_size,
-                               {0, dev_offset % 4096, dev_offset % 61, dev_offset % 17}, 0, out);
+            read_issue_samples(ring, ring_size, tail, tail + ring_size, formats, 0, out);
         check(end >= tail && end <= tail + ring_size);
         break;
     }

@@ -52,6 +52,7 @@ MACHINE_METRICS = "/var/lib/prometheus/node-exporter/latgov.prom"
 # status.json io_events when a perf event wakes an idle daemon, and when
 # perf events were refused and it samples instead.
 EVENTS_ON = "sleeping until the first request"
+PASSTHROUGH_ON = "block_rq_issue for passthrough"
 # With no cpuidle driver and only auto-mode devices nothing can be held.
 WATCH_ONLY = "not needed: "
 EVENTS_OFF = "unavailable"
@@ -972,6 +973,10 @@ class HostTestCase(unittest.TestCase):
             self.assertTrue(mode.startswith(EVENTS_ON),
                             f"io_events is {mode!r}: not woken by block_getrq events "
                             f"(tracefs at {self.tracefs}):\n{d.log()}")
+            # This kernel takes the passthrough events too: in the ring's
+            # group, filtered on rwbs, writing to its ring.
+            self.assertIn(PASSTHROUGH_ON, mode,
+                          f"io_events is {mode!r}: passthrough requests unseen:\n{d.log()}")
         else:
             self.assertTrue(mode.startswith(EVENTS_OFF),
                             f"io_events is {mode!r}: expected the sampling fallback")

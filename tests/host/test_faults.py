@@ -726,8 +726,8 @@ class FaultTest(HostTestCase):
         self.assert_stopped_clean(d, tree_values, before)
 
     def test_15_io_events_stand_still_while_blind(self):
-        """The tree of test_13 given this machine's block_getrq
-        tracepoint, its vda given this machine's device number: latgovd arms real IO
+        """The tree of test_13 given this machine's block_getrq (and
+        block_rq_issue) tracepoint, its vda given this machine's device number: latgovd arms real IO
         events, and this disk's reads count on them. Once the tree's
         statistics stop parsing, nothing is held and every event latgovd has
         open is disabled: the same reads count on none (read through copies
@@ -740,11 +740,11 @@ class FaultTest(HostTestCase):
         # This machine's vda (the tree's was 254:0; virtio-blk's major is
         # given out at boot).
         shutil.copy(f"/sys/block/{DISK}/dev", os.path.join(root, "sys", "block", "vda", "dev"))
-        event = "events/block/block_getrq"
-        os.makedirs(os.path.join(root, "sys", "kernel", "tracing", event))
-        for name in ("id", "format"):
-            shutil.copy(os.path.join(self.tracefs, event, name),
-                        os.path.join(root, "sys", "kernel", "tracing", event, name))
+        for event in ("events/block/block_getrq", "events/block/block_rq_issue"):
+            os.makedirs(os.path.join(root, "sys", "kernel", "tracing", event))
+            for name in ("id", "format"):
+                shutil.copy(os.path.join(self.tracefs, event, name),
+                            os.path.join(root, "sys", "kernel", "tracing", event, name))
         stat = os.path.join(root, "sys", "block", "vda", "stat")
         online = os.path.join(root, "sys", "devices", "system", "cpu", "online")
         d = self.start_daemon(CONFIG.format(backend="percpu", limit=0), events=True,

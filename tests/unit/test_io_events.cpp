@@ -152,6 +152,19 @@ TEST_CASE("250 governed disks are split over filters that each fit in a page") {
     }
     CHECK_FALSE(any_matches(parts, dev_of(7, 0)));
 
+    // With room for the passthrough narrowing, each event's passthrough
+    // filter fits too, and names the same disks.
+    const auto roomy = wakeup_filters(watched, 4095, true);
+    CHECK(roomy.size() == 2);
+    for (const auto& f : roomy) {
+        CHECK(passthrough_filter(f).size() <= 4095);
+        CHECK(passthrough_filter(f) == "(" + f + R"() && rwbs ~ "N*")");
+    }
+    // Devices alone (where latgovd has no name to leave out) are a chain of
+    // ||: the narrowing must apply to all of it.
+    CHECK(passthrough_filter("dev == 1 || dev == 2") == R"((dev == 1 || dev == 2) && rwbs ~ "N*")");
+    CHECK(passthrough_filter("") == R"(rwbs ~ "N*")");
+
     // The per-CPU request counters' filters (a longer suffix) fit as well.
     const std::string waited = R"((rwbs ~ "R*" || rwbs ~ "*S*"))";
     for (const auto& part : device_filters(watched, waited.size(), 4095))

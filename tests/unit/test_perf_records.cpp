@@ -46,6 +46,8 @@ struct Ring {
         std::vector<unsigned char> raw(
             std::max<std::size_t>(format.dev_offset + 4, format.rwbs_offset + format.rwbs_size), 0);
         raw.resize(raw.size() + (8 - (4 + raw.size()) % 8) % 8, 0);
+        const auto type = static_cast<std::uint16_t>(format.id); // common_type
+        std::memcpy(raw.data(), &type, sizeof type);
         std::memcpy(raw.data() + format.dev_offset, &dev, sizeof dev);
         std::memcpy(raw.data() + format.rwbs_offset, rwbs.data(),
                     std::min<std::size_t>(rwbs.size(), format.rwbs_size));
@@ -64,15 +66,15 @@ struct Ring {
 } // namespace
 
 TEST_CASE("issue samples give each request's CPU, disk and time, other records are skipped") {
-    const TracepointFormat format{0, 8, 0, 0}; // no rwbs: the kind is unknown
+    const TracepointFormat format{2096, 8, 0, 0}; // no rwbs: the kind is unknown
     Ring ring(512, 450);
     const std::uint64_t tail = ring.head;
     ring.issue_sample(1000, 0xfd00000, format);
     ring.record(PERF_RECORD_LOST, {1, 3});
     ring.issue_sample(2000, 0x1030000, format);
     std::vector<IssuedRequest> out;
-    const auto end =
-        read_issue_samples(ring.data.data(), ring.data.size(), tail, ring.head, format, 3, out);
+    const auto end = read_issue_samples(ring.data.data(), ring.data.size(), tail, ring.head,
+                                        {&format, 1}, 3, out);
     CHECK(end == ring.head);
     REQUIRE(out.size() == 2);
     CHECK(out[0].cpu == 3);
@@ -116,6 +118,26 @@ format:
 	field:char comm[16];	offset:36;	size:16;	signed:1;
 )";
 
+constexpr std::uint32_t dev_of_nvme = 259u << 20; // 259:0
+
+// block_rq_issue's format as Debian 12's 6.1 gives it: rwbs sits elsewhere.
+constexpr std::string_view issue_format_6_1 = R"(name: block_rq_issue
+ID: 1061
+format:
+	field:unsigned short common_type;	offset:0;	size:2;	signed:0;
+	field:unsigned char common_flags;	offset:2;	size:1;	signed:0;
+	field:unsigned char common_preempt_count;	offset:3;	size:1;	signed:0;
+	field:int common_pid;	offset:4;	size:4;	signed:1;
+
+	field:dev_t dev;	offset:8;	size:4;	signed:0;
+	field:sector_t sector;	offset:16;	size:8;	signed:0;
+	field:unsigned int nr_sector;	offset:24;	size:4;	signed:0;
+	field:unsigned int bytes;	offset:28;	size:4;	signed:0;
+	field:char rwbs[8];	offset:32;	size:8;	signed:1;
+	field:char comm[16];	offset:40;	size:16;	signed:1;
+	field:__data_loc char[] cmd;	offset:56;	size:4;	signed:1;
+)";
+
 } // namespace
 
 TEST_CASE("the tracepoint format gives where dev and rwbs sit, whichever rwbs size") {
@@ -145,6 +167,46 @@ TEST_CASE("the tracepoint format gives where dev and rwbs sit, whichever rwbs si
     REQUIRE_FALSE(format);
     CHECK(format.error().message.find("offset of the rwbs field") != std::string::npos);
     CHECK_FALSE(parse_tracepoint_format("2096", "format:\n"));
+    // An id that a record's 16-bit type cannot hold is refused.
+    format = parse_tracepoint_format("65536", format_6_18);
+    REQUIRE_FALSE(format);
+    CHECK(format.error().message.find("65535") != std::string::npos);
+    // Without the type that leads every record, records cannot be told apart.
+    std::string untyped(format_6_18);
+    untyped.replace(untyped.find("offset:0;"), 9, "offset:4;");
+    format = parse_tracepoint_format("2096", untyped);
+    REQUIRE_FALSE(format);
+    CHECK(format.error().message.find("common_type") != std::string::npos);
+}
+
+TEST_CASE("one ring holds two tracepoints' records, each read by its own format") {
+    auto request = parse_tracepoint_format("1054", format_6_1);
+    auto issue = parse_tracepoint_format("1061", issue_format_6_1);
+    REQUIRE(request);
+    REQUIRE(issue);
+    CHECK(issue->rwbs_offset == 32);
+    issue->passthrough = true;
+    const TracepointFormat formats[] = {*request, *issue};
+    Ring ring(1024, 900);
+    const std::uint64_t tail = ring.head;
+    ring.issue_sample(1, dev_of_nvme, *request, "W"); // writeback: nobody waits
+    ring.issue_sample(2, dev_of_nvme, *issue, "N");   // passthrough: its submitter waits
+    TracepointFormat other = *issue;                  // a tracepoint latgov did not open
+    other.id = 999;
+    ring.issue_sample(3, dev_of_nvme, other, "R");
+    ring.issue_sample(4, dev_of_nvme + 1, *request, "R");
+    std::vector<IssuedRequest> out;
+    read_issue_samples(ring.data.data(), ring.data.size(), tail, ring.head, formats, 2, out);
+    REQUIRE(out.size() == 3);
+    CHECK(out[0].time_ns == 1);
+    CHECK(out[0].waited == false);
+    CHECK(out[1].time_ns == 2);
+    CHECK(out[1].dev == dev_of_nvme);
+    CHECK(out[1].waited == true);
+    CHECK(out[2].time_ns == 4);
+    CHECK(out[2].dev == dev_of_nvme + 1);
+    CHECK(out[2].waited == true);
+    CHECK(out[2].cpu == 2);
 }
 
 TEST_CASE("an issue sample says whether someone waits for its request, from rwbs") {
@@ -158,7 +220,7 @@ TEST_CASE("an issue sample says whether someone waits for its request, from rwbs
     for (const auto& [rwbs, waited] : kinds)
         ring.issue_sample(1, 0xfd00000, *format, rwbs);
     std::vector<IssuedRequest> out;
-    read_issue_samples(ring.data.data(), ring.data.size(), tail, ring.head, *format, 0, out);
+    read_issue_samples(ring.data.data(), ring.data.size(), tail, ring.head, {&*format, 1}, 0, out);
     REQUIRE(out.size() == kinds.size());
     for (std::size_t i = 0; i < kinds.size(); ++i) {
         CAPTURE(kinds[i].first);
@@ -170,7 +232,7 @@ TEST_CASE("an issue sample says whether someone waits for its request, from rwbs
     TracepointFormat past = *format;
     past.rwbs_offset = 200;
     out.clear();
-    read_issue_samples(ring.data.data(), ring.data.size(), tail, ring.head, past, 0, out);
+    read_issue_samples(ring.data.data(), ring.data.size(), tail, ring.head, {&past, 1}, 0, out);
     REQUIRE(out.size() == kinds.size());
     CHECK_FALSE(out[0].waited.has_value());
 }

@@ -156,7 +156,22 @@ lg_first_disk_queue() {
   comp=$(lg_completion_cpus "$irq")
   echo "topology: CPU $k submits on $disk queue $q, IRQ $irq completes on CPU $comp"
 }
-lg_disk_reads() { local r; read -r r _ < "/sys/block/$1/stat"; echo "$r"; }
+# lg_io_count SOURCE: into LG_COUNT, the IO done so far of SOURCE: a disk's
+# completed reads, or "irq:N", the interrupts of IRQ N on every CPU
+# (passthrough requests are in no disk's statistics on 6.1). Builtins only.
+lg_io_count() {
+  local line c n=0
+  local -a counts
+  if [[ $1 == irq:* ]]; then
+    read -r line < "/sys/kernel/irq/${1#irq:}/per_cpu_count"
+    IFS=, read -r -a counts <<< "$line"
+    for c in "${counts[@]}"; do n=$((n + c)); done
+  else
+    read -r n _ < "/sys/block/$1/stat"
+  fi
+  LG_COUNT=$n
+}
+lg_disk_reads() { lg_io_count "$1"; echo "$LG_COUNT"; }
 
 # --- latgov status (python3 for the JSON) ------------------------------------
 # prints one line per CPU: "CPU LIMIT DEV/Q,DEV/Q" (LIMIT "-" = not held,
@@ -194,22 +209,26 @@ lg_status_only() {
 }
 
 # --- fio ---------------------------------------------------------------------
-# lg_fio_start CPU DISK SECONDS: QD1 4k random O_DIRECT reads, read-only, from
-# one thread pinned to CPU; sets LG_FIO_PID
+# lg_fio_start CPU DEV SECONDS [ENGINE]: QD1 4k random reads, read-only, from
+# one thread pinned to CPU; sets LG_FIO_PID. ENGINE psync (the default:
+# O_DIRECT reads of the disk DEV) or io_uring_cmd (NVMe passthrough reads,
+# DEV the namespace's character device, ngXnY)
 lg_fio_start() {
+  local engine_args=(--ioengine=psync --direct=1)
+  [[ ${4:-psync} == io_uring_cmd ]] && engine_args=(--ioengine=io_uring_cmd --cmd_type=nvme)
   taskset -c "$1" fio --name=latgov-vm --filename="/dev/$2" --readonly --thread \
-    --rw=randread --bs=4k --iodepth=1 --ioengine=psync --direct=1 \
+    --rw=randread --bs=4k --iodepth=1 "${engine_args[@]}" \
     --runtime="$3" --time_based --output=/dev/null > /dev/null 2>&1 &
   LG_FIO_PID=$!
 }
-# wait until DISK completed 8 more reads than $2 (IO under way), max 90 s
-# (fio itself takes 10-30 s to start under emulation)
+# wait until SOURCE (lg_io_count) did 8 more than $2 (IO under way), max
+# 90 s (fio itself takes 10-30 s to start under emulation)
 lg_wait_reads() {
-  local r t0
+  local t0
   lg_ms; t0=$LG_MS
   while :; do
-    read -r r _ < "/sys/block/$1/stat"
-    [[ $r -ge $(($2 + 8)) ]] && return 0
+    lg_io_count "$1"
+    [[ $LG_COUNT -ge $(($2 + 8)) ]] && return 0
     kill -0 "$LG_FIO_PID" 2>/dev/null || return 1
     lg_ms; [[ $((LG_MS - t0)) -lt 90000 ]] || return 1
     lg_sleep 0.01

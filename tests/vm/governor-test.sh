@@ -4,7 +4,8 @@
 # subsystem) and run
 # guest-governor.sh in it: latgovd with a fixed 0 us policy must hold exactly
 # the completion CPU of the submitting CPU's queue while fio reads, release it
-# within 1 s after (also with the disk behind mq-deadline), and release
+# within 1 s after (also with the disk behind mq-deadline, and for NVMe
+# passthrough reads), and release
 # everything on SIGTERM.
 #
 # Usage: governor-test.sh [options] LATGOVD LATGOV

@@ -3,7 +3,8 @@
 # guest (chroot mode). Starts latgovd with a fixed 0 us policy and checks,
 # against the guest's own sysfs/procfs, that QD1 reads submitted from CPU k
 # hold exactly the completion CPU of k's hardware queue, and nothing else
-# (with the disk's IO scheduler none, then mq-deadline for the first CPU), and
+# (with the disk's IO scheduler none, then mq-deadline for the first CPU, and
+# NVMe passthrough reads from it), and
 # that everything is released after the IO and on SIGTERM.
 #
 # Usage: guest-governor.sh [--multipath] [--cpus "K1 K2 ..."] LATGOVD LATGOV
@@ -59,13 +60,13 @@ cpus=$(lg_cpus | tr '\n' ' ')
 echo "guest: $(uname -r), CPUs: $cpus, disk $disk (controller $(lg_ctrl_of "$disk")), cpuidle: $(cat "$LG_CPU_SYS/cpuidle/current_driver" 2>/dev/null || echo none)"
 
 # the expected map, independently of latgov: CPU k -> queue -> IRQ -> completion CPU
-declare -A queue_of comp_of
+declare -A queue_of comp_of irq_of
 for k in $test_cpus; do
   q=$(lg_queue_of "$disk" "$k") || { lg_fail "topology: CPU $k is in no mq/*/cpu_list of $disk"; exit 1; }
   irq=$(lg_queue_irq "$disk" "$q") || { lg_fail "topology: no IRQ for $disk queue $q"; exit 1; }
   comp=$(lg_completion_cpus "$irq")
   [[ $comp =~ ^[0-9]+$ ]] || { lg_fail "topology: IRQ $irq completes on '$comp', not one CPU"; exit 1; }
-  queue_of[$k]=$q comp_of[$k]=$comp
+  queue_of[$k]=$q comp_of[$k]=$comp irq_of[$k]=$irq
   echo "topology: CPU $k submits on $disk queue $q, IRQ $irq completes on CPU $comp"
 done
 distinct=$(for k in $test_cpus; do echo "${comp_of[$k]}"; done | sort -u | wc -l)
@@ -106,13 +107,14 @@ elif grep -qv ' - -$' <<< "$status"; then lg_fail "idle: latgov status shows a h
 else lg_pass "idle: latgov status holds nothing"; fi
 
 # one fio run: submitted from CPU $1 on disk $2 (whose reads show on disk $3:
-# a multipath head does not count them); expect CPU $4 held for $5 (DEV/Q)
+# a multipath head does not count them; or irq:N, see lg_io_count); expect
+# CPU $4 held for $5 (DEV/Q); fio's engine $7 (lg_fio_start; psync if none)
 fio_run() {
-  local k=$1 dev=$2 counted=$3 want=$4 why=$5 label=$6 base ok=1 bad=""
+  local k=$1 dev=$2 counted=$3 want=$4 why=$5 label=$6 engine=${7:-psync} base ok=1 bad=""
   base=$(lg_disk_reads "$counted")
   local count0 max0
   lg_onset "$rt"; read -r count0 _ max0 <<< "$LG_ONSET"
-  lg_fio_start "$k" "$dev" "$fio_seconds"
+  lg_fio_start "$k" "$dev" "$fio_seconds" "$engine"
   if ! lg_wait_reads "$counted" "$base"; then
     lg_fail "$label: fio did not start reading"; wait "$LG_FIO_PID" || true; return
   fi
@@ -181,6 +183,18 @@ else
   echo mq-deadline > "$sched"
   fio_run "$k" "$disk" "$disk" "${comp_of[$k]}" "$disk/${queue_of[$k]}" "mq-deadline: cpu $k -> $disk q${queue_of[$k]} -> cpu ${comp_of[$k]}"
   echo none > "$sched"
+fi
+
+# NVMe passthrough (io_uring commands on the namespace's character device)
+# makes its requests from no bio: no block_getrq. latgovd sees them on
+# block_rq_issue, narrowed to their kind. They are in no disk statistics on
+# 6.1: the queue's interrupts show the IO under way.
+chardev=ng${disk#nvme}
+if [[ ! -c /dev/$chardev ]]; then
+  lg_fail "passthrough: no /dev/$chardev for $disk"
+else
+  fio_run "$k" "$chardev" "irq:${irq_of[$k]}" "${comp_of[$k]}" "$disk/${queue_of[$k]}" \
+    "passthrough: cpu $k -> $chardev q${queue_of[$k]} -> cpu ${comp_of[$k]}" io_uring_cmd
 fi
 
 if [[ $multipath = 1 ]]; then

@@ -63,6 +63,16 @@ Result<TracepointFormat> parse_tracepoint_format(std::string_view id_text,
     auto id = parse_u64(id_text);
     if (!id)
         return make_error("bad tracepoint id: " + id.error().message);
+    if (*id > UINT16_MAX) // what a record's common_type can hold
+        return make_error("tracepoint id " + std::to_string(*id) + " is past 65535");
+    // trace_entry's type leads every record: the records of two
+    // tracepoints in one ring are told apart by it.
+    auto type = find_field(format_text, "field:unsigned short common_type;", "common_type");
+    if (!type)
+        return type.error();
+    if (!*type || (*type)->offset != 0 || (*type)->size != 2)
+        return make_error("no \"unsigned short common_type\" field of 2 bytes at offset 0 in the "
+                          "tracepoint format");
     auto dev = find_field(format_text, "field:dev_t dev;", "dev");
     if (!dev)
         return dev.error();
@@ -85,8 +95,8 @@ bool rwbs_waited(const char* rwbs, std::size_t size) {
 }
 
 std::uint64_t read_issue_samples(const unsigned char* data, std::uint64_t size, std::uint64_t tail,
-                                 std::uint64_t head, const TracepointFormat& format, int cpu,
-                                 std::vector<IssuedRequest>& out) {
+                                 std::uint64_t head, std::span<const TracepointFormat> formats,
+                                 int cpu, std::vector<IssuedRequest>& out) {
     if (size == 0)
         return head;
     auto copy_out = [&](std::uint64_t at, void* to, std::size_t n) {
@@ -110,16 +120,25 @@ std::uint64_t read_issue_samples(const unsigned char* data, std::uint64_t size, 
                 const std::uint64_t end = std::uint64_t{offset} + n;
                 return raw_size >= end && fixed + end <= header.size;
             };
-            if (holds(format.dev_offset, sizeof dev))
-                copy_out(tail + fixed + format.dev_offset, &dev, sizeof dev);
-            std::optional<bool> waited;
-            char rwbs[16] = {};
-            const std::size_t rwbs_size = std::min<std::size_t>(format.rwbs_size, sizeof rwbs);
-            if (rwbs_size > 0 && holds(format.rwbs_offset, rwbs_size)) {
-                copy_out(tail + fixed + format.rwbs_offset, rwbs, rwbs_size);
-                waited = rwbs_waited(rwbs, rwbs_size);
+            std::uint16_t type = 0;
+            if (holds(0, sizeof type))
+                copy_out(tail + fixed, &type, sizeof type);
+            const auto format = std::find_if(formats.begin(), formats.end(),
+                                             [&](const auto& f) { return f.id == type; });
+            if (format != formats.end()) {
+                if (holds(format->dev_offset, sizeof dev))
+                    copy_out(tail + fixed + format->dev_offset, &dev, sizeof dev);
+                std::optional<bool> waited;
+                char rwbs[16] = {};
+                const std::size_t rwbs_size = std::min<std::size_t>(format->rwbs_size, sizeof rwbs);
+                if (format->passthrough) {
+                    waited = true;
+                } else if (rwbs_size > 0 && holds(format->rwbs_offset, rwbs_size)) {
+                    copy_out(tail + fixed + format->rwbs_offset, rwbs, rwbs_size);
+                    waited = rwbs_waited(rwbs, rwbs_size);
+                }
+                out.push_back({cpu, dev, time, waited});
             }
-            out.push_back({cpu, dev, time, waited});
         }
         tail += header.size;
     }

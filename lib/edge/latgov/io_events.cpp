@@ -40,14 +40,29 @@ Result<TracepointFiles> read_tracepoint_files(const SysRoot& root, const std::st
     return make_error("Failed to read the " + event + " tracepoint (is tracefs mounted?): " + why);
 }
 
-Result<TracepointFormat> read_request_format(const SysRoot& root) {
-    auto files = read_tracepoint_files(root, "block/" + std::string(request_tracepoint));
+namespace {
+
+Result<TracepointFormat> read_block_format(const SysRoot& root, std::string_view name) {
+    auto files = read_tracepoint_files(root, "block/" + std::string(name));
     if (!files)
         return files.error();
     auto tp = parse_tracepoint_format(files->id, files->format);
     if (!tp)
-        return make_error("Failed to parse the " + std::string(request_tracepoint) +
+        return make_error("Failed to parse the " + std::string(name) +
                           " format: " + tp.error().message);
+    return tp;
+}
+
+} // namespace
+
+Result<TracepointFormat> read_request_format(const SysRoot& root) {
+    return read_block_format(root, request_tracepoint);
+}
+
+Result<TracepointFormat> read_passthrough_format(const SysRoot& root) {
+    auto tp = read_block_format(root, passthrough_tracepoint);
+    if (tp)
+        tp->passthrough = true;
     return tp;
 }
 
@@ -77,19 +92,39 @@ std::string own_requests_excluded(const std::string& filter) {
     return filter.empty() ? self : "(" + filter + ") && " + self;
 }
 
-std::vector<std::string> wakeup_filters(const WatchedDevs& watched, std::size_t max_length) {
+namespace {
+
+// What follows the devices in a wake-up filter, with room for the
+// passthrough narrowing after it where asked.
+std::size_t wakeup_suffix_length(bool passthrough_room) {
+    // What passthrough_filter adds to a filter.
+    return own_requests_excluded("").size() +
+           (passthrough_room ? passthrough_filter("x").size() - 1 : 0);
+}
+
+} // namespace
+
+std::vector<std::string> wakeup_filters(const WatchedDevs& watched, std::size_t max_length,
+                                        bool passthrough_room) {
     std::vector<std::string> filters;
-    for (const auto& part : device_filters(watched, own_requests_excluded("").size(), max_length))
+    for (const auto& part :
+         device_filters(watched, wakeup_suffix_length(passthrough_room), max_length))
         filters.push_back(own_requests_excluded(part));
     return filters;
 }
 
+std::string passthrough_filter(const std::string& wakeup_filter) {
+    // Parenthesised: a filter of devices alone is a chain of ||.
+    return wakeup_filter.empty() ? std::string(passthrough_only)
+                                 : "(" + wakeup_filter + ") && " + std::string(passthrough_only);
+}
+
 Result<Fd> open_tracepoint_event(perf_event_attr attr, std::uint64_t id, int cpu,
-                                 std::string_view name, int* failed_errno) {
+                                 std::string_view name, int* failed_errno, int group_fd) {
     attr.size = sizeof attr;
     attr.type = PERF_TYPE_TRACEPOINT;
     attr.config = id;
-    const long fd = ::syscall(SYS_perf_event_open, &attr, -1, cpu, -1, PERF_FLAG_FD_CLOEXEC);
+    const long fd = ::syscall(SYS_perf_event_open, &attr, -1, cpu, group_fd, PERF_FLAG_FD_CLOEXEC);
     if (fd < 0) {
         const int error = errno;
         if (failed_errno)
@@ -123,35 +158,38 @@ Result<IoIssueEvents> IoIssueEvents::open(const SysRoot& root, const std::vector
     auto tp = read_request_format(root);
     if (!tp)
         return tp.error();
+    auto passthrough = read_passthrough_format(root);
     // latgovd's own writes (status, journal, evidence, metrics) must not
     // wake it: where its runtime directory sits on a governed disk, each
     // write would take a hold whose release is written again, for ever.
     // ext4 submits a file replaced by rename in the renaming task, so the
     // request carries our comm; writeback by kernel threads still counts.
-    // Devices that need more than a page of filter get several events.
-    const auto parts =
-        device_filters(watched, own_requests_excluded("").size(), max_filter_length());
+    // Devices that need more than a page of filter get several events, each
+    // with room for the passthrough narrowing too.
+    const auto parts = device_filters(watched, wakeup_suffix_length(static_cast<bool>(passthrough)),
+                                      max_filter_length());
     bool narrowed = true; // false once the kernel refused to filter on comm
 
+    perf_event_attr attr{};
+    attr.sample_period = 1;
+    attr.sample_type = PERF_SAMPLE_TIME | PERF_SAMPLE_RAW;
+    if (wakeup == IssueWakeup::each_request) {
+        attr.wakeup_events = 1;
+    } else {
+        // A watermark past the ring's size is clamped to it: a wake-up
+        // once per ring's worth of samples, and nobody waits for it.
+        attr.watermark = 1;
+        attr.wakeup_watermark = std::numeric_limits<std::uint32_t>::max();
+    }
+    attr.disabled = 1;
+    attr.use_clockid = 1;
+    attr.clockid = CLOCK_MONOTONIC;
+
     IoIssueEvents events;
-    events.format_ = *tp;
+    events.formats_.push_back(*tp);
     std::vector<std::string> filters(parts.size());
     for (int cpu : cpus) {
         for (std::size_t i = 0; i < parts.size(); ++i) {
-            perf_event_attr attr{};
-            attr.sample_period = 1;
-            attr.sample_type = PERF_SAMPLE_TIME | PERF_SAMPLE_RAW;
-            if (wakeup == IssueWakeup::each_request) {
-                attr.wakeup_events = 1;
-            } else {
-                // A watermark past the ring's size is clamped to it: a wake-up
-                // once per ring's worth of samples, and nobody waits for it.
-                attr.watermark = 1;
-                attr.wakeup_watermark = std::numeric_limits<std::uint32_t>::max();
-            }
-            attr.disabled = 1;
-            attr.use_clockid = 1;
-            attr.clockid = CLOCK_MONOTONIC;
             // The devices alone where the kernel cannot filter on comm.
             auto event = open_request_event(attr, *tp, cpu, own_requests_excluded(parts[i]),
                                             parts[i], narrowed, filters[i]);
@@ -160,7 +198,7 @@ Result<IoIssueEvents> IoIssueEvents::open(const SysRoot& root, const std::vector
             auto ring = PerfRing::map(std::move(*event), ring_pages);
             if (!ring)
                 return ring.error();
-            events.events_.push_back({cpu, std::move(*ring), false});
+            events.events_.push_back(CpuEvent{cpu, std::move(*ring), false, Fd()});
         }
     }
     if (filters.size() == 1) {
@@ -169,7 +207,52 @@ Result<IoIssueEvents> IoIssueEvents::open(const SysRoot& root, const std::vector
         for (const auto& f : filters)
             events.filter_ += (events.filter_.empty() ? "(" : " || (") + f + ")";
     }
+    // Not for a recorder: armed while requests come one at a time, its
+    // events see every request of their CPUs, and a block_rq_issue event
+    // beside each would cost every request a second record and filter.
+    if (wakeup == IssueWakeup::never)
+        events.passthrough_unseen_ = "not recorded";
+    else if (!passthrough)
+        events.passthrough_unseen_ = passthrough.error().message;
+    else if (!narrowed)
+        // The kernel that refused the comm globs refuses the rwbs glob too.
+        events.passthrough_unseen_ =
+            "the kernel refused to filter " + std::string(passthrough_tracepoint) + " events";
+    else if (events.add_passthrough_events(*passthrough, filters, attr))
+        events.formats_.push_back(*passthrough);
     return events;
+}
+
+bool IoIssueEvents::add_passthrough_events(const TracepointFormat& tp,
+                                           const std::vector<std::string>& filters,
+                                           const perf_event_attr& ring_attr) {
+    // In the ring event's group, enabled with it: enabling or disabling
+    // that one event takes both, in one interrupt of its CPU. The same
+    // sampling and wake-up rules, so that its samples wake as the ring's own.
+    perf_event_attr attr = ring_attr;
+    attr.disabled = 0;
+    std::string why;
+    for (std::size_t i = 0; i < events_.size() && why.empty(); ++i) {
+        auto& e = events_[i];
+        const std::string filter = passthrough_filter(filters[i % filters.size()]);
+        auto event =
+            open_tracepoint_event(attr, tp.id, e.cpu, passthrough_tracepoint, nullptr, e.ring.fd());
+        if (!event)
+            why = event.error().message;
+        else if (!set_filter(*event, filter))
+            why = "Failed to set filter \"" + filter + "\": " + errno_message(errno);
+        else if (::ioctl(event->get(), PERF_EVENT_IOC_SET_OUTPUT, e.ring.fd()) != 0)
+            why = "Failed to direct the " + std::string(passthrough_tracepoint) + " event of cpu " +
+                  std::to_string(e.cpu) + " to its ring: " + errno_message(errno);
+        else
+            e.passthrough = std::move(*event);
+    }
+    if (why.empty())
+        return true;
+    passthrough_unseen_ = why;
+    for (auto& e : events_)
+        e.passthrough = Fd();
+    return false;
 }
 
 std::vector<IoIssueEvents::EventFd> IoIssueEvents::fds() const {
@@ -246,7 +329,7 @@ std::vector<IssuedRequest> IoIssueEvents::drain() {
     std::vector<IssuedRequest> requests;
     for (auto& e : events_)
         e.ring.set_tail(read_issue_samples(e.ring.data(), e.ring.data_size(), e.ring.tail(),
-                                           e.ring.head(), format_, e.cpu, requests));
+                                           e.ring.head(), formats_, e.cpu, requests));
     return requests;
 }
 

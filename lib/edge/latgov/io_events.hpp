@@ -1,9 +1,13 @@
 // Wakes the daemon on the first block request after idle, with no periodic
 // timer: perf tracepoint events on block/block_getrq per CPU, filtered
 // to the governed devices (one event per filter where the devices need more
-// than one page of filter), with wakeup_events=1.
+// than one page of filter), with wakeup_events=1. Passthrough requests
+// (NVMe IO commands by ioctl or io_uring) make no block_getrq: each wake-up
+// event has a block_rq_issue event filtered to them in its group, writing
+// to its ring, enabled and disabled with it.
 //
-// An enabled event costs every request on its CPU a sample, and enabling or
+// An enabled event costs every request on its CPU a sample (and the
+// passthrough event's filter test of its dispatch there), and enabling or
 // disabling a CPU's event interrupts that CPU and waits for it (an idle one
 // wakes). So all are armed only while everything is idle, and an event is
 // disabled once it fired: a burst costs its submitting CPUs one sample and
@@ -41,6 +45,8 @@ Result<TracepointFiles> read_tracepoint_files(const SysRoot& root, const std::st
 // request_tracepoint's format read from tracefs; shared by the onset events
 // and the per-CPU issue counters.
 Result<TracepointFormat> read_request_format(const SysRoot& root);
+// passthrough_tracepoint's, marked as passthrough.
+Result<TracepointFormat> read_passthrough_format(const SysRoot& root);
 // The longest filter the kernel takes: a page less the terminating NUL.
 std::size_t max_filter_length();
 // The devices' filter in parts (request_filter.hpp), each short enough that
@@ -55,14 +61,20 @@ std::vector<std::string> device_filters(const WatchedDevs& watched, std::size_t 
 std::string own_requests_excluded(const std::string& filter);
 // The filters of the wake-up events: one perf event per filter and CPU,
 // each within `max_length`, together matching the requests of `watched`
-// that latgovd did not issue.
-std::vector<std::string> wakeup_filters(const WatchedDevs& watched, std::size_t max_length);
+// that latgovd did not issue; with `passthrough_room`, the passthrough
+// filter of each fits too.
+std::vector<std::string> wakeup_filters(const WatchedDevs& watched, std::size_t max_length,
+                                        bool passthrough_room = false);
+// A wake-up filter narrowed to passthrough requests, for the
+// passthrough_tracepoint event beside its event: "(filter) && rwbs ~ ...".
+std::string passthrough_filter(const std::string& wakeup_filter);
 
 // A perf event on the tracepoint `id` on `cpu` (`attr` says the rest),
-// `name` its name for errors; `failed_errno`, if given, gets the errno of a
-// refused open.
+// `name` its name for errors, in the group of `group_fd` if not -1;
+// `failed_errno`, if given, gets the errno of a refused open.
 Result<Fd> open_tracepoint_event(perf_event_attr attr, std::uint64_t id, int cpu,
-                                 std::string_view name, int* failed_errno = nullptr);
+                                 std::string_view name, int* failed_errno = nullptr,
+                                 int group_fd = -1);
 
 // A request_tracepoint perf event on `cpu` (`attr` says the rest, `tp` which
 // tracepoint) with `narrowed_filter` set, or `plain` where the kernel
@@ -112,6 +124,10 @@ class IoIssueEvents {
     // The perf filters in use as one ("(f1) || (f2)" when split; empty:
     // every request wakes).
     const std::string& filter() const { return filter_; }
+    // Why passthrough requests are not seen (the kernel refused the
+    // block_rq_issue events or their filter, or a recorder, which does not
+    // watch them); empty when they are.
+    const std::string& passthrough_unseen() const { return passthrough_unseen_; }
     // Drains every ring buffer; the requests seen since the last call.
     std::vector<IssuedRequest> drain();
 
@@ -120,12 +136,21 @@ class IoIssueEvents {
         int cpu = 0;
         PerfRing ring;
         bool enabled = false;
+        // The passthrough event in the ring's group, writing to it; closed
+        // first.
+        Fd passthrough;
     };
     IoIssueEvents() = default;
     Result<void> disable_if(const std::function<bool(int cpu)>& which);
+    // Adds the passthrough event to each ring's group; false, with
+    // passthrough_unseen_ set and none added, where the kernel refuses one.
+    // `filters`: the wake-up filters of a CPU's events, in their order.
+    bool add_passthrough_events(const TracepointFormat& tp, const std::vector<std::string>& filters,
+                                const perf_event_attr& attr);
     std::string filter_;
+    std::string passthrough_unseen_;
     std::vector<CpuEvent> events_;
-    TracepointFormat format_;
+    std::vector<TracepointFormat> formats_; // the request's, then passthrough's
 };
 
 } // namespace latgov
