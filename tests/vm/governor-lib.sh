@@ -157,8 +157,9 @@ lg_first_disk_queue() {
   echo "topology: CPU $k submits on $disk queue $q, IRQ $irq completes on CPU $comp"
 }
 # lg_io_count SOURCE: into LG_COUNT, the IO done so far of SOURCE: a disk's
-# completed reads, or "irq:N", the interrupts of IRQ N on every CPU
-# (passthrough requests are in no disk's statistics on 6.1). Builtins only.
+# completed reads, or "irq:N", the interrupts of IRQ N on every CPU (a
+# disk's statistics leave passthrough requests out where the kernel does
+# not account them). Builtins only.
 lg_io_count() {
   local line c n=0
   local -a counts

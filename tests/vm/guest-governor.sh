@@ -187,8 +187,8 @@ fi
 
 # NVMe passthrough (io_uring commands on the namespace's character device)
 # makes its requests from no bio: no block_getrq. latgovd sees them on
-# block_rq_issue, narrowed to their kind. They are in no disk statistics on
-# 6.1: the queue's interrupts show the IO under way.
+# block_rq_issue, narrowed to their kind. The queue's interrupts show the IO
+# under way (the disk's statistics may leave passthrough out).
 chardev=ng${disk#nvme}
 if [[ ! -c /dev/$chardev ]]; then
   lg_fail "passthrough: no /dev/$chardev for $disk"
