@@ -378,6 +378,44 @@ TEST_CASE("isolated requests: an onset request still in flight at the first samp
     CHECK(g.lonely_onsets() == 0);
 }
 
+TEST_CASE("isolated requests: the sample that counts the onset's completion may see its tag") {
+    Governor g(machine(), default_config(), declared_costs(machine()));
+    g.observe(sample(0, 0, 0, 0), t0);
+    std::uint64_t irq11 = 0;
+    TimePoint at = t0;
+    // A completion count and the in-flight state are not read at one
+    // instant: a sample may see the onset request completed and still in
+    // flight. It came alone all the same, each of the eight times.
+    for (int i = 0; i < Governor::isolated_after; ++i) {
+        at += 20ms;
+        CHECK(g.on_request_issued(259u << 20, 1, at, std::nullopt, at));
+        ++irq11;
+        IoSample completing = sample(0, irq11, irq11, irq11, 1);
+        completing.queue_busy = {0, 1};
+        g.observe(completing, at + 1ms, false);
+        g.observe(sample(0, irq11, irq11, irq11), at + 5ms, false);
+        g.observe(sample(0, irq11, irq11, irq11), at + 10ms, false);
+        CHECK_FALSE(g.any_active());
+        CHECK(g.lonely_onsets() == i + 1);
+    }
+    CHECK(g.isolated_requests());
+}
+
+TEST_CASE(
+    "isolated requests: a tag still in use one sample after the onset's completion is company") {
+    Governor g(machine(), default_config(), declared_costs(machine()));
+    g.observe(sample(0, 0, 0, 0), t0);
+    CHECK(g.on_request_issued(259u << 20, 1, t0 + 1ms, std::nullopt, t0 + 1ms));
+    IoSample completing = sample(0, 1, 1, 1, 1);
+    completing.queue_busy = {0, 1};
+    g.observe(completing, t0 + 2ms, false);
+    g.observe(completing, t0 + 3ms, false); // no new completion, one in flight
+    g.observe(sample(0, 2, 2, 2), t0 + 4ms, false);
+    g.observe(sample(0, 2, 2, 2), t0 + 10ms, false);
+    CHECK_FALSE(g.any_active());
+    CHECK(g.lonely_onsets() == 0);
+}
+
 namespace {
 
 // machine() with queue 1 (IRQ 11, completes on CPU 1) taking the requests

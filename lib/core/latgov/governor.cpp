@@ -230,8 +230,12 @@ bool Governor::observe_queue(const GovernedDevice& device, GovernedQueue& queue,
                              TimePoint now, bool& missed) {
     if (requests > 0)
         queue.own_io = now;
-    if (queue.onset_pending && requests > 0) {
-        --requests; // the request that activated it
+    // The request that activated it. Its completion count and its in-flight
+    // state are not read at one instant (not even within one stat file), so
+    // the sample that counts its completion may find it in flight still.
+    const bool onset_completed_now = queue.onset_pending && requests > 0;
+    if (onset_completed_now) {
+        --requests;
         queue.onset_pending = false;
     }
     // Requests in flight: counted on this very queue where that is read
@@ -264,11 +268,12 @@ bool Governor::observe_queue(const GovernedDevice& device, GovernedQueue& queue,
             io_seen = false;
     }
     // Company for the onset request: another one completed, or one in
-    // flight once the onset's own has completed. While a window is open the
-    // events record every request, and a second one is company
-    // (on_recorded_request); the counters would count completions since the
-    // last sample, before the window.
-    if (!queue.prearmed && (requests > 0 || (in_flight && !queue.onset_pending)))
+    // flight in a sample after the one that counted the onset's own
+    // completion. While a window is open the events record every request,
+    // and a second one is company (on_recorded_request); the counters would
+    // count completions since the last sample, before the window.
+    if (!queue.prearmed &&
+        (requests > 0 || (in_flight && !queue.onset_pending && !onset_completed_now)))
         queue.lonely = false;
     if (release_prearmed(queue, in_flight, busy_own, now, missed))
         return true;
