@@ -158,16 +158,22 @@ Result<IoIssueEvents> IoIssueEvents::open(const SysRoot& root, const std::vector
     auto tp = read_request_format(root);
     if (!tp)
         return tp.error();
-    auto passthrough = read_passthrough_format(root);
+    // Passthrough requests wake latgovd, and are not for a recorder: armed
+    // while requests come one at a time, its events see every request of
+    // their CPUs, and a block_rq_issue event beside each would cost every
+    // request a second record and filter.
+    const Result<TracepointFormat> passthrough = wakeup == IssueWakeup::each_request
+                                                     ? read_passthrough_format(root)
+                                                     : make_error("not recorded");
     // latgovd's own writes (status, journal, evidence, metrics) must not
     // wake it: where its runtime directory sits on a governed disk, each
     // write would take a hold whose release is written again, for ever.
     // ext4 submits a file replaced by rename in the renaming task, so the
     // request carries our comm; writeback by kernel threads still counts.
     // Devices that need more than a page of filter get several events, each
-    // with room for the passthrough narrowing too.
-    const auto parts = device_filters(watched, wakeup_suffix_length(static_cast<bool>(passthrough)),
-                                      max_filter_length());
+    // with room for the passthrough narrowing too where it is added.
+    const auto parts =
+        device_filters(watched, wakeup_suffix_length(passthrough.ok()), max_filter_length());
     bool narrowed = true; // false once the kernel refused to filter on comm
 
     perf_event_attr attr{};
@@ -207,12 +213,7 @@ Result<IoIssueEvents> IoIssueEvents::open(const SysRoot& root, const std::vector
         for (const auto& f : filters)
             events.filter_ += (events.filter_.empty() ? "(" : " || (") + f + ")";
     }
-    // Not for a recorder: armed while requests come one at a time, its
-    // events see every request of their CPUs, and a block_rq_issue event
-    // beside each would cost every request a second record and filter.
-    if (wakeup == IssueWakeup::never)
-        events.passthrough_unseen_ = "not recorded";
-    else if (!passthrough)
+    if (!passthrough)
         events.passthrough_unseen_ = passthrough.error().message;
     else if (!narrowed)
         // The kernel that refused the comm globs refuses the rwbs glob too.
