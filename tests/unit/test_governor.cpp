@@ -550,6 +550,25 @@ TEST_CASE("prearm: a second request in the window is company, and ends the isola
     CHECK_FALSE(g.window_opens(expected + 6ms)); // windows are for isolated requests only
 }
 
+TEST_CASE("prearm: a request issued after the sample's time is not taken as completed") {
+    Governor g(shared_queue_machine(), default_config(), declared_costs(machine()));
+    const TimePoint last = open_first_window(g);
+    std::uint64_t irq11 = Governor::isolated_after; // the eight reads' completions
+    // The tick's time is taken, its sample read (nothing in flight), and
+    // only then the recorder drained: the read came in between. The tick
+    // comes more than a linger (3 ms) after the window opened.
+    const TimePoint tick = last + 25ms;
+    g.on_recorded_request(nvme0n1, 0, tick + 40us);
+    CHECK_FALSE(g.observe(sample(0, irq11, irq11, irq11), tick, false));
+    CHECK(g.any_active());
+    CHECK(g.holds().percpu.count(1));
+    // The next sample sees it completed: released at once, alone.
+    ++irq11;
+    CHECK(g.observe(sample(0, irq11, irq11, irq11), tick + 1ms, false));
+    CHECK_FALSE(g.any_active());
+    CHECK(g.lonely_onsets() == Governor::isolated_after + 1);
+}
+
 TEST_CASE("prearm = false learns no period and opens no window") {
     Config config = default_config();
     config.defaults.prearm = false;

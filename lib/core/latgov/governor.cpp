@@ -277,8 +277,10 @@ bool Governor::observe_queue(const GovernedDevice& device, GovernedQueue& queue,
         queue.lonely = false;
     if (release_prearmed(queue, in_flight, busy_own, now, missed))
         return true;
-    // A pre-armed window waiting for its request outlasts the linger.
-    if (queue.prearmed && !queue.prearm_seen)
+    // A pre-armed window waiting for its request outlasts the linger, and
+    // so does one whose request came after this sample's time: the next
+    // sample tells whether it completed.
+    if (queue.prearmed && (!queue.prearm_seen || queue.prearm_seen_at >= now))
         io_seen = true;
     const Transition t = update_activity(queue.activity, io_seen, now, linger_of(device));
     if (t == Transition::released) {
@@ -612,6 +614,7 @@ void Governor::on_recorded_request(std::uint32_t dev, int cpu, TimePoint issued)
                 queue.lonely = false; // a second request in the window
             } else {
                 queue.prearm_seen = awaited = true;
+                queue.prearm_seen_at = issued;
             }
         }
         if (awaited && !window_hit_) {
@@ -696,6 +699,7 @@ bool Governor::release_prearmed(GovernedQueue& queue, bool in_flight, bool busy_
     if (!queue.prearm_seen) {
         if (busy_here) {
             queue.prearm_seen = true; // it came, and the recorder lost it (a full ring)
+            queue.prearm_seen_at = now;
             return false;
         }
         if (now < queue.prearm_closes)
@@ -709,8 +713,11 @@ bool Governor::release_prearmed(GovernedQueue& queue, bool in_flight, bool busy_
         return true;
     }
     // Requests that come alone need no linger: the next one is a period
-    // away. Issued, and nothing in flight: it completed.
-    if (isolated_requests() && queue.lonely && !in_flight) {
+    // away. Issued, and nothing in flight: it completed. Unless it was
+    // issued after the sample's time, which is taken before the sample is
+    // read: then it may have come after the tags were read, and the events
+    // drained since told of it. The next sample tells.
+    if (isolated_requests() && queue.lonely && !in_flight && queue.prearm_seen_at < now) {
         queue.activity.active = false;
         ++lonely_streak_;
         queue.lonely = false;

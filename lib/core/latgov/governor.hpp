@@ -61,6 +61,7 @@ struct GovernedQueue {
     // closes without it, or until it completed.
     bool prearmed = false;
     bool prearm_seen = false;
+    TimePoint prearm_seen_at{}; // issued then, or found in flight by that sample
     TimePoint prearm_closes{};
     // Its IRQ completes another disk's IO too, governed or not: the
     // namespaces of one controller share its queues and their interrupts.
