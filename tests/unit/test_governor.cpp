@@ -401,6 +401,36 @@ TEST_CASE("isolated requests: the sample that counts the onset's completion may 
     CHECK(g.isolated_requests());
 }
 
+TEST_CASE("isolated requests: an onset whose completion fell in a blind span is not lonely") {
+    Governor g(machine(), default_config(), declared_costs(machine()));
+    g.observe(sample(0, 0, 0, 0), t0);
+    CHECK(g.on_request_issued(259u << 20, 1, t0 + 1ms));
+    // The samples failed meanwhile: the onset request's completion is in
+    // the counts the rebase drops.
+    g.rebase(sample(0, 1, 1, 1), t0 + 2ms);
+    CHECK(g.any_active());
+    // The completion after it is another request's: not taken for the
+    // onset's, and whether that one had company is not known.
+    g.observe(sample(0, 2, 2, 2), t0 + 3ms, false);
+    g.observe(sample(0, 2, 2, 2), t0 + 10ms, false);
+    CHECK_FALSE(g.any_active());
+    CHECK(g.lonely_onsets() == 0);
+}
+
+TEST_CASE("isolated requests: a stat file reopened leaves the onset of a queue with its own IRQ") {
+    Governor g(machine(), default_config(), declared_costs(machine()));
+    g.observe(sample(0, 0, 0, 0), t0);
+    CHECK(g.on_request_issued(259u << 20, 1, t0 + 1ms));
+    // The device's statistics were left out until now: its queues count
+    // their own interrupts, which were read all along.
+    const std::size_t slot = 0;
+    g.rebase_stats(sample(0, 0, 5, 5), std::span(&slot, 1));
+    g.observe(sample(0, 1, 6, 6), t0 + 3ms, false); // the onset's own completion
+    g.observe(sample(0, 1, 6, 6), t0 + 10ms, false);
+    CHECK_FALSE(g.any_active());
+    CHECK(g.lonely_onsets() == 1);
+}
+
 TEST_CASE(
     "isolated requests: a tag still in use one sample after the onset's completion is company") {
     Governor g(machine(), default_config(), declared_costs(machine()));

@@ -136,16 +136,31 @@ void Governor::rebase(const IoSample& sample, TimePoint now) {
         device.span_from.reset();  // what the blind span counted is lost
         device.ios_before = 0;     // what it counted before is no news now
         for (auto& queue : device.queues)
-            queue.shared_pending = 0;
+            forget_span(queue);
     }
+}
+
+// The counts of a span nothing observed are lost: an onset's completion
+// may be among them, and whether it had company is unknown, which must not
+// bring the pause of the wake-ups closer.
+void Governor::forget_span(GovernedQueue& queue) {
+    queue.shared_pending = 0;
+    queue.onset_pending = queue.lonely = false;
 }
 
 void Governor::rebase_stats(const IoSample& sample, std::span<const std::size_t> slots) {
     if (!previous_)
         return; // the first sample is the baseline of all
-    for (const auto slot : slots)
+    for (const auto slot : slots) {
         if (slot < previous_->devices.size() && slot < sample.devices.size())
             previous_->devices[slot] = sample.devices[slot];
+        // Only what counted the device's completions lost a span: a queue
+        // with an interrupt of its own kept counting its own.
+        if (slot < devices_.size())
+            for (auto& queue : devices_[slot].queues)
+                if (!queue.irq || queue.irq_shared)
+                    forget_span(queue);
+    }
 }
 
 bool Governor::observe(const IoSample& sample, TimePoint now, bool idle_wakes_on_events) {

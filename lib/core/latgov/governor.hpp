@@ -158,7 +158,8 @@ class Governor {
     // The statistics of the devices at `slots` (of stat_sources()) were
     // not read until this sample, which holds their counts since boot: the
     // baseline of those alone, so the next observe() sees no IO of theirs
-    // in it and the others' as usual.
+    // in it and the others' as usual. Their queues that count the device's
+    // completions forget what they kept (forget_span).
     void rebase_stats(const IoSample& sample, std::span<const std::size_t> slots);
     // A request was issued on `dev` from `cpu`: activate the queue it went
     // to at once, before the next sample. True if a queue became active.
@@ -288,6 +289,9 @@ class Governor {
     // one before.
     static std::uint64_t own_share(GovernedQueue& queue, std::uint64_t interrupts,
                                    std::uint64_t ios, std::uint64_t ios_before);
+    // A span nothing observed is over: what the queue kept of the samples
+    // before it is dropped (rebase, rebase_stats).
+    static void forget_span(GovernedQueue& queue);
     // One queue's part of a sample: the requests it completed since the
     // last one, whether its device has IO in flight and, where per-queue
     // counts are read, whether the queue itself has (`busy_here`). True
