@@ -53,6 +53,12 @@ bool has_own_irqs(const BlockDevice& disk) {
                        [](const HardwareQueue& q) { return q.irq.has_value(); });
 }
 
+// A streak of lonely onsets one longer, short of overflow: at 100 onsets a
+// second, an int counts for 248 days.
+int one_more(int streak) {
+    return streak < std::numeric_limits<int>::max() ? streak + 1 : streak;
+}
+
 } // namespace
 
 Governor::Governor(const Topology& topology, const Config& config,
@@ -299,7 +305,7 @@ bool Governor::observe_queue(const GovernedDevice& device, GovernedQueue& queue,
         io_seen = true;
     const Transition t = update_activity(queue.activity, io_seen, now, linger_of(device));
     if (t == Transition::released) {
-        lonely_streak_ = queue.lonely ? lonely_streak_ + 1 : 0;
+        lonely_streak_ = queue.lonely ? one_more(lonely_streak_) : 0;
         queue.lonely = queue.onset_pending = false;
         close_prearm(queue);
     }
@@ -734,7 +740,7 @@ bool Governor::release_prearmed(GovernedQueue& queue, bool in_flight, bool busy_
     // drained since told of it. The next sample tells.
     if (isolated_requests() && queue.lonely && !in_flight && queue.prearm_seen_at < now) {
         queue.activity.active = false;
-        ++lonely_streak_;
+        lonely_streak_ = one_more(lonely_streak_);
         queue.lonely = false;
         close_prearm(queue);
         return true;
