@@ -781,6 +781,65 @@ TEST_CASE("where holding saves wake-ups, the same noisy windows still find it") 
     }
 }
 
+TEST_CASE("a verdict measuring again confirms lasts twice as long, up to 8 max_age, and one "
+          "overturned starts again at max_age") {
+    EvidenceBook book;
+    book.gaps[0].verdict = Verdict::hold;
+    book.gaps[0].gains.pairs = 4;
+    std::int64_t now = 1000;
+    CHECK(refresh_verdicts(book, now, 600s));
+    // Measured again after 10, 20, 40, 80 and then every 80 minutes, each
+    // time to the same verdict.
+    for (const std::int64_t limit : {600, 1200, 2400, 4800, 4800}) {
+        CHECK_FALSE(refresh_verdicts(book, now + limit, 600s));
+        REQUIRE(book.gaps.at(0).verdict == Verdict::hold);
+        CHECK(refresh_verdicts(book, now + limit + 1, 600s));
+        const GapEvidence& expired = book.gaps.at(0);
+        CHECK(expired.verdict == Verdict::uncertain);
+        CHECK(expired.gains.pairs == 0);
+        CHECK(expired.expired == Verdict::hold);
+        // A restart while it is measured again keeps what it is measured against.
+        auto parsed = parse_evidence(format_evidence(book), "e");
+        REQUIRE(parsed);
+        CHECK(parsed->gaps.at(0).expired == Verdict::hold);
+        CHECK(parsed->gaps.at(0).confirmations == expired.confirmations);
+        book.gaps[0].verdict = Verdict::hold; // the windows' pairs decide it again
+        book.gaps[0].gains.pairs = 4;
+        now += limit + 60;
+        CHECK(refresh_verdicts(book, now, 600s));
+        CHECK(book.gaps.at(0).learnt_at == now);
+        CHECK_FALSE(book.gaps.at(0).expired);
+    }
+    CHECK(book.gaps.at(0).confirmations == max_confirmations);
+    auto parsed = parse_evidence(format_evidence(book), "e");
+    REQUIRE(parsed);
+    CHECK(parsed->gaps.at(0).confirmations == max_confirmations);
+    CHECK(verdict_age_limit(parsed->gaps.at(0), 600s) == 4800s);
+
+    // Overturned: the next measurement comes after max_age again.
+    CHECK(refresh_verdicts(book, now + 4801, 600s));
+    book.gaps[0].verdict = Verdict::no_hold;
+    book.gaps[0].gains.pairs = 16;
+    now += 4900;
+    CHECK(refresh_verdicts(book, now, 600s));
+    CHECK(book.gaps.at(0).confirmations == 0);
+    CHECK_FALSE(refresh_verdicts(book, now + 600, 600s));
+    CHECK(refresh_verdicts(book, now + 601, 600s));
+
+    for (const char* tail : {" confirmed=4", " confirmed=-1", " confirmed=x"}) {
+        auto bad = parse_evidence(gap_line(1, tail), "e");
+        REQUIRE_FALSE(bad);
+        CHECK(bad.error().message ==
+              "e:1: bad confirmed \"" + std::string(tail).substr(11) + "\" (0..3)");
+    }
+    for (const char* tail : {" expired=uncertain", " expired=maybe"}) {
+        auto bad = parse_evidence(gap_line(1, tail), "e");
+        REQUIRE_FALSE(bad);
+        CHECK(bad.error().message ==
+              "e:1: bad expired \"" + std::string(tail).substr(9) + "\" (hold or no-hold)");
+    }
+}
+
 TEST_CASE("a verdict stamped in the future is measured again at once") {
     // Stamped at 1000, then the clock stepped back an hour (or the stamp came
     // from a clock set wrong): its age is unknown, and now - learnt_at,

@@ -245,6 +245,10 @@ GapEvidence judge_at(const EvidenceBook& book, int cls, const Gains& gains,
     return out;
 }
 
+std::chrono::seconds verdict_age_limit(const GapEvidence& evidence, std::chrono::seconds max_age) {
+    return max_age * (1 << std::clamp(evidence.confirmations, 0, max_confirmations));
+}
+
 bool refresh_verdicts(EvidenceBook& book, std::int64_t now_s, std::chrono::seconds max_age) {
     bool changed = false;
     for (auto& [cls, e] : book.gaps) {
@@ -252,11 +256,19 @@ bool refresh_verdicts(EvidenceBook& book, std::int64_t now_s, std::chrono::secon
             continue;
         if (e.learnt_at == 0) {
             e.learnt_at = now_s;
+            if (e.expired)
+                e.confirmations =
+                    e.verdict == *e.expired ? std::min(e.confirmations + 1, max_confirmations) : 0;
+            e.expired.reset();
             changed = true;
-        } else if (e.learnt_at > now_s || now_s - e.learnt_at > max_age.count()) {
+        } else if (e.learnt_at > now_s ||
+                   now_s - e.learnt_at > verdict_age_limit(e, max_age).count()) {
             // A stamp in the future (the clock stepped back, a wrong RTC
             // when it was taken) gives no age: measured again too.
-            e = GapEvidence{};
+            GapEvidence again;
+            again.confirmations = e.confirmations;
+            again.expired = e.verdict;
+            e = std::move(again);
             changed = true;
         }
     }
@@ -297,13 +309,20 @@ std::string format_evidence(const EvidenceBook& book) {
             e.gains.service_pairs > 1 ? 100 * e.gains.service_se() : 0.0);
         if (e.inferred_from)
             out += fmt::format("# carried over from gap {}\n", gap_class_label(*e.inferred_from));
+        if (e.confirmations > 0 || e.expired)
+            out += fmt::format(
+                "# confirmed {} times in a row{}\n", e.confirmations,
+                e.expired ? fmt::format(", measured again (it was {})", to_string(*e.expired))
+                          : std::string{});
         out += fmt::format("gap class={} verdict={} pairs={} wait_sum={:.9g} wait_sq={:.9g} "
                            "service_pairs={} service_sum={:.9g} service_sq={:.9g} device={} "
-                           "learnt_at={}{}\n",
+                           "learnt_at={}{}{}{}\n",
                            cls, to_string(e.verdict), e.gains.pairs, e.gains.wait_sum,
                            e.gains.wait_sq, e.gains.service_pairs, e.gains.service_sum,
                            e.gains.service_sq, e.device.empty() ? "-" : e.device, e.learnt_at,
-                           e.inferred_from ? fmt::format(" from={}", *e.inferred_from) : "");
+                           e.inferred_from ? fmt::format(" from={}", *e.inferred_from) : "",
+                           e.confirmations > 0 ? fmt::format(" confirmed={}", e.confirmations) : "",
+                           e.expired ? fmt::format(" expired={}", to_string(*e.expired)) : "");
     }
     return out;
 }
@@ -378,6 +397,17 @@ Result<std::pair<int, GapEvidence>> parse_gap_line(std::string_view words_text,
     if (auto at = fields.find("learnt_at");
         at != fields.end() && (!parse_whole(at->second, e.learnt_at) || e.learnt_at < 0))
         return bad("learnt_at", at->second);
+    if (auto confirmed = fields.find("confirmed");
+        confirmed != fields.end() && (!parse_whole(confirmed->second, e.confirmations) ||
+                                      e.confirmations < 0 || e.confirmations > max_confirmations))
+        return make_error(where + ": bad confirmed \"" + confirmed->second + "\" (0.." +
+                          std::to_string(max_confirmations) + ")");
+    if (auto expired = fields.find("expired"); expired != fields.end()) {
+        e.expired = parse_verdict(expired->second);
+        if (!e.expired || *e.expired == Verdict::uncertain)
+            return make_error(where + ": bad expired \"" + expired->second +
+                              "\" (hold or no-hold)");
+    }
     if (auto from = fields.find("from"); from != fields.end()) {
         int c = -1;
         if (!parse_whole(from->second, c) || c < 0 || c >= gap_classes || c == cls)

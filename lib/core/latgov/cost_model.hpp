@@ -150,6 +150,11 @@ struct GapEvidence {
     std::optional<int> inferred_from;
     std::string device;         // where it was learnt
     std::int64_t learnt_at = 0; // wall clock, seconds since the epoch; 0 = not yet
+    // How many times in a row measuring again came to the same verdict
+    // (refresh_verdicts), and, while the class is measured again, the
+    // verdict that expired.
+    int confirmations = 0;
+    std::optional<Verdict> expired;
 };
 
 // Everything learnt on one machine and kernel.
@@ -173,8 +178,13 @@ struct EvidenceBook {
 GapEvidence judge_at(const EvidenceBook& book, int cls, const Gains& gains,
                      const EvidenceRules& rules);
 
-// Stamps new verdicts with `now_s` and makes verdicts older than `max_age`
-// uncertain again, to be measured afresh. What holding buys depends on how
+// Stamps new verdicts with `now_s` and makes verdicts older than their age
+// limit uncertain again, to be measured afresh. The limit is `max_age`, and
+// doubles each time measuring again confirms the verdict, up to
+// 2^max_confirmations times `max_age`; a verdict overturned starts again from
+// `max_age`. Each measurement runs half of its windows without the hold, so
+// a machine whose verdicts stand is not made to pay for them every
+// `max_age`. What holding buys depends on how
 // idle the CPUs are: a "no-hold" taken while other work kept them busy
 // (README.md, on a 2-vCPU KVM guest with the haltpoll cpuidle driver: holding
 // cut QD1 read latency by a third at a load average of 3.9 and not at all at
@@ -183,6 +193,8 @@ GapEvidence judge_at(const EvidenceBook& book, int cls, const Gains& gains,
 // allows that at its confidence) must not stand for good either. A stamp in
 // the future (the clock stepped back) is an unknown age: expired too. True
 // when it changed.
+constexpr int max_confirmations = 3;
+std::chrono::seconds verdict_age_limit(const GapEvidence& evidence, std::chrono::seconds max_age);
 bool refresh_verdicts(EvidenceBook& book, std::int64_t now_s, std::chrono::seconds max_age);
 
 std::string format_evidence(const EvidenceBook& book);
