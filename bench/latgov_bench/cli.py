@@ -24,7 +24,8 @@ from .results import WARMUP, ResultsWriter, columns, is_warmup, read_rows
 from .runner import (ALL_MODES, BENCH, DAEMON_MODES, EvidenceAside, Interrupted,
                      MachineConstrained, Runner, Session, Tools, calibrate, calibration_aside,
                      config_description, STOP_SIGNALS, evidence_file, log, no_calibration,
-                     put_calibration_back, signals_held, status_interval, unit_nice)
+                     put_calibration_back, repo_relative, signals_held, status_interval,
+                     unit_nice)
 from .sysstate import SysRoot
 from .target import DEFAULT_TARGET, HarnessError, create_file, resolve_target
 from .targets import DEFAULT_TARGETS, TargetsError, evaluate, load_targets
@@ -227,15 +228,6 @@ def check_plotting() -> None:
             "matplotlib cannot be imported by %s (needed for the plots): %s\nInstall "
             "Debian's package: apt-get install python3-matplotlib"
             % (SYSTEM_PYTHON, p.stderr.strip().splitlines()[-1] if p.stderr.strip() else "?"))
-
-
-def repo_relative(path: str) -> str:
-    """`path` as the run records it: relative to the repository when it lies
-    inside it (results are committed, and name no path of one machine)."""
-    try:
-        return str(Path(path).resolve().relative_to(REPO.resolve()))
-    except ValueError:
-        return path
 
 
 def describe_binary(path: str) -> str:

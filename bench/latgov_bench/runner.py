@@ -38,6 +38,16 @@ ALL_MODES = ["off", "static", "latgov", "latgov-dryrun"]
 DAEMON_MODES = ("latgov", "latgov-dryrun")
 
 
+def repo_relative(path: str) -> str:
+    """`path` as the run records it: relative to the repository when it lies
+    inside it (results are committed, and name no path of one machine)."""
+    try:
+        return str(Path(path).resolve().relative_to(BENCH.parent.resolve()))
+    except ValueError:
+        return path
+
+
+
 def unit_nice() -> int:
     """The Nice= that latgov.service runs latgovd at: the bench runs it so."""
     for line in UNIT_FILE.read_text().splitlines():
@@ -371,7 +381,8 @@ class Session:
         if self.daemon_log is not None:
             try:
                 with open(self.daemon_log, "a") as f:
-                    f.write("--- %s: exit %s\n%s\n" % (" ".join(cmd), rc, out))
+                    f.write("--- %s: exit %s\n%s\n"
+                            % (" ".join([repo_relative(cmd[0])] + cmd[1:]), rc, out))
             except OSError:
                 pass
         if rc != 0:

@@ -110,6 +110,20 @@ def test_restore_runs_however_latgovd_ended(tree, restores, rc):
     assert s.stop_daemon() is None and len(calls) == 1  # once per latgovd
 
 
+def test_the_restore_is_logged_with_the_repository_path_of_a_latgovd_inside_it(tree, restores):
+    # The daemon logs are committed with the results: no checkout's path.
+    calls, _ = restores
+    latgovd = str(runner.BENCH.parent / "build" / "daemon" / "latgovd")
+    s = Session(SysRoot(tree), Tools("fio", latgovd, "/x/latgov", None, 0))
+    s.runtime_dir = tree / "run"
+    started(s, FakeProcess(), tree)
+    s.stop_daemon()
+    assert calls[0][0] == latgovd  # run as given
+    log = s.daemon_log.read_text()
+    assert "--- build/daemon/latgovd --restore --runtime-dir " in log
+    assert str(runner.BENCH.parent) not in log
+
+
 def test_a_running_latgovd_is_stopped_then_restored(tree, restores):
     calls, _ = restores
     s = session(tree)
