@@ -840,7 +840,9 @@ class FaultTest(HostTestCase):
         writes what it learnt to its evidence file while it runs, not only
         at exit, and leaves the tree's CPUs and this machine's as they
         were. The next start reuses it: the same verdict at once, no window
-        measured again. On any host (the haltpoll test of the same, in
+        measured again. Rewound 15 minutes, past the 10 a first verdict
+        lasts, it is measured again and saved as confirmed once; rewound
+        again, it lasts 20 and is reused. On any host (the haltpoll test of the same, in
         test_waiters, runs only where holding pays enough to be learnt)."""
         root, tree_values = self.sampled_tree()
         before = tree_values()
@@ -914,6 +916,52 @@ class FaultTest(HostTestCase):
         self.assertIsNotNone(self.wait_value(tree_values, before, 2.0),
                              f"cpu 1 still held after the IO: {tree_values()}")
         self.assert_stopped_clean(again, tree_values, before)
+
+        # Learnt 15 minutes ago, longer than a first verdict lasts (10):
+        # measured again, windows without the hold (or with it) included,
+        # and, the same verdict again, saved as confirmed once.
+        def start_rewound(text):
+            """latgovd on `text` as its evidence, learnt 15 minutes ago,
+            and the reader going."""
+            with open(evidence, "w") as f:
+                f.write(re.sub(r"learnt_at=\d+", f"learnt_at={int(time.time()) - 15 * 60}",
+                               text))
+            device = simulated_reader()
+            d = self.start_daemon(config, events=None, args=("--sysroot", root))
+            device.start()
+            return d, device
+
+        third, device = start_rewound(learnt)
+        st = self.wait_status(third, decided, f"vda: {limit_from}, measured again", timeout=20)
+        self.assertEqual([e["verdict"] for e in st["evidence"]], [verdict], st)
+        self.assertTrue(0.2 < device.held_fraction() < 0.95,
+                        f"windows held {device.held_fraction():.0%} of the time: not measured "
+                        "again")
+        device.stop()
+
+        def saved_text():
+            with open(evidence) as f:
+                return f.read()
+
+        confirmed = self.wait_value(
+            lambda: re.search(rf"(?m)^gap class=\d+ verdict={verdict} .* confirmed=1$",
+                              saved_text()) is not None, True, 5.0)
+        self.assertIsNotNone(confirmed, "the confirmation was not saved: " + saved_text())
+        learnt = saved_text()
+        log(f"  learnt 15 minutes before: measured again in {device.elapsed():.1f} s of IO, "
+            f"saved confirmed once")
+        self.assert_stopped_clean(third, tree_values, before)
+
+        # Confirmed once, it lasts 20 minutes: 15 minutes old, it is reused.
+        fourth, device = start_rewound(learnt)
+        st = self.wait_status(fourth, decided, f"vda: {limit_from}, reused", timeout=5)
+        self.assertFalse({x["name"]: x for x in st["devices"]}["vda"]["experimenting"], st)
+        device.seen.clear()
+        time.sleep(1.0)
+        device.stop()
+        self.assertEqual(device.seen, {held}, "a confirmed verdict 15 minutes old was measured "
+                         "again")
+        self.assert_stopped_clean(fourth, tree_values, before)
 
     def test_17_auto_learns_that_holding_pays(self):
         """Auto mode's live-IO learning end to end, on any host: requests

@@ -781,8 +781,8 @@ TEST_CASE("where holding saves wake-ups, the same noisy windows still find it") 
     }
 }
 
-TEST_CASE("a verdict measuring again confirms lasts twice as long, up to 8 max_age, and one "
-          "overturned starts again at max_age") {
+TEST_CASE("a verdict its own pairs confirm again lasts twice as long, up to 8 max_age, and one "
+          "overturned or carried over lasts max_age") {
     EvidenceBook book;
     book.gaps[0].verdict = Verdict::hold;
     book.gaps[0].gains.pairs = 4;
@@ -825,6 +825,33 @@ TEST_CASE("a verdict measuring again confirms lasts twice as long, up to 8 max_a
     CHECK(book.gaps.at(0).confirmations == 0);
     CHECK_FALSE(refresh_verdicts(book, now + 600, 600s));
     CHECK(refresh_verdicts(book, now + 601, 600s));
+
+    // Carried over from another class, a verdict confirms nothing of its
+    // own: it lasts max_age, whatever it was confirmed before. (The no-hold
+    // above expired at now + 601.)
+    REQUIRE(book.gaps.at(0).expired == Verdict::no_hold);
+    now += 700;
+    book.gaps[0].verdict = Verdict::no_hold;
+    book.gaps[0].gains.pairs = 4;
+    book.gaps[0].inferred_from = 3;
+    CHECK(refresh_verdicts(book, now, 600s));
+    CHECK(book.gaps.at(0).confirmations == 0); // its own pairs would have made it 1
+    book.gaps[0].confirmations = 2;            // as a file could say
+    CHECK(refresh_verdicts(book, now + 2401, 600s));
+    REQUIRE(book.gaps.at(0).expired == Verdict::no_hold);
+    book.gaps[0].verdict = Verdict::no_hold;
+    book.gaps[0].gains.pairs = 4;
+    book.gaps[0].inferred_from = 3;
+    now += 2500;
+    CHECK(refresh_verdicts(book, now, 600s));
+    CHECK(book.gaps.at(0).confirmations == 0);
+    CHECK(refresh_verdicts(book, now + 601, 600s));
+
+    // A file from before the count reads as never confirmed.
+    auto old = parse_evidence(gap_line(1, ""), "e");
+    REQUIRE(old);
+    CHECK(old->gaps.at(1).confirmations == 0);
+    CHECK_FALSE(old->gaps.at(1).expired);
 
     for (const char* tail : {" confirmed=4", " confirmed=-1", " confirmed=x"}) {
         auto bad = parse_evidence(gap_line(1, tail), "e");

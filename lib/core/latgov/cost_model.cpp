@@ -256,9 +256,15 @@ bool refresh_verdicts(EvidenceBook& book, std::int64_t now_s, std::chrono::secon
             continue;
         if (e.learnt_at == 0) {
             e.learnt_at = now_s;
+            // Only the class's own pairs confirm: a verdict carried over
+            // from another class (judge_at) says nothing of its own, and
+            // lasts no longer than a first one.
             if (e.expired)
-                e.confirmations =
-                    e.verdict == *e.expired ? std::min(e.confirmations + 1, max_confirmations) : 0;
+                e.confirmations = e.verdict == *e.expired && !e.inferred_from
+                                      ? std::min(e.confirmations + 1, max_confirmations)
+                                      : 0;
+            else if (e.inferred_from)
+                e.confirmations = 0;
             e.expired.reset();
             changed = true;
         } else if (e.learnt_at > now_s ||
@@ -309,11 +315,11 @@ std::string format_evidence(const EvidenceBook& book) {
             e.gains.service_pairs > 1 ? 100 * e.gains.service_se() : 0.0);
         if (e.inferred_from)
             out += fmt::format("# carried over from gap {}\n", gap_class_label(*e.inferred_from));
-        if (e.confirmations > 0 || e.expired)
-            out += fmt::format(
-                "# confirmed {} times in a row{}\n", e.confirmations,
-                e.expired ? fmt::format(", measured again (it was {})", to_string(*e.expired))
-                          : std::string{});
+        if (e.expired)
+            out += fmt::format("# measured again (it was {}; confirmed {} times before)\n",
+                               to_string(*e.expired), e.confirmations);
+        else if (e.confirmations > 0)
+            out += fmt::format("# confirmed {} times in a row\n", e.confirmations);
         out += fmt::format("gap class={} verdict={} pairs={} wait_sum={:.9g} wait_sq={:.9g} "
                            "service_pairs={} service_sum={:.9g} service_sq={:.9g} device={} "
                            "learnt_at={}{}{}{}\n",
