@@ -9,14 +9,6 @@
 
 namespace latgov {
 
-namespace {
-
-// A verdict, "hold" or "no-hold", is measured again after this long (see
-// refresh_verdicts).
-constexpr std::chrono::minutes verdict_max_age{10};
-
-} // namespace
-
 EvidenceBook evidence_for(const SysRoot& root, const DaemonSettings& settings,
                           const Topology& topology, const Governor* current) {
     const MachineIdentity machine = read_machine_identity(root, topology);

@@ -827,8 +827,9 @@ TEST_CASE("a verdict its own pairs confirm again lasts twice as long, up to 8 ma
     CHECK(refresh_verdicts(book, now + 601, 600s));
 
     // Carried over from another class, a verdict confirms nothing of its
-    // own: it lasts max_age, whatever it was confirmed before. (The no-hold
-    // above expired at now + 601.)
+    // own: with that class not in the book, it lasts max_age, whatever it
+    // was confirmed before (with it, as long as that class's: the next
+    // test). (The no-hold above expired at now + 601.)
     REQUIRE(book.gaps.at(0).expired == Verdict::no_hold);
     now += 700;
     book.gaps[0].verdict = Verdict::no_hold;
@@ -865,6 +866,99 @@ TEST_CASE("a verdict its own pairs confirm again lasts twice as long, up to 8 ma
         CHECK(bad.error().message ==
               "e:1: bad expired \"" + std::string(tail).substr(9) + "\" (hold or no-hold)");
     }
+}
+
+TEST_CASE("a carried-over verdict lasts as long as the verdict it was carried over from, and "
+          "falls when that one is overturned") {
+    // Back-to-back IO (class 0) decided hold and was confirmed once (20
+    // minutes); a think-time workload (class 4), undecided alone, took it
+    // 100 s later.
+    EvidenceBook book;
+    book.gaps[0].verdict = Verdict::hold;
+    book.gaps[0].gains.pairs = 4;
+    book.gaps[0].confirmations = 1;
+    CHECK(refresh_verdicts(book, 1000, 600s));
+    book.gaps[4].verdict = Verdict::hold;
+    book.gaps[4].gains.pairs = 4;
+    book.gaps[4].inferred_from = 0;
+    CHECK(refresh_verdicts(book, 1100, 600s));
+    CHECK(book.gaps.at(4).confirmations == 0);
+    CHECK(verdict_age_limit(book, 4, 600s) == 1200s);
+    // Its own count says max_age; it is the source's that counts.
+    CHECK(verdict_age_limit(book.gaps.at(4), 600s) == 600s);
+    CHECK_FALSE(refresh_verdicts(book, 1100 + 600 + 1, 600s));
+    CHECK(book.gaps.at(4).verdict == Verdict::hold);
+
+    // The source expires first and is measured again: while it is, the
+    // carried-over verdict keeps its age limit.
+    CHECK(refresh_verdicts(book, 1000 + 1200 + 1, 600s));
+    REQUIRE(book.gaps.at(0).verdict == Verdict::uncertain);
+    CHECK(book.gaps.at(4).verdict == Verdict::hold);
+    CHECK(verdict_age_limit(book, 4, 600s) == 1200s);
+    CHECK_FALSE(refresh_verdicts(book, 1100 + 1200, 600s));
+    CHECK(refresh_verdicts(book, 1100 + 1200 + 1, 600s));
+    CHECK(book.gaps.at(4).verdict == Verdict::uncertain);
+    CHECK(book.gaps.at(4).expired == Verdict::hold);
+
+    // The source, measured again, confirmed, and the class carried over
+    // again 100 s later: both last 40 minutes.
+    book.gaps[0].verdict = Verdict::hold;
+    book.gaps[0].gains.pairs = 4;
+    CHECK(refresh_verdicts(book, 3000, 600s));
+    CHECK(book.gaps.at(0).confirmations == 2);
+    book.gaps[4].verdict = Verdict::hold;
+    book.gaps[4].gains.pairs = 4;
+    book.gaps[4].inferred_from = 0;
+    CHECK(refresh_verdicts(book, 3100, 600s));
+    CHECK(verdict_age_limit(book, 0, 600s) == 2400s);
+    CHECK(verdict_age_limit(book, 4, 600s) == 2400s);
+
+    // The source expires alone and, measured again, decides the other way:
+    // the carried-over verdict falls at once, 40 minutes not yet up.
+    CHECK(refresh_verdicts(book, 3000 + 2401, 600s));
+    REQUIRE(book.gaps.at(0).verdict == Verdict::uncertain);
+    REQUIRE(book.gaps.at(4).verdict == Verdict::hold);
+    book.gaps[0].verdict = Verdict::no_hold;
+    book.gaps[0].gains.pairs = 16;
+    CHECK(refresh_verdicts(book, 3000 + 2460, 600s));
+    CHECK(book.gaps.at(0).learnt_at == 3000 + 2460);
+    CHECK(book.gaps.at(4).verdict == Verdict::uncertain);
+    CHECK(book.gaps.at(4).expired == Verdict::hold);
+    CHECK(book.gaps.at(4).confirmations == 0);
+
+    // So does one when a class between it and its source decides the other
+    // way: judge_at would carry from the nearest decided class alone.
+    EvidenceBook between;
+    between.gaps[0].verdict = Verdict::hold;
+    between.gaps[0].confirmations = 3;
+    between.gaps[4].verdict = Verdict::hold;
+    between.gaps[4].inferred_from = 0;
+    between.gaps[4].device = "vda";
+    CHECK(refresh_verdicts(between, 1000, 600s));
+    between.gaps[2].verdict = Verdict::hold; // the same verdict: nothing changes
+    CHECK(refresh_verdicts(between, 1010, 600s));
+    REQUIRE(between.gaps.at(4).verdict == Verdict::hold);
+    between.gaps[3].verdict = Verdict::no_hold;
+    CHECK(refresh_verdicts(between, 1020, 600s));
+    CHECK(between.gaps.at(4).verdict == Verdict::uncertain);
+    CHECK(between.gaps.at(4).expired == Verdict::hold);
+    // Measured again on the device it was learnt on, until a pair says.
+    CHECK(between.gaps.at(4).device == "vda");
+    CHECK(between.gaps.at(0).verdict == Verdict::hold);
+
+    // A source that is itself carried over, or gone, gives max_age.
+    EvidenceBook chain;
+    chain.gaps[0].verdict = Verdict::hold;
+    chain.gaps[0].confirmations = 3;
+    chain.gaps[3].verdict = Verdict::hold;
+    chain.gaps[3].inferred_from = 0;
+    chain.gaps[5].verdict = Verdict::hold;
+    chain.gaps[5].inferred_from = 3;
+    chain.gaps[6].verdict = Verdict::hold;
+    chain.gaps[6].inferred_from = 1;
+    CHECK(verdict_age_limit(chain, 3, 600s) == 4800s);
+    CHECK(verdict_age_limit(chain, 5, 600s) == 600s);
+    CHECK(verdict_age_limit(chain, 6, 600s) == 600s);
 }
 
 TEST_CASE("a verdict stamped in the future is measured again at once") {

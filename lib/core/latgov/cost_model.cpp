@@ -249,6 +249,60 @@ std::chrono::seconds verdict_age_limit(const GapEvidence& evidence, std::chrono:
     return max_age * (1 << std::clamp(evidence.confirmations, 0, max_confirmations));
 }
 
+namespace {
+
+// The verdict a class stands by: its own, or while it is measured again, the
+// one that expired.
+std::optional<Verdict> standing(const GapEvidence& e) {
+    if (e.verdict != Verdict::uncertain)
+        return e.verdict;
+    return e.expired;
+}
+
+// The class a carried-over verdict came from, while it still stands by that
+// verdict; null otherwise (the class measured again to the other verdict, or
+// gone from a file edited by hand).
+const GapEvidence* carried_source(const EvidenceBook& book, const GapEvidence& e) {
+    if (!e.inferred_from)
+        return nullptr;
+    const auto it = book.gaps.find(*e.inferred_from);
+    if (it == book.gaps.end() || standing(it->second) != e.verdict)
+        return nullptr;
+    return &it->second;
+}
+
+// The reason the verdict at `cls` was carried over is gone: its source, or
+// a class between the two (judge_at carries only from the nearest decided
+// class), has since decided the other way.
+bool carry_broken(const EvidenceBook& book, int cls, const GapEvidence& e) {
+    if (!e.inferred_from)
+        return false;
+    const int from = *e.inferred_from;
+    for (int c = std::min(from, cls); c <= std::max(from, cls); ++c) {
+        const auto it = book.gaps.find(c);
+        if (c != cls && it != book.gaps.end() && it->second.verdict != Verdict::uncertain &&
+            it->second.verdict != e.verdict)
+            return true;
+    }
+    return false;
+}
+
+} // namespace
+
+std::chrono::seconds verdict_age_limit(const EvidenceBook& book, int cls,
+                                       std::chrono::seconds max_age) {
+    const auto it = book.gaps.find(cls);
+    if (it == book.gaps.end())
+        return max_age;
+    const GapEvidence& e = it->second;
+    if (!e.inferred_from)
+        return verdict_age_limit(e, max_age);
+    // A source that is itself carried over has confirmed nothing of its own
+    // either: max_age, as verdict_age_limit gives it.
+    const GapEvidence* source = carried_source(book, e);
+    return source && !source->inferred_from ? verdict_age_limit(*source, max_age) : max_age;
+}
+
 bool refresh_verdicts(EvidenceBook& book, std::int64_t now_s, std::chrono::seconds max_age) {
     bool changed = false;
     for (auto& [cls, e] : book.gaps) {
@@ -257,8 +311,8 @@ bool refresh_verdicts(EvidenceBook& book, std::int64_t now_s, std::chrono::secon
         if (e.learnt_at == 0) {
             e.learnt_at = now_s;
             // Only the class's own pairs confirm: a verdict carried over
-            // from another class (judge_at) says nothing of its own, and
-            // lasts no longer than a first one.
+            // from another class (judge_at) says nothing of its own (it
+            // lasts as long as that class's: verdict_age_limit).
             if (e.expired)
                 e.confirmations = e.verdict == *e.expired && !e.inferred_from
                                       ? std::min(e.confirmations + 1, max_confirmations)
@@ -268,10 +322,12 @@ bool refresh_verdicts(EvidenceBook& book, std::int64_t now_s, std::chrono::secon
             e.expired.reset();
             changed = true;
         } else if (e.learnt_at > now_s ||
-                   now_s - e.learnt_at > verdict_age_limit(e, max_age).count()) {
+                   now_s - e.learnt_at > verdict_age_limit(book, cls, max_age).count() ||
+                   carry_broken(book, cls, e)) {
             // A stamp in the future (the clock stepped back, a wrong RTC
             // when it was taken) gives no age: measured again too.
             GapEvidence again;
+            again.device = e.device; // where it is measured again, until a pair says
             again.confirmations = e.confirmations;
             again.expired = e.verdict;
             e = std::move(again);

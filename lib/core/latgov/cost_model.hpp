@@ -181,20 +181,32 @@ GapEvidence judge_at(const EvidenceBook& book, int cls, const Gains& gains,
 // Stamps new verdicts with `now_s` and makes verdicts older than their age
 // limit uncertain again, to be measured afresh. The limit is `max_age`, and
 // doubles each time the class's own pairs, measured again, confirm the
-// verdict, up to 2^max_confirmations times `max_age`; a verdict overturned,
-// or carried over from another class, lasts `max_age`. Each measurement
-// runs half of its windows without the hold, so a machine whose verdicts
-// stand is not made to pay for them every `max_age`. What holding buys
-// depends on how idle the CPUs are: a "no-hold" taken while other work kept
-// them busy (README.md, on a 2-vCPU KVM guest with the haltpoll cpuidle
-// driver: holding cut QD1 read latency by a third at a load average of 3.9
-// and not at all at 7.3) must not keep a quiet machine unheld for good, nor
-// a "hold" taken on a quiet one keep a busy one held; and a verdict that
-// noise decided (judge allows that at its confidence) must not stand for
-// good either. A stamp in the future (the clock stepped back) is an unknown
-// age: expired too. True when it changed.
+// verdict, up to 2^max_confirmations times `max_age`; a verdict overturned
+// lasts `max_age`. A verdict carried over from another class confirms nothing
+// of its own: it stands on that class's, lasts (from its own stamp) as long
+// as that class's own verdict does, also while that class is measured
+// again, and falls as soon as that class, or one between the two, decides
+// otherwise. Each measurement runs half of its windows without the hold, so a
+// machine whose verdicts stand is not made to pay for them every `max_age`.
+// What holding buys depends on how idle the CPUs are: a "no-hold" taken while
+// other work kept them busy (README.md, on a 2-vCPU KVM guest with the
+// haltpoll cpuidle driver: holding cut QD1 read latency by a third at a load
+// average of 3.9 and not at all at 7.3) must not keep a quiet machine unheld
+// for good, nor a "hold" taken on a quiet one keep a busy one held; and a
+// verdict that noise decided (judge allows that at its confidence) must not
+// stand for good either. A stamp in the future (the clock stepped back) is an
+// unknown age: expired too. True when it changed.
 constexpr int max_confirmations = 3;
+// The age limit latgovd gives verdicts: `max_age` above.
+inline constexpr std::chrono::seconds verdict_max_age{600};
+// The age limit of `evidence` from its own confirmations.
 std::chrono::seconds verdict_age_limit(const GapEvidence& evidence, std::chrono::seconds max_age);
+// The age limit of the verdict at gap class `cls` of `book`: its own, or
+// where it was carried over, that of the class it was carried over from
+// (max_age where that class holds another verdict, or none, or was carried
+// over itself).
+std::chrono::seconds verdict_age_limit(const EvidenceBook& book, int cls,
+                                       std::chrono::seconds max_age);
 bool refresh_verdicts(EvidenceBook& book, std::int64_t now_s, std::chrono::seconds max_age);
 
 std::string format_evidence(const EvidenceBook& book);
