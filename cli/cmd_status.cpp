@@ -85,7 +85,10 @@ Error unreadable(const StatusPlace& place, const std::exception& e) {
 Result<std::string> status_text(const SysRoot& root, const StatusPlace& place,
                                 const nlohmann::json& status) {
     try {
-        return format_status(status) + format_other_holders(root, status, place) +
+        const auto now_s = std::chrono::duration_cast<std::chrono::seconds>(
+                               std::chrono::system_clock::now().time_since_epoch())
+                               .count();
+        return format_status(status, now_s) + format_other_holders(root, status, place) +
                writer_gone(place, status);
     } catch (const std::exception& e) {
         return unreadable(place, e);

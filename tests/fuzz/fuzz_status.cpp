@@ -6,6 +6,8 @@
 #include "latgov/explain.hpp"
 #include "latgov/status_text.hpp"
 
+#include <cstdint>
+#include <optional>
 #include <stdexcept>
 
 namespace {
@@ -27,10 +29,13 @@ extern "C" int LLVMFuzzerTestOneInput(const unsigned char* data, size_t size) {
     auto status = nlohmann::json::parse(text, nullptr, false);
     if (status.is_discarded())
         return 0;
-    try {
-        (void)latgov::format_status(status);
-    } catch (const nlohmann::json::exception&) {
-    } catch (const std::invalid_argument&) {
+    // With the time now too: when each verdict is measured again.
+    for (const auto now_s : {std::optional<std::int64_t>(), std::optional<std::int64_t>(1)}) {
+        try {
+            (void)latgov::format_status(status, now_s);
+        } catch (const nlohmann::json::exception&) {
+        } catch (const std::invalid_argument&) {
+        }
     }
     (void)latgov::explain_device(
         {machine.topology, machine.config, machine.costs, "declared", status}, "vda");

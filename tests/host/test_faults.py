@@ -952,10 +952,21 @@ class FaultTest(HostTestCase):
             f"saved confirmed once")
         self.assert_stopped_clean(third, tree_values, before)
 
-        # Confirmed once, it lasts 20 minutes: 15 minutes old, it is reused.
+        # Confirmed once, it lasts 20 minutes: 15 minutes old, it is reused,
+        # and the status says so, and when it is measured again.
         fourth, device = start_rewound(learnt)
         st = self.wait_status(fourth, decided, f"vda: {limit_from}, reused", timeout=5)
         self.assertFalse({x["name"]: x for x in st["devices"]}["vda"]["experimenting"], st)
+        [entry] = st["evidence"]
+        self.assertEqual(entry["confirmations"], 1, entry)
+        self.assertIsNone(entry["expired"], entry)
+        # The first second latgovd finds it past its 20 minutes.
+        self.assertEqual(entry["measured_again_at"], entry["learnt_at"] + 20 * 60 + 1, entry)
+        text = subprocess.run([self.latgov, "status", "--runtime-dir", fourth.runtime_dir],
+                              capture_output=True, text=True, timeout=10)
+        self.assertEqual(text.returncode, 0, text.stderr)
+        self.assertRegex(text.stdout, r"on vda, confirmed 1 time, measured again in [56] min\n",
+                         text.stdout)
         device.seen.clear()
         time.sleep(1.0)
         device.stop()

@@ -1,8 +1,11 @@
 // `latgov status` text from a status.json document.
 #include "latgov/status_text.hpp"
 
+#include <cstdint>
 #include <doctest/doctest.h>
+#include <limits>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <string>
 
 using namespace latgov;
@@ -150,5 +153,41 @@ TEST_CASE("status text: the period held ahead for, and the lateness in its lead"
         else
             status["prearm"]["late_us"] = late;
         CHECK(contains(format_status(status), "held from 892 us before each; 90 came in"));
+    }
+}
+
+TEST_CASE("status text: a learnt gap's renewal fields, checked whether or not they are shown") {
+    auto status = minimal_status();
+    status["evidence"] = nlohmann::json::parse(R"([
+        {"gap": "< 128 us", "verdict": "hold", "pairs": 4, "wait_gain": 0.3,
+         "service_gain": 0.2, "carried_from": null, "device": "vda", "learnt_at": 1000,
+         "measured_again_at": 2201, "confirmations": 1, "expired": null}])");
+    CHECK(contains(format_status(status, 1601),
+                   "on vda, confirmed 1 time, measured again in 10 min\n"));
+    CHECK(contains(format_status(status, 1602), "measured again in 10 min\n"));
+    CHECK(contains(format_status(status, 1600), "measured again in 11 min\n"));
+    CHECK(contains(format_status(status, 2201), "on vda, confirmed 1 time, measured again now\n"));
+    // A time no clock gives is left out, not computed with an overflow.
+    status["evidence"][0]["measured_again_at"] = std::numeric_limits<std::int64_t>::min();
+    CHECK(contains(format_status(status, 1601), "on vda, confirmed 1 time\n"));
+
+    struct Bad {
+        const char* field;
+        nlohmann::json value;
+        std::string says;
+    };
+    for (const Bad& bad : {
+             Bad{"expired", 1, "evidence[0].expired: expected a string, got 1"},
+             Bad{"confirmations", "x", "evidence[0].confirmations: expected a whole number"},
+             Bad{"measured_again_at", "x",
+                 "evidence[0].measured_again_at: expected a whole number"},
+         }) {
+        auto broken = status;
+        broken["evidence"][0][bad.field] = bad.value;
+        CAPTURE(bad.says);
+        // Read without the time now too, where the text leaves it out.
+        for (const auto now_s : {std::optional<std::int64_t>(1601), std::optional<std::int64_t>()})
+            CHECK_THROWS_WITH_AS((void)format_status(broken, now_s),
+                                 doctest::Contains(bad.says.c_str()), std::invalid_argument);
     }
 }

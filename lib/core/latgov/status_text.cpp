@@ -18,6 +18,28 @@ std::string carried_from(const JsonField& evidence) {
     return from ? " (as at gaps " + from->text() + ")" : std::string{};
 }
 
+// ", confirmed 2 times, measured again in 17 min" for a verdict, ",
+// measuring again (was hold)" for a class measured again; older status
+// files have no such fields. Without `now_s` the time is left out.
+std::string renewal(const JsonField& evidence, std::optional<std::int64_t> now_s) {
+    // Each field is read, and so checked, whatever the text shows.
+    const auto expired = evidence.find("expired");
+    const auto confirmations = evidence.find("confirmations");
+    const int confirmed = confirmations ? confirmations->whole<int>() : 0;
+    const auto again = evidence.find("measured_again_at");
+    const std::int64_t again_s = again ? again->whole<std::int64_t>() : 0;
+    if (expired)
+        return ", measuring again (was " + expired->text() + ")";
+    std::string out;
+    if (confirmed > 0)
+        out += fmt::format(", confirmed {} time{}", confirmed, confirmed == 1 ? "" : "s");
+    std::int64_t left = 0;
+    if (again && now_s && !__builtin_sub_overflow(again_s, *now_s, &left))
+        out += left <= 0 ? std::string(", measured again now")
+                         : fmt::format(", measured again in {} min", left / 60 + (left % 60 != 0));
+    return out;
+}
+
 // " (N us of it for latgovd's own lateness)" where windows opened late;
 // older status files have no such field.
 std::string late_part(const JsonField& prearm) {
@@ -141,7 +163,7 @@ std::string prearm_text(const JsonField& p) {
 // Every field is read through JsonField: a file that is not what latgovd
 // wrote is an error naming the field ("cpus[0].held_seconds: expected a
 // number, got \"x\"").
-std::string format_status(const nlohmann::json& status) {
+std::string format_status(const nlohmann::json& status, std::optional<std::int64_t> now_s) {
     const JsonField s(status);
     std::string out = fmt::format("latgovd pid {}, cpuidle {}/{}, idle-state costs: {}\n",
                                   s.at("pid").whole<int>(), s.at("cpuidle_driver").text(),
@@ -165,10 +187,10 @@ std::string format_status(const nlohmann::json& status) {
         for (const auto& e : evidence->items())
             out +=
                 fmt::format("  gaps {:<14} {:<9} {:>3} pairs  wait {:+.1f}%  service {:+.1f}%  "
-                            "on {}{}\n",
+                            "on {}{}{}\n",
                             e.at("gap").text(), e.at("verdict").text(), e.at("pairs").whole<int>(),
                             100 * e.at("wait_gain").number(), 100 * e.at("service_gain").number(),
-                            e.at("device").text(), carried_from(e));
+                            e.at("device").text(), carried_from(e), renewal(e, now_s));
     }
     if (const auto prearm = s.find("prearm"))
         out += prearm_text(*prearm);

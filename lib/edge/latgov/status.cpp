@@ -73,9 +73,11 @@ json build_status(const StatusInput& in) {
                            {"active_queues", std::move(active)}});
     }
     json evidence = json::array();
-    for (const auto& [cls, e] : in.governor.evidence().gaps) {
-        if (e.gains.pairs == 0 && e.verdict == Verdict::uncertain)
+    const EvidenceBook& book = in.governor.evidence();
+    for (const auto& [cls, e] : book.gaps) {
+        if (e.gains.pairs == 0 && e.verdict == Verdict::uncertain && !e.expired)
             continue;
+        const bool stamped = e.verdict != Verdict::uncertain && e.learnt_at != 0;
         evidence.push_back(
             {{"gap", gap_class_label(cls)},
              {"verdict", to_string(e.verdict)},
@@ -84,7 +86,15 @@ json build_status(const StatusInput& in) {
              {"service_gain", e.gains.service_mean()},
              {"carried_from",
               e.inferred_from ? json(gap_class_label(*e.inferred_from)) : json(nullptr)},
-             {"device", e.device}});
+             {"device", e.device},
+             {"learnt_at", stamped ? json(e.learnt_at) : json(nullptr)},
+             // The first second refresh_verdicts finds it past its limit.
+             {"measured_again_at",
+              stamped
+                  ? json(e.learnt_at + verdict_age_limit(book, cls, verdict_max_age).count() + 1)
+                  : json(nullptr)},
+             {"confirmations", e.confirmations},
+             {"expired", e.expired ? json(to_string(*e.expired)) : json(nullptr)}});
     }
     json status = {
         {"schema", "latgov.status/1"},

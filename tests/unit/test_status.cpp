@@ -1,0 +1,87 @@
+// The status document latgovd writes, built from a governor and holders on a
+// temp tree, and its text: what it says of the evidence learnt from live IO.
+#include "latgov/status.hpp"
+#include "machines.hpp"
+#include "scratch.hpp"
+
+#include <doctest/doctest.h>
+#include <string>
+
+using namespace latgov;
+
+namespace {
+
+bool contains(const std::string& text, const std::string& what) {
+    return text.find(what) != std::string::npos;
+}
+
+} // namespace
+
+TEST_CASE("status: each learnt gap says when it was learnt, how often confirmed, and when it is "
+          "measured again") {
+    const Topology topology = virtio_machine("haltpoll", "haltpoll");
+    EvidenceBook book;
+    // Back-to-back IO held and was confirmed once (20 minutes); a think-time
+    // workload took its verdict (as long); a class measured again after its
+    // no-hold expired; an experiment not begun, which is not listed.
+    auto& own = book.gaps[0];
+    own.verdict = Verdict::hold;
+    own.gains.pairs = 4;
+    own.device = "vda";
+    own.learnt_at = 1000;
+    own.confirmations = 1;
+    auto& carried = book.gaps[4];
+    carried.verdict = Verdict::hold;
+    carried.gains.pairs = 4;
+    carried.device = "vda";
+    carried.inferred_from = 0;
+    carried.learnt_at = 1100;
+    auto& again = book.gaps[6];
+    again.verdict = Verdict::no_hold;
+    again.gains.pairs = 16;
+    again.device = "vda";
+    again.confirmations = 2;
+    again.learnt_at = 1100 - 2401; // past its 40 minutes: refresh_verdicts expires it
+    book.gaps[7].device = "vda";
+    REQUIRE(refresh_verdicts(book, 1100, verdict_max_age));
+    REQUIRE(book.gaps.at(0).verdict == Verdict::hold);
+    REQUIRE(book.gaps.at(4).verdict == Verdict::hold);
+    Governor governor(topology, default_config(), declared_costs(topology), book);
+
+    test::QosTree tree(2);
+    const LogSink quiet = [](const std::string&) {};
+    PerCpuHolder percpu(tree.sysroot(), tree.journal(), quiet);
+    GlobalHolder global(tree.sysroot(), quiet);
+    const Holds holds;
+    const StatusInput input{governor,   holds, percpu, global, topology,   "declared",
+                            "sleeping", {},    {},     {},     TimePoint{}};
+    const auto status = build_status(input);
+    const auto& evidence = status.at("evidence");
+    REQUIRE(evidence.size() == 3);
+    CHECK(evidence[0].at("gap") == "< 128 us");
+    CHECK(evidence[0].at("learnt_at") == 1000);
+    CHECK(evidence[0].at("confirmations") == 1);
+    // The first second refresh_verdicts finds it past its 20 minutes.
+    CHECK(evidence[0].at("measured_again_at") == 1000 + 1200 + 1);
+    CHECK(evidence[0].at("expired").is_null());
+    CHECK(evidence[1].at("carried_from") == "< 128 us");
+    CHECK(evidence[1].at("confirmations") == 0);
+    CHECK(evidence[1].at("measured_again_at") == 1100 + 1200 + 1);
+    CHECK(evidence[2].at("verdict") == "uncertain");
+    CHECK(evidence[2].at("pairs") == 0);
+    CHECK(evidence[2].at("expired") == "no-hold");
+    CHECK(evidence[2].at("confirmations") == 2);
+    CHECK(evidence[2].at("learnt_at").is_null());
+    CHECK(evidence[2].at("measured_again_at").is_null());
+
+    const nlohmann::json document = status;
+    const auto text = format_status(document, 1000 + 601);
+    INFO(text);
+    CHECK(contains(text, "on vda, confirmed 1 time, measured again in 10 min\n"));
+    CHECK(contains(text, "on vda (as at gaps < 128 us), measured again in 12 min\n"));
+    CHECK(contains(text, "on vda, measuring again (was no-hold)\n"));
+    CHECK(contains(format_status(document, 1000 + 1200), "measured again in 1 min\n"));
+    CHECK(contains(format_status(document, 1000 + 1201), "measured again now\n"));
+    // Without the time now, the text leaves the time out.
+    CHECK_FALSE(contains(format_status(document), "measured again in"));
+}
