@@ -838,7 +838,8 @@ TEST_CASE("a verdict its own pairs confirm again lasts twice as long, up to 8 ma
     CHECK(refresh_verdicts(book, now, 600s));
     CHECK(book.gaps.at(0).confirmations == 0); // its own pairs would have made it 1
     book.gaps[0].confirmations = 2;            // as a file could say
-    CHECK(refresh_verdicts(book, now + 2401, 600s));
+    CHECK_FALSE(refresh_verdicts(book, now + 600, 600s));
+    CHECK(refresh_verdicts(book, now + 601, 600s)); // not after 40 minutes
     REQUIRE(book.gaps.at(0).expired == Verdict::no_hold);
     book.gaps[0].verdict = Verdict::no_hold;
     book.gaps[0].gains.pairs = 4;
@@ -890,13 +891,18 @@ TEST_CASE("a carried-over verdict lasts as long as the verdict it was carried ov
     CHECK(book.gaps.at(4).verdict == Verdict::hold);
 
     // The source expires first and is measured again: while it is, the
-    // carried-over verdict keeps its age limit.
+    // carried-over verdict waits for what that finds, up to 80 minutes, and
+    // does not expire with the source's last life.
     CHECK(refresh_verdicts(book, 1000 + 1200 + 1, 600s));
     REQUIRE(book.gaps.at(0).verdict == Verdict::uncertain);
     CHECK(book.gaps.at(4).verdict == Verdict::hold);
-    CHECK(verdict_age_limit(book, 4, 600s) == 1200s);
-    CHECK_FALSE(refresh_verdicts(book, 1100 + 1200, 600s));
-    CHECK(refresh_verdicts(book, 1100 + 1200 + 1, 600s));
+    CHECK(verdict_age_limit(book, 4, 600s) == 4800s);
+    CHECK_FALSE(refresh_verdicts(book, 1100 + 1200 + 1, 600s));
+    CHECK(book.gaps.at(4).verdict == Verdict::hold);
+    // The source's workload gone, it is never decided again: after 80
+    // minutes the carried-over verdict is measured again all the same.
+    CHECK_FALSE(refresh_verdicts(book, 1100 + 4800, 600s));
+    CHECK(refresh_verdicts(book, 1100 + 4800 + 1, 600s));
     CHECK(book.gaps.at(4).verdict == Verdict::uncertain);
     CHECK(book.gaps.at(4).expired == Verdict::hold);
 
@@ -904,24 +910,44 @@ TEST_CASE("a carried-over verdict lasts as long as the verdict it was carried ov
     // again 100 s later: both last 40 minutes.
     book.gaps[0].verdict = Verdict::hold;
     book.gaps[0].gains.pairs = 4;
-    CHECK(refresh_verdicts(book, 3000, 600s));
+    CHECK(refresh_verdicts(book, 6000, 600s));
     CHECK(book.gaps.at(0).confirmations == 2);
     book.gaps[4].verdict = Verdict::hold;
     book.gaps[4].gains.pairs = 4;
     book.gaps[4].inferred_from = 0;
-    CHECK(refresh_verdicts(book, 3100, 600s));
+    CHECK(refresh_verdicts(book, 6100, 600s));
     CHECK(verdict_age_limit(book, 0, 600s) == 2400s);
     CHECK(verdict_age_limit(book, 4, 600s) == 2400s);
+    // While the source is measured again the carried-over verdict waits;
+    // once the source is confirmed, the source's new life counts, from the
+    // carried-over verdict's own stamp.
+    {
+        EvidenceBook waited = book;
+        waited.gaps[0] = GapEvidence{};
+        waited.gaps[0].expired = Verdict::hold;
+        waited.gaps[0].confirmations = 1;
+        CHECK(verdict_waits_for(waited, 4) == 0);
+        CHECK(verdict_age_limit(waited, 4, 600s) == 4800s);
+        waited.gaps[0].verdict = Verdict::hold;
+        waited.gaps[0].gains.pairs = 4;
+        CHECK(refresh_verdicts(waited, 6200, 600s));
+        CHECK(waited.gaps.at(0).confirmations == 2);
+        CHECK_FALSE(verdict_waits_for(waited, 4));
+        CHECK(verdict_age_limit(waited, 4, 600s) == 2400s);
+        CHECK_FALSE(refresh_verdicts(waited, 6100 + 2400, 600s));
+        CHECK(refresh_verdicts(waited, 6100 + 2401, 600s));
+        CHECK(waited.gaps.at(4).verdict == Verdict::uncertain);
+    }
 
     // The source expires alone and, measured again, decides the other way:
     // the carried-over verdict falls at once, 40 minutes not yet up.
-    CHECK(refresh_verdicts(book, 3000 + 2401, 600s));
+    CHECK(refresh_verdicts(book, 6000 + 2401, 600s));
     REQUIRE(book.gaps.at(0).verdict == Verdict::uncertain);
     REQUIRE(book.gaps.at(4).verdict == Verdict::hold);
     book.gaps[0].verdict = Verdict::no_hold;
     book.gaps[0].gains.pairs = 16;
-    CHECK(refresh_verdicts(book, 3000 + 2460, 600s));
-    CHECK(book.gaps.at(0).learnt_at == 3000 + 2460);
+    CHECK(refresh_verdicts(book, 6000 + 2460, 600s));
+    CHECK(book.gaps.at(0).learnt_at == 6000 + 2460);
     CHECK(book.gaps.at(4).verdict == Verdict::uncertain);
     CHECK(book.gaps.at(4).expired == Verdict::hold);
     CHECK(book.gaps.at(4).confirmations == 0);
@@ -945,6 +971,59 @@ TEST_CASE("a carried-over verdict lasts as long as the verdict it was carried ov
     // Measured again on the device it was learnt on, until a pair says.
     CHECK(between.gaps.at(4).device == "vda");
     CHECK(between.gaps.at(0).verdict == Verdict::hold);
+
+    // A no-hold carried over to a shorter gap (class 1, from class 5) while
+    // the source is measured again: in the refresh that stamps the source
+    // confirmed (after the carried-over verdict, in class order), the
+    // carried-over verdict already has the source's new life, 20 minutes,
+    // and not its last, 10, which would have ended it.
+    {
+        EvidenceBook shorter;
+        shorter.gaps[5].verdict = Verdict::no_hold;
+        shorter.gaps[5].learnt_at = 1000;
+        CHECK(refresh_verdicts(shorter, 1601, 600s));
+        REQUIRE(shorter.gaps.at(5).verdict == Verdict::uncertain);
+        shorter.gaps[1].verdict = Verdict::no_hold;
+        shorter.gaps[1].inferred_from = 5;
+        CHECK(refresh_verdicts(shorter, 1605, 600s));
+        CHECK(verdict_waits_for(shorter, 1) == 5);
+        shorter.gaps[5].verdict = Verdict::no_hold; // confirmed, not yet stamped
+        CHECK(refresh_verdicts(shorter, 1605 + 700, 600s));
+        CHECK(shorter.gaps.at(5).confirmations == 1);
+        CHECK(shorter.gaps.at(1).verdict == Verdict::no_hold);
+        CHECK(verdict_age_limit(shorter, 1, 600s) == 1200s);
+    }
+
+    // A chain: class 5 carried over from class 3, itself carried over from
+    // class 0. Class 3's verdict expired and is measured again: class 5
+    // does not wait on it (it keeps what it rested on), and lasts max_age.
+    {
+        EvidenceBook chained;
+        chained.gaps[0].verdict = Verdict::hold;
+        chained.gaps[0].learnt_at = 1000;
+        chained.gaps[0].confirmations = 3;
+        chained.gaps[3].verdict = Verdict::hold;
+        chained.gaps[3].inferred_from = 0;
+        chained.gaps[3].learnt_at = 1000;
+        chained.gaps[5].verdict = Verdict::hold;
+        chained.gaps[5].inferred_from = 3;
+        chained.gaps[5].learnt_at = 1300;
+        CHECK(refresh_verdicts(chained, 1000 + 4801, 600s));
+        REQUIRE(chained.gaps.at(3).verdict == Verdict::uncertain);
+        CHECK(chained.gaps.at(3).inferred_from == 0);
+        CHECK(chained.gaps.at(5).verdict == Verdict::uncertain); // 10 minutes, long past
+        chained.gaps[5] = GapEvidence{};
+        chained.gaps[5].verdict = Verdict::hold;
+        chained.gaps[5].inferred_from = 3;
+        chained.gaps[5].learnt_at = 1000 + 4801;
+        CHECK_FALSE(verdict_waits_for(chained, 5));
+        CHECK(verdict_age_limit(chained, 5, 600s) == 600s);
+        // Its file keeps what the expired verdict rested on.
+        auto reread = parse_evidence(format_evidence(chained), "e");
+        REQUIRE(reread);
+        CHECK(reread->gaps.at(3).inferred_from == 0);
+        CHECK(reread->gaps.at(3).expired == Verdict::hold);
+    }
 
     // A source that is itself carried over, or gone, gives max_age.
     EvidenceBook chain;

@@ -4,6 +4,7 @@
 #include "machines.hpp"
 #include "scratch.hpp"
 
+#include <cstdint>
 #include <doctest/doctest.h>
 #include <string>
 
@@ -23,29 +24,31 @@ TEST_CASE("status: each learnt gap says when it was learnt, how often confirmed,
     EvidenceBook book;
     // Back-to-back IO held and was confirmed once (20 minutes); a think-time
     // workload took its verdict (as long); a class measured again after its
-    // no-hold expired; an experiment not begun, which is not listed.
-    auto& own = book.gaps[0];
-    own.verdict = Verdict::hold;
-    own.gains.pairs = 4;
-    own.device = "vda";
-    own.learnt_at = 1000;
-    own.confirmations = 1;
-    auto& carried = book.gaps[4];
-    carried.verdict = Verdict::hold;
-    carried.gains.pairs = 4;
-    carried.device = "vda";
-    carried.inferred_from = 0;
-    carried.learnt_at = 1100;
-    auto& again = book.gaps[6];
-    again.verdict = Verdict::no_hold;
-    again.gains.pairs = 16;
-    again.device = "vda";
-    again.confirmations = 2;
-    again.learnt_at = 1100 - 2401; // past its 40 minutes: refresh_verdicts expires it
+    // no-hold expired, and a shorter gap that took that no-hold; an
+    // experiment not begun, which is not listed.
+    const auto decided = [](Verdict verdict, int pairs, std::int64_t learnt_at) {
+        GapEvidence e;
+        e.verdict = verdict;
+        e.gains.pairs = pairs;
+        e.device = "vda";
+        e.learnt_at = learnt_at;
+        return e;
+    };
+    book.gaps[0] = decided(Verdict::hold, 4, 1000);
+    book.gaps[0].confirmations = 1;
+    book.gaps[4] = decided(Verdict::hold, 4, 1100);
+    book.gaps[4].inferred_from = 0;
+    // Past its 40 minutes: refresh_verdicts expires it.
+    book.gaps[6] = decided(Verdict::no_hold, 16, 1100 - 2401);
+    book.gaps[6].confirmations = 2;
     book.gaps[7].device = "vda";
     REQUIRE(refresh_verdicts(book, 1100, verdict_max_age));
     REQUIRE(book.gaps.at(0).verdict == Verdict::hold);
     REQUIRE(book.gaps.at(4).verdict == Verdict::hold);
+    // Carried over from the class measured again: it waits for it.
+    book.gaps[5] = decided(Verdict::no_hold, 4, 0);
+    book.gaps[5].inferred_from = 6;
+    REQUIRE(refresh_verdicts(book, 1100, verdict_max_age));
     Governor governor(topology, default_config(), declared_costs(topology), book);
 
     test::QosTree tree(2);
@@ -57,7 +60,7 @@ TEST_CASE("status: each learnt gap says when it was learnt, how often confirmed,
                             "sleeping", {},    {},     {},     TimePoint{}};
     const auto status = build_status(input);
     const auto& evidence = status.at("evidence");
-    REQUIRE(evidence.size() == 3);
+    REQUIRE(evidence.size() == 4);
     CHECK(evidence[0].at("gap") == "< 128 us");
     CHECK(evidence[0].at("learnt_at") == 1000);
     CHECK(evidence[0].at("confirmations") == 1);
@@ -67,12 +70,16 @@ TEST_CASE("status: each learnt gap says when it was learnt, how often confirmed,
     CHECK(evidence[1].at("carried_from") == "< 128 us");
     CHECK(evidence[1].at("confirmations") == 0);
     CHECK(evidence[1].at("measured_again_at") == 1100 + 1200 + 1);
-    CHECK(evidence[2].at("verdict") == "uncertain");
-    CHECK(evidence[2].at("pairs") == 0);
-    CHECK(evidence[2].at("expired") == "no-hold");
-    CHECK(evidence[2].at("confirmations") == 2);
-    CHECK(evidence[2].at("learnt_at").is_null());
-    CHECK(evidence[2].at("measured_again_at").is_null());
+    CHECK(evidence[1].at("waits_for").is_null());
+    // At the latest: 80 minutes while it waits.
+    CHECK(evidence[2].at("waits_for") == "4096-8192 us");
+    CHECK(evidence[2].at("measured_again_at") == 1100 + 4800 + 1);
+    CHECK(evidence[3].at("verdict") == "uncertain");
+    CHECK(evidence[3].at("pairs") == 0);
+    CHECK(evidence[3].at("expired") == "no-hold");
+    CHECK(evidence[3].at("confirmations") == 2);
+    CHECK(evidence[3].at("learnt_at").is_null());
+    CHECK(evidence[3].at("measured_again_at").is_null());
 
     const nlohmann::json document = status;
     const auto text = format_status(document, 1000 + 601);
@@ -80,6 +87,8 @@ TEST_CASE("status: each learnt gap says when it was learnt, how often confirmed,
     CHECK(contains(text, "on vda, confirmed 1 time, measured again in 10 min\n"));
     CHECK(contains(text, "on vda (as at gaps < 128 us), measured again in 12 min\n"));
     CHECK(contains(text, "on vda, measuring again (was no-hold)\n"));
+    CHECK(contains(text, "on vda (as at gaps 4096-8192 us), waits while gaps 4096-8192 us are "
+                         "measured again (at most 72 min)\n"));
     CHECK(contains(format_status(document, 1000 + 1200), "measured again in 1 min\n"));
     CHECK(contains(format_status(document, 1000 + 1201), "measured again now\n"));
     // Without the time now, the text leaves the time out.

@@ -297,37 +297,64 @@ std::chrono::seconds verdict_age_limit(const EvidenceBook& book, int cls,
     const GapEvidence& e = it->second;
     if (!e.inferred_from)
         return verdict_age_limit(e, max_age);
-    // A source that is itself carried over has confirmed nothing of its own
-    // either: max_age, as verdict_age_limit gives it.
+    // A source that is itself carried over (also one measured again after
+    // such a verdict expired: it keeps inferred_from) has confirmed nothing
+    // of its own either: max_age, as verdict_age_limit gives it.
     const GapEvidence* source = carried_source(book, e);
-    return source && !source->inferred_from ? verdict_age_limit(*source, max_age) : max_age;
+    if (!source || source->inferred_from)
+        return max_age;
+    if (verdict_waits_for(book, cls))
+        return max_age * (1 << max_confirmations);
+    return verdict_age_limit(*source, max_age);
+}
+
+std::optional<int> verdict_waits_for(const EvidenceBook& book, int cls) {
+    const auto it = book.gaps.find(cls);
+    if (it == book.gaps.end() || it->second.verdict == Verdict::uncertain)
+        return std::nullopt;
+    // While the source is measured again, the verdict waits for what that
+    // finds. Otherwise it would expire after the source's last life and,
+    // measured again while the source is undecided, could not be carried
+    // over: in the bench run at f4efc2b (cpuidle driver haltpoll, README.md)
+    // workload 2's class expired a minute after back-to-back IO did, 5 s
+    // before back-to-back IO was confirmed.
+    const GapEvidence* source = carried_source(book, it->second);
+    if (!source || source->inferred_from || source->verdict != Verdict::uncertain)
+        return std::nullopt;
+    return it->second.inferred_from;
 }
 
 bool refresh_verdicts(EvidenceBook& book, std::int64_t now_s, std::chrono::seconds max_age) {
     bool changed = false;
+    // New verdicts first: a carried-over verdict's age limit reads its
+    // source's count, which stamping a confirmed source raises.
+    for (auto& [cls, e] : book.gaps) {
+        if (e.verdict == Verdict::uncertain || e.learnt_at != 0)
+            continue;
+        e.learnt_at = now_s;
+        // Only the class's own pairs confirm: a verdict carried over from
+        // another class (judge_at) says nothing of its own (it lasts as long
+        // as that class's: verdict_age_limit).
+        if (e.expired)
+            e.confirmations = e.verdict == *e.expired && !e.inferred_from
+                                  ? std::min(e.confirmations + 1, max_confirmations)
+                                  : 0;
+        else if (e.inferred_from)
+            e.confirmations = 0;
+        e.expired.reset();
+        changed = true;
+    }
     for (auto& [cls, e] : book.gaps) {
         if (e.verdict == Verdict::uncertain)
             continue;
-        if (e.learnt_at == 0) {
-            e.learnt_at = now_s;
-            // Only the class's own pairs confirm: a verdict carried over
-            // from another class (judge_at) says nothing of its own (it
-            // lasts as long as that class's: verdict_age_limit).
-            if (e.expired)
-                e.confirmations = e.verdict == *e.expired && !e.inferred_from
-                                      ? std::min(e.confirmations + 1, max_confirmations)
-                                      : 0;
-            else if (e.inferred_from)
-                e.confirmations = 0;
-            e.expired.reset();
-            changed = true;
-        } else if (e.learnt_at > now_s ||
-                   now_s - e.learnt_at > verdict_age_limit(book, cls, max_age).count() ||
-                   carry_broken(book, cls, e)) {
+        if (e.learnt_at > now_s ||
+            now_s - e.learnt_at > verdict_age_limit(book, cls, max_age).count() ||
+            carry_broken(book, cls, e)) {
             // A stamp in the future (the clock stepped back, a wrong RTC
             // when it was taken) gives no age: measured again too.
             GapEvidence again;
-            again.device = e.device; // where it is measured again, until a pair says
+            again.device = e.device;               // where it is measured again, until a pair says
+            again.inferred_from = e.inferred_from; // and what the verdict rested on
             again.confirmations = e.confirmations;
             again.expired = e.verdict;
             e = std::move(again);

@@ -146,7 +146,8 @@ struct GapEvidence {
     Gains gains;
     Verdict verdict = Verdict::uncertain;
     // The gap class whose verdict this one carries over (see judge_at);
-    // empty when the class's own pairs decided.
+    // empty when the class's own pairs decided. Kept while the class is
+    // measured again after such a verdict expired, until a pair says.
     std::optional<int> inferred_from;
     std::string device;         // where it was learnt
     std::int64_t learnt_at = 0; // wall clock, seconds since the epoch; 0 = not yet
@@ -184,18 +185,19 @@ GapEvidence judge_at(const EvidenceBook& book, int cls, const Gains& gains,
 // verdict, up to 2^max_confirmations times `max_age`; a verdict overturned
 // lasts `max_age`. A verdict carried over from another class confirms nothing
 // of its own: it stands on that class's, lasts (from its own stamp) as long
-// as that class's own verdict does, also while that class is measured
-// again, and falls as soon as that class, or one between the two, decides
-// otherwise. Each measurement runs half of its windows without the hold, so a
-// machine whose verdicts stand is not made to pay for them every `max_age`.
-// What holding buys depends on how idle the CPUs are: a "no-hold" taken while
-// other work kept them busy (README.md, on a 2-vCPU KVM guest with the
-// haltpoll cpuidle driver: holding cut QD1 read latency by a third at a load
-// average of 3.9 and not at all at 7.3) must not keep a quiet machine unheld
-// for good, nor a "hold" taken on a quiet one keep a busy one held; and a
-// verdict that noise decided (judge allows that at its confidence) must not
-// stand for good either. A stamp in the future (the clock stepped back) is an
-// unknown age: expired too. True when it changed.
+// as that class's own verdict does, waits while that class is measured again
+// (up to 2^max_confirmations times `max_age`), and falls as soon as that
+// class, or one between the two, decides otherwise. Each measurement runs
+// half of its windows without the hold, so a machine whose verdicts stand is
+// not made to pay for them every `max_age`. What holding buys depends on how
+// idle the CPUs are: a "no-hold" taken while other work kept them busy
+// (README.md, on a 2-vCPU KVM guest with the haltpoll cpuidle driver: holding
+// cut QD1 read latency by a third at a load average of 3.9 and not at all at
+// 7.3) must not keep a quiet machine unheld for good, nor a "hold" taken on a
+// quiet one keep a busy one held; and a verdict that noise decided (judge
+// allows that at its confidence) must not stand for good either. A stamp in
+// the future (the clock stepped back) is an unknown age: expired too. True
+// when it changed.
 constexpr int max_confirmations = 3;
 // The age limit latgovd gives verdicts: `max_age` above.
 inline constexpr std::chrono::seconds verdict_max_age{600};
@@ -203,10 +205,14 @@ inline constexpr std::chrono::seconds verdict_max_age{600};
 std::chrono::seconds verdict_age_limit(const GapEvidence& evidence, std::chrono::seconds max_age);
 // The age limit of the verdict at gap class `cls` of `book`: its own, or
 // where it was carried over, that of the class it was carried over from
-// (max_age where that class holds another verdict, or none, or was carried
-// over itself).
+// (the longest while that class is measured again; max_age where that
+// class holds another verdict, or none, or was carried over itself).
 std::chrono::seconds verdict_age_limit(const EvidenceBook& book, int cls,
                                        std::chrono::seconds max_age);
+// The class the carried-over verdict at `cls` waits for while that class is
+// measured again (its age limit is then the longest, an upper bound); empty
+// otherwise.
+std::optional<int> verdict_waits_for(const EvidenceBook& book, int cls);
 bool refresh_verdicts(EvidenceBook& book, std::int64_t now_s, std::chrono::seconds max_age);
 
 std::string format_evidence(const EvidenceBook& book);

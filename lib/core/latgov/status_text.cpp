@@ -18,9 +18,11 @@ std::string carried_from(const JsonField& evidence) {
     return from ? " (as at gaps " + from->text() + ")" : std::string{};
 }
 
-// ", confirmed 2 times, measured again in 17 min" for a verdict, ",
-// measuring again (was hold)" for a class measured again; older status
-// files have no such fields. Without `now_s` the time is left out.
+// ", confirmed 2 times, measured again in 17 min" for a verdict (", waits
+// while gaps X are measured again (at most N min)" for one carried over from
+// a class measured again), ", measuring again (was hold)" for a class
+// measured again; older status files have no such fields. Without `now_s`
+// the time is left out.
 std::string renewal(const JsonField& evidence, std::optional<std::int64_t> now_s) {
     // Each field is read, and so checked, whatever the text shows.
     const auto expired = evidence.find("expired");
@@ -28,15 +30,24 @@ std::string renewal(const JsonField& evidence, std::optional<std::int64_t> now_s
     const int confirmed = confirmations ? confirmations->whole<int>() : 0;
     const auto again = evidence.find("measured_again_at");
     const std::int64_t again_s = again ? again->whole<std::int64_t>() : 0;
+    const auto waits_for = evidence.find("waits_for");
+    const std::string waited_class = waits_for ? waits_for->text() : std::string{};
     if (expired)
         return ", measuring again (was " + expired->text() + ")";
     std::string out;
     if (confirmed > 0)
         out += fmt::format(", confirmed {} time{}", confirmed, confirmed == 1 ? "" : "s");
     std::int64_t left = 0;
-    if (again && now_s && !__builtin_sub_overflow(again_s, *now_s, &left))
-        out += left <= 0 ? std::string(", measured again now")
-                         : fmt::format(", measured again in {} min", left / 60 + (left % 60 != 0));
+    if (!again || !now_s || __builtin_sub_overflow(again_s, *now_s, &left))
+        return out;
+    const std::int64_t minutes = left / 60 + (left % 60 != 0);
+    if (left <= 0)
+        out += ", measured again now";
+    else if (waits_for)
+        out += fmt::format(", waits while gaps {} are measured again (at most {} min)",
+                           waited_class, minutes);
+    else
+        out += fmt::format(", measured again in {} min", minutes);
     return out;
 }
 

@@ -78,6 +78,7 @@ json build_status(const StatusInput& in) {
         if (e.gains.pairs == 0 && e.verdict == Verdict::uncertain && !e.expired)
             continue;
         const bool stamped = e.verdict != Verdict::uncertain && e.learnt_at != 0;
+        const auto waits_for = verdict_waits_for(book, cls);
         evidence.push_back(
             {{"gap", gap_class_label(cls)},
              {"verdict", to_string(e.verdict)},
@@ -88,11 +89,13 @@ json build_status(const StatusInput& in) {
               e.inferred_from ? json(gap_class_label(*e.inferred_from)) : json(nullptr)},
              {"device", e.device},
              {"learnt_at", stamped ? json(e.learnt_at) : json(nullptr)},
-             // The first second refresh_verdicts finds it past its limit.
+             // The first second refresh_verdicts finds it past its limit (at
+             // the latest, while it waits for its source).
              {"measured_again_at",
               stamped
                   ? json(e.learnt_at + verdict_age_limit(book, cls, verdict_max_age).count() + 1)
                   : json(nullptr)},
+             {"waits_for", waits_for ? json(gap_class_label(*waits_for)) : json(nullptr)},
              {"confirmations", e.confirmations},
              {"expired", e.expired ? json(to_string(*e.expired)) : json(nullptr)}});
     }
