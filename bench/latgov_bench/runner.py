@@ -47,7 +47,6 @@ def repo_relative(path: str) -> str:
         return path
 
 
-
 def unit_nice() -> int:
     """The Nice= that latgov.service runs latgovd at: the bench runs it so."""
     for line in UNIT_FILE.read_text().splitlines():

@@ -303,7 +303,8 @@ std::chrono::seconds verdict_age_limit(const EvidenceBook& book, int cls,
     const GapEvidence* source = carried_source(book, e);
     if (!source || source->inferred_from)
         return max_age;
-    if (verdict_waits_for(book, cls))
+    // Waiting while the source is measured again (verdict_waits_for).
+    if (source->verdict == Verdict::uncertain)
         return max_age * (1 << max_confirmations);
     return verdict_age_limit(*source, max_age);
 }
