@@ -22,7 +22,8 @@ except ImportError as e:
 LAT = [("mean_us", "mean"), ("p50_us", "p50"), ("p90_us", "p90"),
        ("p99_us", "p99"), ("p99_9_us", "p99.9")]
 COLORS = {"off": "#7f7f7f", "static": "#d62728", "latgov": "#1f77b4",
-          "latgov-dryrun": "#2ca02c"}
+          "latgov-dryrun": "#2ca02c", "static-waiter": "#ff9896",
+          "static-completion": "#9467bd"}
 
 
 def stat(agg, w, m, met):

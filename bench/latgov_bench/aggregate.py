@@ -6,7 +6,7 @@ from __future__ import annotations
 import statistics
 from dataclasses import dataclass, field
 
-from .results import measured
+from .results import PERCPU_MODES, measured
 from .sysstate import HostInfo
 
 # A static run must have held /dev/cpu_dma_latency at 0 in (nearly) every
@@ -170,6 +170,11 @@ def foreign_held(row: dict, cpus: list[int]) -> float | None:
     if mode == "static":
         percpu = [num(row.get("cpu%d_percpu_held_frac" % c)) or 0.0 for c in cpus]
         return max(percpu) if percpu else 0.0
+    if mode in PERCPU_MODES:
+        ours = static_cpus(row)
+        others = [num(row.get("cpu%d_percpu_held_frac" % c)) or 0.0
+                  for c in cpus if c not in ours]
+        return max(others + [num(row.get("global_held_frac")) or 0.0])
     if mode == "latgov" and num(row.get("status_held_frac")) == 0:
         brief = sum(num(row.get(k)) or 0
                     for k in ("onset_count", "prearm_hits", "prearm_misses"))
@@ -194,6 +199,25 @@ def static_not_held(row: dict) -> str:
             if why else "")
 
 
+def static_cpus(row: dict) -> list[int]:
+    """The CPUs a static-waiter or static-completion run held."""
+    return [int(c) for c in (row.get("static_cpus") or "").split(";") if c]
+
+
+def percpu_not_held(row: dict) -> str:
+    """Why a static-waiter or static-completion run did not measure what
+    its mode says, "" when it did: the sampler saw one of the CPUs it held
+    unconstrained in more than 1 - STATIC_HELD_MIN of its samples, or the
+    run names no CPU it held."""
+    ours = static_cpus(row)
+    if not ours:
+        return "%s held no CPU" % row.get("mode")
+    low = ["cpu%d in %.1f%%" % (c, 100 * f) for c in ours
+           if (f := num(row.get("cpu%d_percpu_held_frac" % c)) or 0.0) < STATIC_HELD_MIN]
+    return ("%s did not hold pm_qos_resume_latency_us (held %s of the samples)"
+            % (row.get("mode"), ", ".join(low)) if low else "")
+
+
 def kept_out(row: dict, cpus: list[int]) -> str:
     """Why a run that finished ok is kept out of the medians, "" when it is
     not: someone else's constraint held at its start or while it ran, or
@@ -202,6 +226,10 @@ def kept_out(row: dict, cpus: list[int]) -> str:
     why = []
     if row.get("mode") == "static":
         held = static_not_held(row)
+        if held:
+            why.append(held)
+    elif row.get("mode") in PERCPU_MODES:
+        held = percpu_not_held(row)
         if held:
             why.append(held)
     if row.get("foreign_constraint_before"):

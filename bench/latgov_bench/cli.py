@@ -16,12 +16,12 @@ import time
 from pathlib import Path
 
 from . import sysstate as ss
-from .aggregate import aggregate, num, static_not_held
+from .aggregate import aggregate, num, percpu_not_held, static_not_held
 from .fio import SEED_BASE, WARMUP_DEPTH, WARMUP_MARGIN
 from .meta import DaemonInfo, RunMeta, Settings
 from .report import summary_text
-from .results import WARMUP, ResultsWriter, columns, is_warmup, read_rows
-from .runner import (ALL_MODES, BENCH, DAEMON_MODES, EvidenceAside, Interrupted,
+from .results import PERCPU_MODES, WARMUP, ResultsWriter, columns, is_warmup, read_rows
+from .runner import (ALL_MODES, BENCH, DAEMON_MODES, KNOWN_MODES, EvidenceAside, Interrupted,
                      MachineConstrained, Runner, Session, Tools, calibrate, calibration_aside,
                      config_description, STOP_SIGNALS, evidence_file, log, no_calibration,
                      put_calibration_back, repo_relative, signals_held, status_interval,
@@ -42,6 +42,11 @@ warm-up of that workload; the modes' order rotated and reversed by turns):
   static         /dev/cpu_dma_latency held at 0 for the whole run
   latgov         latgovd on its default policy (or --latgov-config)
   latgov-dryrun  latgovd --dry-run: observes and decides, writes nothing
+Only with workloads whose job is pinned (%s), and only when asked
+for: static on some CPUs, each held at 0 us in its own
+pm_qos_resume_latency_us for the whole run:
+  static-waiter      the CPU the job is pinned to, where it waits
+  static-completion  the CPUs that complete its queue's IO
 
 Workloads are the fio job files in bench/jobs/ (target via LATGOV_AB_TARGET):
 %s
@@ -73,7 +78,9 @@ and the later ones read it; that file is removed at exit (the machine's, if
 any, put back in its place).
 
 A static run during which /dev/cpu_dma_latency was not seen at 0 in at least
-99%% of the samples is kept out of the medians, and the report says so.
+99%% of the samples is kept out of the medians, and the report says so; as is
+a static-waiter or static-completion run during which a CPU it held was not
+seen held in as many.
 
 Output (--out, an empty or new directory; default bench/results/<date>-<disk>,
 or the next free <date>-<disk>-N): results.csv, summary.md
@@ -91,7 +98,8 @@ someone else's constraint or another fio/latgovd showed are kept out of the
 medians. After each latgovd it runs `latgovd --restore` and checks every CPU
 is back where the run found it; if one is not, the bench stops. On exit or
 Ctrl-C it stops fio and latgovd and closes /dev/cpu_dma_latency.
-""" % ("\n".join("  %-27s %s" % (w.name, w.title) for w in WORKLOADS), SEED_BASE,
+""" % (", ".join(w.name for w in WORKLOADS if w.pin_waiter),
+       "\n".join("  %-27s %s" % (w.name, w.title) for w in WORKLOADS), SEED_BASE,
        WARMUP_DEPTH, WARMUP_MARGIN)
 
 
@@ -105,15 +113,15 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     p = argparse.ArgumentParser(
         prog="bench/ab",
         description="Interleaved fio A/B of CPU latency constraint modes (off, static "
-        "/dev/cpu_dma_latency=0, latgov, latgov-dryrun).",
+        "/dev/cpu_dma_latency=0, latgov, latgov-dryrun; static-waiter, static-completion).",
         formatter_class=argparse.RawDescriptionHelpFormatter, epilog=DESCRIPTION)
     p.add_argument("--device", default=DEFAULT_TARGET,
                    help="vda, /dev/X or a FILE (default %(default)s; a missing file is "
                    "created)")
     p.add_argument("--rounds", type=int, default=5)
     p.add_argument("--modes", default=None,
-                   help="comma list of %s (default off,static,latgov; --smoke: all four)"
-                   % ",".join(ALL_MODES))
+                   help="comma list of %s (default off,static,latgov; --smoke: the first "
+                   "four)" % ",".join(KNOWN_MODES))
     p.add_argument("--workloads", default=",".join(w.name for w in WORKLOADS),
                    help="comma list (default all: %(default)s)")
     p.add_argument("--latgov-config", default=None,
@@ -175,14 +183,21 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
         a.modes = "off,static,latgov"
     a.mode_list = [m.strip() for m in a.modes.split(",") if m.strip()]
     for m in a.mode_list:
-        if m not in ALL_MODES:
-            p.error("unknown mode %r (known: %s)" % (m, ", ".join(ALL_MODES)))
+        if m not in KNOWN_MODES:
+            p.error("unknown mode %r (known: %s)" % (m, ", ".join(KNOWN_MODES)))
     if len(set(a.mode_list)) != len(a.mode_list):
         p.error("a mode is listed twice")
     a.workload_list = [w.strip() for w in a.workloads.split(",") if w.strip()]
     for w in a.workload_list:
         if w not in WORKLOAD_BY_NAME:
             p.error("unknown workload %r (known: %s)" % (w, ", ".join(WORKLOAD_BY_NAME)))
+    percpu = [m for m in a.mode_list if m in PERCPU_MODES]
+    unpinned = [w for w in a.workload_list if not WORKLOAD_BY_NAME[w].pin_waiter]
+    if percpu and unpinned:
+        p.error("%s hold%s the CPUs of a pinned job; %s pin%s none: choose --workloads "
+                "among %s" % (" and ".join(percpu), "" if len(percpu) > 1 else "s",
+                              ", ".join(unpinned), "" if len(unpinned) > 1 else "s",
+                              ", ".join(w.name for w in WORKLOADS if w.pin_waiter)))
     if a.rounds < 1:
         p.error("--rounds must be >= 1")
     try:
@@ -351,8 +366,12 @@ def smoke_checks(rows: list[dict], host: ss.HostInfo) -> list[str]:
             if cpu is None or not done or int(cpu) in done:
                 problems.append("%s: waiter CPU %s vs completion CPUs %s" % (
                     tag, r.get("waiter_cpu"), done))
-            if not num(r.get("sync_ios")) or not num(r.get("write_ios")):
-                problems.append("%s: no writes or no fdatasync in fio's output" % tag)
+            missing = [d for d in ("read", "write", "sync")
+                       if wl.produces(d + "_ios") and not num(r.get(d + "_ios"))]
+            if missing:
+                problems.append("%s: no %s in fio's output" % (tag, " or ".join(missing)))
+        if r["mode"] in PERCPU_MODES and percpu_not_held(r):
+            problems.append("%s: %s" % (tag, percpu_not_held(r)))
         if r["mode"] == "latgov" and wl.name == "onset-isolated-reads" and \
                 num(r.get("onset_count")) is None:
             problems.append("%s: latgovd's status gave no onset_delay" % tag)

@@ -11,6 +11,10 @@ from .sysstate import HostInfo
 # The mode column of a warm-up row: the round's offsets gone through once
 # before the round's runs of a workload, unmeasured. In no statistic.
 WARMUP = "warm-up"
+# Static on some CPUs only, each held in its own pm_qos_resume_latency_us for
+# the whole run: the CPU a pinned job waits on, or the CPUs that complete its
+# queue. They tell apart what each CPU's hold buys.
+PERCPU_MODES = ("static-waiter", "static-completion")
 
 
 def is_warmup(row: dict) -> bool:
@@ -25,7 +29,7 @@ def measured(rows: list[dict]) -> list[dict]:
 def columns(host: HostInfo) -> list[str]:
     cols = ["round", "seq", "order_in_round", "workload", "mode", "device",
             "target", "started_at", "window_s", "status", "fio_rc", "fio_randseed",
-            "warmup_ios", "warmup_covered", "waiter_cpu", "completion_cpus"]
+            "warmup_ios", "warmup_covered", "waiter_cpu", "completion_cpus", "static_cpus"]
     cols += fio_columns()
     cols += ["disk_ios"]
     cols += ["cpuidle_driver", "cpuidle_governor", "idle_states",

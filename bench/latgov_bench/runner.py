@@ -19,7 +19,7 @@ from . import sysstate as ss
 from .fio import (FioOutputError, fio_command, job_runtime_s, offsets_read, parse_fio_file,
                   round_seed, warmup_job_text, warmup_seconds)
 from .meta import Settings
-from .results import WARMUP
+from .results import PERCPU_MODES, WARMUP
 from .sampler import QosSampler, status_after
 from .sysstate import HostInfo, SysRoot, WaiterPlacement
 from .target import HarnessError, Target
@@ -36,6 +36,8 @@ DEFAULT_STATUS_INTERVAL_MS = 1000
 EVIDENCE_SAVED_SUFFIX = ".bench-ab-saved"
 ALL_MODES = ["off", "static", "latgov", "latgov-dryrun"]
 DAEMON_MODES = ("latgov", "latgov-dryrun")
+KNOWN_MODES = ALL_MODES + list(PERCPU_MODES)
+PERCPU_HOLD = "n/a"  # a resume latency of 0 us: no idle state but polling
 
 
 def repo_relative(path: str) -> str:
@@ -120,6 +122,19 @@ class Tools:
     latgov: str
     latgov_config: str | None
     nice: int  # latgovd's, as the unit sets it
+
+
+def visit_cpus(cpus: list[int]) -> None:
+    """Runs this thread on each CPU of cpus that it may run on, in turn:
+    each one leaves the idle state it was in, and chooses its next one
+    under the constraints written before."""
+    allowed = os.sched_getaffinity(0)
+    try:
+        for cpu in cpus:
+            if cpu in allowed:
+                os.sched_setaffinity(0, {cpu})
+    finally:
+        os.sched_setaffinity(0, allowed)
 
 
 def left_constrained(before: dict[int, str], after: dict[int, str]) -> list[str]:
@@ -238,6 +253,7 @@ class Session:
     fio: subprocess.Popen | None = None
     daemon: subprocess.Popen | None = None
     dma_fd: int | None = None
+    percpu_before: dict[int, str] = field(default_factory=dict)  # what hold_percpu found
     notes: list[str] = field(default_factory=list)
     past_pids: list[int] = field(default_factory=list)   # of the current run, exited
     created_files: list[str] = field(default_factory=list)
@@ -272,18 +288,44 @@ class Session:
         self.dma_fd = os.open(self.root.dma_latency, os.O_WRONLY)
         if os.write(self.dma_fd, struct.pack("<i", 0)) != 4:
             raise HarnessError("short write to %s" % self.root.dma_latency)
-        allowed = os.sched_getaffinity(0)
-        try:
-            for cpu in cpus:
-                if cpu in allowed:
-                    os.sched_setaffinity(0, {cpu})
-        finally:
-            os.sched_setaffinity(0, allowed)
+        visit_cpus(cpus)
 
     def release_dma(self) -> None:
         if self.dma_fd is not None:
             os.close(self.dma_fd)
             self.dma_fd = None
+
+    def hold_percpu(self, cpus: list[int]) -> None:
+        """Holds each CPU of cpus at a resume latency of 0 us in its
+        pm_qos_resume_latency_us, and returns once each has left the idle
+        state it was in: unlike a write to /dev/cpu_dma_latency, a write to
+        a CPU's file wakes no CPU, and one that halted before it would halt
+        on, unconstrained, until something woke it. A CPU whose file holds
+        a constraint already is someone else's: it is left as it is, and
+        the run fails."""
+        found = ss.read_percpu_qos(self.root, cpus)
+        taken = ["cpu%d is %s" % (c, v) for c, v in found.items() if ss.percpu_held(v)]
+        if taken:
+            raise HarnessError("pm_qos_resume_latency_us is held already (%s): not ours to "
+                               "hold or release" % ", ".join(taken))
+        for cpu in cpus:
+            self.percpu_before[cpu] = found[cpu]
+            self.root.path(ss.percpu_qos_path(cpu)).write_text(PERCPU_HOLD)
+        visit_cpus(cpus)
+
+    def release_percpu(self) -> None:
+        """Puts back what hold_percpu found, each CPU whatever happened to
+        the one before."""
+        failed = []
+        for cpu, value in sorted(self.percpu_before.items()):
+            try:
+                self.root.path(ss.percpu_qos_path(cpu)).write_text(value)
+            except OSError as e:
+                failed.append("cpu%d: %s" % (cpu, e))
+        self.percpu_before.clear()
+        if failed:
+            raise HarnessError("could not put pm_qos_resume_latency_us back (%s)"
+                               % "; ".join(failed))
 
     def start_daemon(self, mode: str, log_path: Path, cpus: list[int]) -> Path | None:
         """Starts latgovd and waits until it is ready: its status.json, or
@@ -432,7 +474,10 @@ class Session:
             try:
                 self.stop_daemon()
             finally:
-                self.release_dma()
+                try:
+                    self.release_dma()
+                finally:
+                    self.release_percpu()
 
     def cleanup(self) -> None:
         with signals_ignored():
@@ -708,6 +753,12 @@ class Runner:
         daemon_pid = None
         if mode == "static":
             s.hold_dma_zero(host.cpus)
+        elif mode in PERCPU_MODES:
+            assert waiter is not None, "%s runs pinned workloads only" % mode
+            held = ([waiter.cpu] if mode == "static-waiter"
+                    else sorted(waiter.queue.completion_cpus))
+            row["static_cpus"] = ";".join(map(str, held))
+            s.hold_percpu(held)
         elif mode in DAEMON_MODES:
             row["latgovd_evidence_before"] = self.evidence_before()
             status_path = s.start_daemon(mode, self.raw / (tag + ".latgovd.log"), host.cpus)
@@ -742,6 +793,8 @@ class Runner:
             sampler.finish()
             if mode == "static":
                 s.release_dma()
+            elif mode in PERCPU_MODES:
+                s.release_percpu()
             elif mode in DAEMON_MODES:
                 row["latgovd_rc"] = s.stop_daemon()
         row["fio_rc"] = rc

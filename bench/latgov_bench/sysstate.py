@@ -203,10 +203,12 @@ def disk_ios(root: SysRoot, disk: str | None) -> int | None:
 # --------------------------------------------------------------------------
 # PM QoS
 
+def percpu_qos_path(cpu: int) -> str:
+    return "/sys/devices/system/cpu/cpu%d/power/pm_qos_resume_latency_us" % cpu
+
+
 def read_percpu_qos(root: SysRoot, cpus: list[int]) -> dict[int, str]:
-    return {cpu: root.read("/sys/devices/system/cpu/cpu%d/power/"
-                           "pm_qos_resume_latency_us" % cpu, "?") or "?"
-            for cpu in cpus}
+    return {cpu: root.read(percpu_qos_path(cpu), "?") or "?" for cpu in cpus}
 
 
 def read_global_qos(root: SysRoot) -> int:

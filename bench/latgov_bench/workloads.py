@@ -47,6 +47,7 @@ WORKLOADS = [
              "5: waiter: QD1 4k write + fdatasync, pinned off the completion CPU",
              writes=True, pin_waiter=True, reads=False, syncs=True),
     Workload("onset-isolated-reads", "onset-isolated-reads.fio",
-             "6: onset: single 4k reads 20 ms apart"),
+             "6: onset: single 4k reads 20 ms apart, pinned off the completion CPU",
+             pin_waiter=True),
 ]
 WORKLOAD_BY_NAME = {w.name: w for w in WORKLOADS}

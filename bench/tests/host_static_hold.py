@@ -4,7 +4,9 @@ hold was written (the kernel kicks idle CPUs but does not wait for them).
 Without the wait, a fast reader right after the write saw such time in 14
 of 50 tries on a 2-vCPU haltpoll guest. On every host, with or without a
 cpuidle driver, /dev/cpu_dma_latency reads 0 under each hold and its previous
-value after each release_dma(). Not part of the unit suites: run by ctest as
+value after each release_dma(). The same for a CPU held on its own by
+Session.hold_percpu() (bench/ab's static-waiter and static-completion), whose
+write wakes no CPU at all. Not part of the unit suites: run by ctest as
 bench.host.static_hold."""
 
 import os
@@ -16,7 +18,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from latgov_bench.runner import Session, Tools  # noqa: E402
-from latgov_bench.sysstate import SysRoot, read_host  # noqa: E402
+from latgov_bench.sysstate import SysRoot, read_host, read_percpu_qos  # noqa: E402
 
 TRIES = 40
 
@@ -81,3 +83,56 @@ def test_no_time_deeper_than_poll_once_the_hold_returns():
         "/dev/cpu_dma_latency after each release: %s, was %d" % (after, previous)
     assert all(g == 0 for g in gains), \
         "time deeper than POLL under the hold, us per try: %s" % gains
+
+
+def test_a_cpu_held_on_its_own_counts_no_time_deeper_than_poll_and_the_others_do():
+    """bench/ab's static-waiter and static-completion modes: a write to a
+    CPU's pm_qos_resume_latency_us wakes no CPU, so hold_percpu makes each
+    held CPU leave its idle state; from then on it polls, while a CPU not
+    held keeps halting. Each CPU's file is "0" again after each release."""
+    assert os.geteuid() == 0, "needs root: it writes pm_qos_resume_latency_us"
+    root = SysRoot()
+    host = read_host(root)
+    session = Session(root, Tools("fio", "latgovd", "latgov", None, 0))
+    found = read_percpu_qos(root, host.cpus)
+    assert all(v == "0" for v in found.values()), "constraints held before the test: %s" % found
+    tries = TRIES // 2 if host.layout.any else 3
+    held, after = [], []
+    gains: dict[int, list[int]] = {cpu: [] for cpu in host.cpus}  # the held CPU's
+    others: dict[int, list[int]] = {cpu: [] for cpu in host.cpus}  # the others'
+    deeper = {cpu: [root.cpu_sys / ("cpu%d/cpuidle/state%d/time" % (cpu, i))
+                    for i, name in host.layout.states.get(cpu, []) if name.upper() != "POLL"]
+              for cpu in host.cpus}
+    if host.layout.any:
+        assert host.has_poll, "no POLL state under %s: the test needs one" % host.driver
+
+    def deeper_us(cpus: list[int]) -> int:
+        return sum(int(p.read_text()) for cpu in cpus for p in deeper[cpu])
+
+    try:
+        for _ in range(tries):
+            for cpu in host.cpus:
+                rest = [c for c in host.cpus if c != cpu]
+                time.sleep(0.1)             # every CPU idles, deeper than POLL
+                session.hold_percpu([cpu])
+                before, before_rest = deeper_us([cpu]), deeper_us(rest)
+                time.sleep(0.05)
+                gains[cpu].append(deeper_us([cpu]) - before)
+                others[cpu].append(deeper_us(rest) - before_rest)
+                held.append(read_percpu_qos(root, host.cpus))
+                session.release_percpu()
+                after.append(read_percpu_qos(root, host.cpus))
+    finally:
+        session.release_percpu()
+    want = [{c: "n/a" if c == cpu else "0" for c in host.cpus}
+            for _ in range(tries) for cpu in host.cpus]
+    assert held == want, "pm_qos_resume_latency_us under each hold: %s" % held
+    assert after == [found] * len(want), "after each release: %s, was %s" % (after, found)
+    if not host.layout.any:
+        assert host.driver == "none", "no cpuidle states under driver %s" % host.driver
+        return
+    assert all(g == 0 for g in sum(gains.values(), [])), \
+        "time deeper than POLL on the held CPU, us per try: %s" % gains
+    if len(host.cpus) > 1:
+        assert all(any(g > 0 for g in others[cpu]) for cpu in host.cpus), \
+            "a CPU not held never went deeper than POLL, us per try: %s" % others

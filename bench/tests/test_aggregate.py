@@ -128,6 +128,14 @@ def test_held_seconds_measured_by_the_sampler_are_kept():
                 "prearm_misses": "1", "onset_count": "17"}, None),
     ("latgov", {"any_held_frac": "0.05", "status_held_frac": "0", "prearm_hits": "0",
                 "prearm_misses": "0", "onset_count": "0"}, 0.05),
+    # Static on some CPUs: the others' files, and /dev/cpu_dma_latency.
+    ("static-waiter", {"any_held_frac": "1", "static_cpus": "0", "cpu0_percpu_held_frac": "1",
+                       "cpu1_percpu_held_frac": "0", "global_held_frac": "0"}, 0.0),
+    ("static-waiter", {"any_held_frac": "1", "static_cpus": "0", "cpu0_percpu_held_frac": "1",
+                       "cpu1_percpu_held_frac": "0.2", "global_held_frac": "0"}, 0.2),
+    ("static-completion", {"any_held_frac": "1", "static_cpus": "1",
+                           "cpu0_percpu_held_frac": "0", "cpu1_percpu_held_frac": "1",
+                           "global_held_frac": "0.3"}, 0.3),
 ])
 def test_constraints_of_someone_else(mode, row, want):
     row = dict(row, mode=mode)
@@ -154,6 +162,24 @@ def test_a_static_run_that_did_not_hold_0_is_kept_out(held, low, why):
     # 0.99 of the samples is enough; a row from before the sampler is taken as it is
     assert kept_out(dict(base, global_held_frac="0.99"), [0]) == ""
     assert kept_out({k: v for k, v in base.items() if not k.startswith("global")}, [0]) == ""
+
+
+@pytest.mark.parametrize("row,why", [
+    ({"cpu0_percpu_held_frac": "1", "cpu1_percpu_held_frac": "0"}, ""),
+    ({"cpu0_percpu_held_frac": "0.99"}, ""),
+    ({"cpu0_percpu_held_frac": "0.9"},
+     "static-waiter did not hold pm_qos_resume_latency_us (held cpu0 in 90.0% of the samples)"),
+    # Not its own then: someone else's.
+    ({"cpu0_percpu_held_frac": "1", "static_cpus": ""},
+     "static-waiter held no CPU; someone else's constraint held 100% of it"),
+    ({"static_cpus": "0;1", "cpu0_percpu_held_frac": "1"},
+     "static-waiter did not hold pm_qos_resume_latency_us (held cpu1 in 0.0% of the samples)"),
+])
+def test_static_on_some_cpus_that_did_not_hold_them_is_kept_out(row, why):
+    base = {"status": "ok", "round": "1", "workload": "onset-isolated-reads",
+            "mode": "static-waiter", "static_cpus": "0", "any_held_frac": "1",
+            "global_held_frac": "0"}
+    assert kept_out(dict(base, **row), [0, 1]) == why
 
 
 def test_warmups_are_in_no_statistic():

@@ -52,6 +52,22 @@ def test_bad_arguments_exit_with_usage(argv, capsys):
     assert "bench/ab: error:" in capsys.readouterr().err
 
 
+def test_static_on_some_cpus_only_with_pinned_workloads(capsys):
+    a = parse_args(["--modes", "off,static-waiter,static-completion,latgov",
+                    "--workloads", "waiter-fdatasync-4k,onset-isolated-reads"])
+    assert a.mode_list == ["off", "static-waiter", "static-completion", "latgov"]
+    with pytest.raises(SystemExit) as e:
+        parse_args(["--modes", "off,static-completion",
+                    "--workloads", "onset-isolated-reads,qd1-randread-4k"])
+    assert e.value.code == 2
+    assert ("static-completion holds the CPUs of a pinned job; qd1-randread-4k pins none: "
+            "choose --workloads among waiter-fdatasync-4k, onset-isolated-reads"
+            in capsys.readouterr().err)
+    with pytest.raises(SystemExit):  # every workload by default
+        parse_args(["--modes", "static-waiter"])
+    assert "bench/ab: error:" in capsys.readouterr().err
+
+
 def test_sizes():
     assert parse_size("1G") == 1 << 30 and parse_size("128MiB") == 128 << 20
     assert parse_size("4096") == 4096

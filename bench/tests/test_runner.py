@@ -12,7 +12,8 @@ from latgov_bench.meta import Settings
 from latgov_bench.results import columns
 from latgov_bench.runner import Runner, Session, Snapshot, Tools, window_deltas
 from latgov_bench.sysstate import (NO_CONSTRAINT, HostInfo, IdleLayout, ProcCpu, ProcEntry,
-                                   disk_queues)
+                                   disk_queues, read_percpu_qos)
+from latgov_bench.target import HarnessError
 from latgov_bench.target import Target
 from latgov_bench.workloads import WORKLOAD_BY_NAME
 from test_sysstate import put, virtio_tree
@@ -80,6 +81,7 @@ class FakeSession(Session):
 
     def run_fio(self, job, json_path, env, seed=None):
         self.fio_calls.append((job.name, seed, env.get("LATGOV_AB_WAITER_CPU")))
+        self.qos_at_fio.append(read_percpu_qos(self.root, [0, 1]))
         self.jobs.append(job.read_text())
         out = FIO_JSON
         if job.name.endswith("warm-up.fio"):  # 10000 IOs in 2 s
@@ -112,6 +114,7 @@ def fake_runner(tmp_path, monkeypatch):
     host = HostInfo([0, 1], IdleLayout({0: [], 1: []}), "haltpoll", "haltpoll")
     s = FakeSession(root, Tools("fio", "latgovd", "latgov", None, 0))
     s.fio_calls = []
+    s.qos_at_fio = []
     s.jobs = []
     s.warm_ios = 10000
     s.daemon_status = {"devices": [{"name": "vda", "mode": "auto"}], "sampling_error": None}
@@ -202,3 +205,45 @@ def test_a_warmup_goes_through_the_rounds_offsets_before_its_runs(tmp_path, monk
     assert "runtime=%dms" % round(max(0.5, WARMUP_MARGIN * need / 5000) * 1000) in s.jobs[-1]
     row = r.one_run(2, 4, 1, wl, "latgov")
     assert (row["warmup_ios"], row["warmup_covered"]) == (20, "no")  # 10 + ramp + queue
+
+
+QOS = "/sys/devices/system/cpu/cpu%d/power/pm_qos_resume_latency_us"
+
+
+@pytest.mark.parametrize("mode,held,under", [
+    ("static-waiter", "0", {0: "n/a", 1: "0"}),
+    ("static-completion", "1", {0: "0", 1: "n/a"}),
+])
+def test_static_on_some_cpus_holds_them_for_the_run_and_puts_them_back(tmp_path, monkeypatch,
+                                                                      mode, held, under):
+    r, s, _ = fake_runner(tmp_path, monkeypatch)
+    for cpu in (0, 1):
+        put(r.root.root, QOS % cpu, "0\n")
+    row = r.one_run(1, 1, 1, WORKLOAD_BY_NAME["onset-isolated-reads"], mode)
+    assert row["status"] == "ok", row["status"]
+    assert (row["waiter_cpu"], row["completion_cpus"], row["static_cpus"]) == (0, "1", held)
+    assert s.fio_calls == [("onset-isolated-reads.fio", round_seed(1), "0")]
+    assert "\ncpus_allowed=${LATGOV_AB_WAITER_CPU}\n" in s.jobs[0]  # pinned
+    assert s.qos_at_fio == [under]
+    assert read_percpu_qos(r.root, [0, 1]) == {0: "0", 1: "0"}
+    assert s.percpu_before == {}
+
+
+def test_static_on_a_cpu_someone_else_holds_fails_and_leaves_it_alone(tmp_path, monkeypatch):
+    r, s, _ = fake_runner(tmp_path, monkeypatch)
+    put(r.root.root, QOS % 0, "0\n")
+    put(r.root.root, QOS % 1, "20\n")
+    with pytest.raises(HarnessError, match=r"held already \(cpu1 is 20\)"):
+        r.one_run(1, 1, 1, WORKLOAD_BY_NAME["onset-isolated-reads"], "static-completion")
+    s.release_all()
+    assert read_percpu_qos(r.root, [0, 1]) == {0: "0", 1: "20"} and s.fio_calls == []
+
+
+def test_an_interrupted_static_on_some_cpus_is_put_back_by_release_all(tmp_path, monkeypatch):
+    r, s, _ = fake_runner(tmp_path, monkeypatch)
+    for cpu in (0, 1):
+        put(r.root.root, QOS % cpu, "0\n")
+    s.hold_percpu([0, 1])
+    assert read_percpu_qos(r.root, [0, 1]) == {0: "n/a", 1: "n/a"}
+    s.release_all()
+    assert read_percpu_qos(r.root, [0, 1]) == {0: "0", 1: "0"}

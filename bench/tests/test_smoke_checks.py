@@ -29,7 +29,11 @@ def test_good_rows_pass():
             row(mode="static", cpu0_held_s="10", cpu1_held_s="10", held_cpu_s="20"),
             row(workload="waiter-fdatasync-4k", waiter_cpu="0", completion_cpus="1",
                 sync_ios="500", write_ios="500", write_lat_p99_us="90"),
-            row(workload="onset-isolated-reads", mode="latgov", onset_count="400"),
+            row(workload="onset-isolated-reads", mode="latgov", onset_count="400",
+                waiter_cpu="0", completion_cpus="1", read_ios="500", read_lat_p99_us="200"),
+            row(workload="onset-isolated-reads", mode="static-completion", waiter_cpu="0",
+                completion_cpus="1", read_ios="500", read_lat_p99_us="200", static_cpus="1",
+                cpu1_percpu_held_frac="1"),
             row(read_ios="5000", read_lat_p99_us="80")]
     assert smoke_checks(rows, HOST) == []
 
@@ -45,9 +49,18 @@ def test_each_requirement_can_fail():
                sync_ios="500", write_ios="500", write_lat_p99_us="90"),
            row(workload="waiter-fdatasync-4k", waiter_cpu="0", completion_cpus="1",
                sync_ios="", write_ios="500", write_lat_p99_us="90"),
-           row(workload="onset-isolated-reads", mode="latgov", onset_count=""),
+           row(workload="onset-isolated-reads", mode="latgov", onset_count="",
+               waiter_cpu="0", completion_cpus="1", read_ios="500", read_lat_p99_us="200"),
+           row(workload="onset-isolated-reads", mode="static-waiter", waiter_cpu="0",
+               completion_cpus="1", read_ios="500", read_lat_p99_us="200", static_cpus="0",
+               cpu0_percpu_held_frac="0.5"),
+           row(workload="onset-isolated-reads", mode="off", waiter_cpu="0",
+               completion_cpus="1", read_ios="", read_lat_p99_us=""),
            # reads without the whole request's percentiles (fio not asked)
            row(read_ios="5000", read_lat_mean_us="60")]
     problems = smoke_checks(bad, HOST)
-    assert len(problems) == 7, problems
+    assert len(problems) == 9, problems
+    assert ("r1 onset-isolated-reads static-waiter: static-waiter did not hold "
+            "pm_qos_resume_latency_us (held cpu0 in 50.0% of the samples)") in problems
+    assert "r1 onset-isolated-reads off: no read in fio's output" in problems
     assert "r1 qd1-randread-4k off: fio gave no read lat p99" in problems[-1]
