@@ -16,7 +16,7 @@ import time
 from pathlib import Path
 
 from . import sysstate as ss
-from .aggregate import aggregate, num, percpu_not_held, static_not_held
+from .aggregate import aggregate, num, percpu_not_held, static_cpus, static_not_held
 from .fio import SEED_BASE, WARMUP_DEPTH, WARMUP_MARGIN
 from .meta import DaemonInfo, RunMeta, Settings
 from .report import summary_text
@@ -24,8 +24,8 @@ from .results import PERCPU_MODES, WARMUP, ResultsWriter, columns, is_warmup, re
 from .runner import (ALL_MODES, BENCH, DAEMON_MODES, KNOWN_MODES, EvidenceAside, Interrupted,
                      MachineConstrained, Runner, Session, Tools, calibrate, calibration_aside,
                      config_description, STOP_SIGNALS, evidence_file, log, no_calibration,
-                     put_calibration_back, repo_relative, signals_held, status_interval,
-                     unit_nice)
+                     put_calibration_back, recover_percpu, repo_relative, signals_held,
+                     status_interval, unit_nice)
 from .sysstate import SysRoot
 from .target import DEFAULT_TARGET, HarnessError, create_file, resolve_target
 from .targets import DEFAULT_TARGETS, TargetsError, evaluate, load_targets
@@ -64,9 +64,11 @@ through those offsets once, the same job at depth %d without think time:
 the round's first mode reads no offsets cold that the later ones find
 cached. A warm-up lasts as long as a run in round 1; later, as long as %gx
 the most offsets a run of the workload went through take at the last
-warm-up's rate, a run's length at most. The waiter workload is pinned to a
-CPU that does not run the completion IRQ of the disk's queue
-(/proc/irq/<n>/effective_affinity_list, read again before each run).
+warm-up's rate, a run's length at most. The waiter workload and the
+isolated reads are pinned to a CPU that does not run the completion IRQ of
+the disk's queue (/proc/irq/<n>/effective_affinity_list, read again before
+each run); where every CPU completes its own queue's IO the isolated reads
+run unpinned, and the report says so.
 
 latgovd's evidence file (evidence_file in its configuration and drop-ins) is
 moved aside at the start and put back at exit: the first latgovd of the run
@@ -97,7 +99,10 @@ or /dev/cpu_dma_latency is held, and to write into a non-empty --out;
 someone else's constraint or another fio/latgovd showed are kept out of the
 medians. After each latgovd it runs `latgovd --restore` and checks every CPU
 is back where the run found it; if one is not, the bench stops. On exit or
-Ctrl-C it stops fio and latgovd and closes /dev/cpu_dma_latency.
+Ctrl-C it stops fio and latgovd, closes /dev/cpu_dma_latency and puts back
+the per-CPU values it held; what it found on them is journaled in
+/run/latgov-bench-ab.percpu while it holds them, and the next bench/ab puts
+back what one that was killed left.
 """ % (", ".join(w.name for w in WORKLOADS if w.pin_waiter),
        "\n".join("  %-27s %s" % (w.name, w.title) for w in WORKLOADS), SEED_BASE,
        WARMUP_DEPTH, WARMUP_MARGIN)
@@ -360,7 +365,7 @@ def smoke_checks(rows: list[dict], host: ss.HostInfo) -> list[str]:
             if num(r.get("%s_ios" % d)) and num(r.get("%s_lat_p99_us" % d)) is None:
                 problems.append("%s: fio gave no %s lat p99 (the whole request's "
                                 "percentiles)" % (tag, d))
-        if wl.pin_waiter:
+        if wl.pin_waiter and (r.get("waiter_cpu") not in ("", None) or not wl.pin_optional):
             cpu = num(r.get("waiter_cpu"))
             done = [int(c) for c in (r.get("completion_cpus") or "").split(";") if c]
             if cpu is None or not done or int(cpu) in done:
@@ -372,6 +377,14 @@ def smoke_checks(rows: list[dict], host: ss.HostInfo) -> list[str]:
                 problems.append("%s: no %s in fio's output" % (tag, " or ".join(missing)))
         if r["mode"] in PERCPU_MODES and percpu_not_held(r):
             problems.append("%s: %s" % (tag, percpu_not_held(r)))
+        elif r["mode"] in PERCPU_MODES and host.has_poll:
+            # as for static, on the CPUs it held
+            ours = static_cpus(r)
+            deeper = sum(num(r.get("cpu%d_%s_time_us" % (c, n))) or 0.0
+                         for c in ours for n in host.layout.names(c) if n.upper() != "POLL")
+            if deeper > 0.01 * len(ours) * window * 1e6:
+                problems.append("%s: %s let CPU %s spend %.0f us in states deeper than POLL"
+                                % (tag, r["mode"], ",".join(map(str, ours)), deeper))
         if r["mode"] == "latgov" and wl.name == "onset-isolated-reads" and \
                 num(r.get("onset_count")) is None:
             problems.append("%s: latgovd's status gave no onset_delay" % tag)
@@ -447,6 +460,9 @@ def run(args: argparse.Namespace, session: Session, root: SysRoot) -> int:
             raise HarnessError("no such config %s" % args.latgov_config)
     if not root.dma_latency.exists():
         raise HarnessError("%s missing" % root.dma_latency)
+    for line in recover_percpu(root):
+        log(line)
+        session.notes.append(line)
     found = refusals(root, ss.online_cpus(root))
     if found and not args.force:
         raise HarnessError("refusing to start: %s. Measurements would mix with someone else's "

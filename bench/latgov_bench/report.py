@@ -98,7 +98,8 @@ def held_section(agg: Aggregate, meta: RunMeta) -> list[str]:
          "Held: a constraint on that CPU (its pm_qos_resume_latency_us other "
          "than \"0\", or /dev/cpu_dma_latency below %d) in the %d ms samples, "
          "integrated over the measured window. static holds every CPU for the "
-         "whole run." % (NO_CONSTRAINT, SAMPLE_PERIOD * 1000), ""]
+         "whole run; static-waiter and static-completion hold theirs (static_cpus in "
+         "results.csv) for the whole run." % (NO_CONSTRAINT, SAMPLE_PERIOD * 1000), ""]
     hdr = "| workload | mode | window (s) | " + " | ".join(
         "cpu%d held (s)" % c for c in cpus) + " | all CPUs held (CPU-s) | POLL (s) |"
     L += [hdr, "|---|---|---|" + "---|" * len(cpus) + "---|---|"]
@@ -309,7 +310,7 @@ def header(rows: list[dict], meta: RunMeta, agg: Aggregate) -> list[str]:
         L.append("- **%d of %d runs kept out of the medians**: someone else's constraint held "
                  "at their start or during them (seen by the %d ms sampler where the run's "
                  "mode sets nothing, or nothing per CPU), another fio/latgovd running "
-                 "meanwhile, or static not holding 0: %s" % (
+                 "meanwhile, or a static mode not holding what it holds: %s" % (
                      len(out), len(rows), SAMPLE_PERIOD * 1000, "; ".join(
                          "r%s %s %s (%s)" % (r["round"], r["workload"], r["mode"], why)
                          for r, why in out)))

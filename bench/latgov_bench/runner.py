@@ -38,6 +38,8 @@ ALL_MODES = ["off", "static", "latgov", "latgov-dryrun"]
 DAEMON_MODES = ("latgov", "latgov-dryrun")
 KNOWN_MODES = ALL_MODES + list(PERCPU_MODES)
 PERCPU_HOLD = "n/a"  # a resume latency of 0 us: no idle state but polling
+# What the per-CPU modes found on the CPUs they hold, while they hold them.
+PERCPU_JOURNAL = "/run/latgov-bench-ab.percpu"
 
 
 def repo_relative(path: str) -> str:
@@ -124,17 +126,68 @@ class Tools:
     nice: int  # latgovd's, as the unit sets it
 
 
-def visit_cpus(cpus: list[int]) -> None:
-    """Runs this thread on each CPU of cpus that it may run on, in turn:
-    each one leaves the idle state it was in, and chooses its next one
-    under the constraints written before."""
+def visit_cpus(cpus: list[int]) -> list[int]:
+    """Runs this thread on each CPU of cpus in turn: each one leaves the
+    idle state it was in, and chooses its next one under the constraints
+    written before. The CPUs it could not run on (a cpuset without them)."""
     allowed = os.sched_getaffinity(0)
+    missed = []
     try:
         for cpu in cpus:
-            if cpu in allowed:
+            try:
                 os.sched_setaffinity(0, {cpu})
+            except OSError:
+                missed.append(cpu)
     finally:
         os.sched_setaffinity(0, allowed)
+    return missed
+
+
+def write_percpu_journal(root: SysRoot, before: dict[int, str]) -> None:
+    """PERCPU_JOURNAL names each CPU the bench holds and the value it
+    found, as "cpuN VALUE" lines: written in full, or not at all."""
+    path = root.path(PERCPU_JOURNAL)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(path.name + ".new")
+    with open(tmp, "w") as f:
+        f.write("".join("cpu%d %s\n" % kv for kv in sorted(before.items())))
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, path)
+
+
+def recover_percpu(root: SysRoot) -> list[str]:
+    """Puts back what a bench/ab that did not release its per-CPU holds
+    (killed, or its machine's power cut: /run does not outlive a boot, nor
+    does a held value) left in PERCPU_JOURNAL: each CPU that still reads
+    the hold gets the value the journal names; one that reads anything
+    else is someone's since, and left as it is. What it did, one line
+    each."""
+    path = root.path(PERCPU_JOURNAL)
+    try:
+        text = path.read_text()
+    except FileNotFoundError:
+        return []
+    except OSError as e:
+        raise HarnessError("cannot read %s: %s" % (path, e)) from e
+    done = []
+    for n, line in enumerate(text.splitlines(), 1):
+        fields = line.split()
+        if len(fields) != 2 or not fields[0].startswith("cpu") or \
+                not fields[0][3:].isdigit():
+            raise HarnessError("%s:%d: not \"cpuN VALUE\": %r" % (path, n, line))
+        cpu, value = int(fields[0][3:]), fields[1]
+        if ss.read_percpu_qos(root, [cpu])[cpu] != PERCPU_HOLD:
+            continue
+        try:
+            root.path(ss.percpu_qos_path(cpu)).write_text(value)
+        except OSError as e:
+            raise HarnessError("cannot put cpu%d pm_qos_resume_latency_us back to %s (%s "
+                               "names it): %s" % (cpu, value, path, e)) from e
+        done.append("put cpu%d pm_qos_resume_latency_us back from %s to %s, as %s of a "
+                    "bench/ab that did not finish names it" % (cpu, PERCPU_HOLD, value, path))
+    path.unlink()
+    return done
 
 
 def left_constrained(before: dict[int, str], after: dict[int, str]) -> list[str]:
@@ -301,31 +354,57 @@ class Session:
         state it was in: unlike a write to /dev/cpu_dma_latency, a write to
         a CPU's file wakes no CPU, and one that halted before it would halt
         on, unconstrained, until something woke it. A CPU whose file holds
-        a constraint already is someone else's: it is left as it is, and
-        the run fails."""
+        a constraint already is someone else's, and one whose file cannot
+        be read cannot be put back: either is left as it is, and the run
+        fails. What it found is journaled first (PERCPU_JOURNAL): the
+        kernel keeps a written value when the writer dies, and the next
+        bench/ab puts back what one killed left (recover_percpu)."""
         found = ss.read_percpu_qos(self.root, cpus)
-        taken = ["cpu%d is %s" % (c, v) for c, v in found.items() if ss.percpu_held(v)]
+        taken = ["cpu%d is %s" % (c, v) for c, v in found.items()
+                 if v == "?" or ss.percpu_held(v)]
         if taken:
-            raise HarnessError("pm_qos_resume_latency_us is held already (%s): not ours to "
-                               "hold or release" % ", ".join(taken))
+            raise HarnessError("pm_qos_resume_latency_us is held already or unreadable (%s): "
+                               "not ours to hold or release" % ", ".join(taken))
+        write_percpu_journal(self.root, {**self.percpu_before, **found})
         for cpu in cpus:
-            self.percpu_before[cpu] = found[cpu]
-            self.root.path(ss.percpu_qos_path(cpu)).write_text(PERCPU_HOLD)
-        visit_cpus(cpus)
+            with signals_held():  # written and recorded, or neither
+                self.root.path(ss.percpu_qos_path(cpu)).write_text(PERCPU_HOLD)
+                self.percpu_before[cpu] = found[cpu]
+        missed = visit_cpus(cpus)
+        if missed:
+            raise HarnessError("could not run on CPU %s to make it leave its idle state: it "
+                               "would idle on unconstrained" % ",".join(map(str, missed)))
 
     def release_percpu(self) -> None:
-        """Puts back what hold_percpu found, each CPU whatever happened to
-        the one before."""
-        failed = []
+        """Puts back what hold_percpu found, on each CPU that still reads
+        the hold, whatever happened to the one before. A CPU that reads
+        something else now is someone else's since: left alone, and noted.
+        A CPU that could not be put back stays recorded (and journaled) for
+        the next release, and the bench stops (MachineConstrained)."""
+        failed = {}
         for cpu, value in sorted(self.percpu_before.items()):
+            path = self.root.path(ss.percpu_qos_path(cpu))
+            now = ss.read_percpu_qos(self.root, [cpu])[cpu]
             try:
-                self.root.path(ss.percpu_qos_path(cpu)).write_text(value)
+                if now == PERCPU_HOLD:
+                    path.write_text(value)
+                elif now != value:
+                    self.notes.append("cpu%d pm_qos_resume_latency_us read %s, not the %s the "
+                                      "bench held: someone else's, left as it is"
+                                      % (cpu, now, PERCPU_HOLD))
             except OSError as e:
-                failed.append("cpu%d: %s" % (cpu, e))
-        self.percpu_before.clear()
+                failed[cpu] = (value, str(e))
+        with signals_held():
+            self.percpu_before = {c: v for c, (v, _) in failed.items()}
+            if failed:
+                write_percpu_journal(self.root, self.percpu_before)
+            else:
+                self.root.path(PERCPU_JOURNAL).unlink(missing_ok=True)
         if failed:
-            raise HarnessError("could not put pm_qos_resume_latency_us back (%s)"
-                               % "; ".join(failed))
+            raise MachineConstrained(
+                "could not put pm_qos_resume_latency_us back (%s); stopping, so that no run "
+                "measures constrained CPUs" % "; ".join(
+                    "cpu%d to %s: %s" % (c, v, e) for c, (v, e) in failed.items()))
 
     def start_daemon(self, mode: str, log_path: Path, cpus: list[int]) -> Path | None:
         """Starts latgovd and waits until it is ready: its status.json, or
@@ -608,14 +687,22 @@ class Runner:
     def root(self) -> SysRoot:
         return self.session.root
 
-    def place_waiter(self) -> WaiterPlacement:
-        """The waiter's CPU for this run, from its queue IRQ's effective
-        affinity as it is now: it may have moved since the last run."""
+    def place_waiter(self, wl: Workload) -> WaiterPlacement | None:
+        """The CPU to pin wl's job on for this run, from its queue IRQ's
+        effective affinity as it is now: it may have moved since the last
+        run. None for a workload that may run unpinned (pin_optional) where
+        no CPU's queue completes elsewhere."""
         placed = ss.refresh_waiter(self.root, self.target.disk, self.host.cpus, self.waiter)
         if placed is None:
-            raise HarnessError("no CPU to pin the waiter workload on: every online CPU "
-                               "completes its own queue's IO (or the disk's queue IRQs "
-                               "were not found)")
+            why = ("every online CPU completes its own queue's IO (or the disk's queue IRQs "
+                   "were not found)")
+            if not wl.pin_optional:
+                raise HarnessError("no CPU to pin %s on: %s" % (wl.name, why))
+            note = "%s runs unpinned: %s" % (wl.name, why)
+            if note not in self.session.notes:
+                self.session.notes.append(note)
+                log(note)
+            return None
         if self.waiter is not None and placed.cpu != self.waiter.cpu:
             q = placed.queue
             self.session.notes.append(
@@ -635,14 +722,15 @@ class Runner:
             return ""
         return sha256_of(ev.path)[:12] if os.path.exists(ev.path) else "none"
 
-    def fio_env(self, runtime: float, ramp: float) -> dict:
+    def fio_env(self, runtime: float, ramp: float, waiter: WaiterPlacement | None) -> dict:
         env = dict(os.environ)
         env["LATGOV_AB_TARGET"] = self.target.path
         env["LATGOV_AB_RUNTIME"] = str(runtime)
         env["LATGOV_AB_RAMP"] = str(ramp)
         env["LATGOV_AB_BURST"] = str(self.settings.burst_sec)
-        if self.waiter:
-            env["LATGOV_AB_WAITER_CPU"] = str(self.waiter.cpu)
+        # The run's CPU, or every CPU for a job left unpinned.
+        env["LATGOV_AB_WAITER_CPU"] = (str(waiter.cpu) if waiter
+                                       else ",".join(map(str, self.host.cpus)))
         return env
 
     def foreign_before(self) -> str:
@@ -674,7 +762,7 @@ class Runner:
         latgovd. Unmeasured: its row records the offsets it went through
         (warmup_ios) and how long it took (window_s), nothing else."""
         s = self.session
-        waiter = self.place_waiter() if wl.pin_waiter else None
+        waiter = self.place_waiter(wl) if wl.pin_waiter else None
         seed = round_seed(rnd)
         runtime, ramp = self.measured_length(wl)
         secs = warmup_seconds(runtime + ramp, self.warm_need.get(wl.name),
@@ -692,7 +780,7 @@ class Runner:
             row["waiter_cpu"] = waiter.cpu
             row["completion_cpus"] = ";".join(str(c) for c in waiter.queue.completion_cpus)
         t0 = time.monotonic()
-        rc, err = s.run_fio(job_path, json_path, self.fio_env(runtime, ramp), seed)
+        rc, err = s.run_fio(job_path, json_path, self.fio_env(runtime, ramp, waiter), seed)
         row["window_s"] = round(time.monotonic() - t0, 3)
         s.past_pids = []
         row["fio_rc"] = rc
@@ -734,7 +822,7 @@ class Runner:
         if mode == WARMUP:
             return self.warmup(rnd, seq, wl)
         s, host = self.session, self.host
-        waiter = self.place_waiter() if wl.pin_waiter else None
+        waiter = self.place_waiter(wl) if wl.pin_waiter else None
         seed = round_seed(rnd)
         row = {c: "" for c in self.columns}
         tag = "r%d-%s-%s" % (rnd, wl.name, mode)
@@ -754,7 +842,9 @@ class Runner:
         if mode == "static":
             s.hold_dma_zero(host.cpus)
         elif mode in PERCPU_MODES:
-            assert waiter is not None, "%s runs pinned workloads only" % mode
+            if waiter is None:
+                raise HarnessError("%s holds the CPUs of a pinned job, and %s found no CPU to "
+                                   "pin on" % (mode, wl.name))
             held = ([waiter.cpu] if mode == "static-waiter"
                     else sorted(waiter.queue.completion_cpus))
             row["static_cpus"] = ";".join(map(str, held))
@@ -769,7 +859,7 @@ class Runner:
         sampler = QosSampler(self.root, host.cpus, status_path)
         try:
             if wl.idle:
-                rc, err = s.run_fio(job, json_path, self.fio_env(0, 0), seed)
+                rc, err = s.run_fio(job, json_path, self.fio_env(0, 0, waiter), seed)
                 a = snapshot(self.root, host, self.target.disk, daemon_pid)
                 sampler.start()
                 time.sleep(self.settings.idle_sec)
@@ -777,7 +867,8 @@ class Runner:
                 a = snapshot(self.root, host, self.target.disk, daemon_pid)
                 sampler.start()
                 rc, err = s.run_fio(job, json_path,
-                                    self.fio_env(self.settings.runtime, self.settings.ramp),
+                                    self.fio_env(self.settings.runtime, self.settings.ramp,
+                                                 waiter),
                                     seed)
             b = snapshot(self.root, host, self.target.disk, daemon_pid)
             window_end = time.time()

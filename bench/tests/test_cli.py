@@ -65,7 +65,9 @@ def test_static_on_some_cpus_only_with_pinned_workloads(capsys):
             in capsys.readouterr().err)
     with pytest.raises(SystemExit):  # every workload by default
         parse_args(["--modes", "static-waiter"])
-    assert "bench/ab: error:" in capsys.readouterr().err
+    assert ("bench/ab: error: static-waiter holds the CPUs of a pinned job; qd1-randread-4k, "
+            "qd1-randrw-128k-thinktime, mixed-bssplit-randrw, idle pin none"
+            in capsys.readouterr().err)
 
 
 def test_sizes():

@@ -2,6 +2,7 @@
 latgovd faked."""
 
 import json
+from pathlib import Path
 import struct
 
 import pytest
@@ -210,6 +211,26 @@ def test_a_warmup_goes_through_the_rounds_offsets_before_its_runs(tmp_path, monk
 QOS = "/sys/devices/system/cpu/cpu%d/power/pm_qos_resume_latency_us"
 
 
+def percpu_tree(r, monkeypatch, values=("0", "0")):
+    """The CPUs' files at `values`; visit_cpus records what they read when
+    the harness runs on them."""
+    for cpu, value in enumerate(values):
+        put(r.root.root, QOS % cpu, value + "\n")
+    visits = []
+
+    def visit(cpus):
+        visits.append((list(cpus), read_percpu_qos(r.root, [0, 1])))
+        return []
+
+    monkeypatch.setattr(runner, "visit_cpus", visit)
+    return visits
+
+
+def journal(r):
+    path = r.root.path(runner.PERCPU_JOURNAL)
+    return path.read_text() if path.exists() else None
+
+
 @pytest.mark.parametrize("mode,held,under", [
     ("static-waiter", "0", {0: "n/a", 1: "0"}),
     ("static-completion", "1", {0: "0", 1: "n/a"}),
@@ -217,33 +238,111 @@ QOS = "/sys/devices/system/cpu/cpu%d/power/pm_qos_resume_latency_us"
 def test_static_on_some_cpus_holds_them_for_the_run_and_puts_them_back(tmp_path, monkeypatch,
                                                                       mode, held, under):
     r, s, _ = fake_runner(tmp_path, monkeypatch)
-    for cpu in (0, 1):
-        put(r.root.root, QOS % cpu, "0\n")
+    visits = percpu_tree(r, monkeypatch)
+    journaled = []
+    run_fio = s.run_fio
+    s.run_fio = lambda *a, **k: (journaled.append(journal(r)), run_fio(*a, **k))[1]
     row = r.one_run(1, 1, 1, WORKLOAD_BY_NAME["onset-isolated-reads"], mode)
     assert row["status"] == "ok", row["status"]
     assert (row["waiter_cpu"], row["completion_cpus"], row["static_cpus"]) == (0, "1", held)
     assert s.fio_calls == [("onset-isolated-reads.fio", round_seed(1), "0")]
     assert "\ncpus_allowed=${LATGOV_AB_WAITER_CPU}\n" in s.jobs[0]  # pinned
     assert s.qos_at_fio == [under]
+    # visited once written, so that a halted CPU chooses again under the hold
+    assert visits == [([int(held)], under)]
+    assert journaled == ["cpu%s 0\n" % held]
     assert read_percpu_qos(r.root, [0, 1]) == {0: "0", 1: "0"}
-    assert s.percpu_before == {}
+    assert s.percpu_before == {} and journal(r) is None
 
 
-def test_static_on_a_cpu_someone_else_holds_fails_and_leaves_it_alone(tmp_path, monkeypatch):
+@pytest.mark.parametrize("values,why", [
+    (("0", "20"), r"held already or unreadable \(cpu1 is 20\)"),
+    (("0", "n/a"), r"held already or unreadable \(cpu1 is n/a\)"),
+    (("0",), r"held already or unreadable \(cpu1 is \?\)"),  # no file to read
+])
+def test_static_on_a_cpu_someone_else_holds_fails_and_leaves_it_alone(tmp_path, monkeypatch,
+                                                                     values, why):
     r, s, _ = fake_runner(tmp_path, monkeypatch)
-    put(r.root.root, QOS % 0, "0\n")
-    put(r.root.root, QOS % 1, "20\n")
-    with pytest.raises(HarnessError, match=r"held already \(cpu1 is 20\)"):
+    visits = percpu_tree(r, monkeypatch, values)
+    before = read_percpu_qos(r.root, [0, 1])
+    with pytest.raises(HarnessError, match=why):
         r.one_run(1, 1, 1, WORKLOAD_BY_NAME["onset-isolated-reads"], "static-completion")
-    s.release_all()
-    assert read_percpu_qos(r.root, [0, 1]) == {0: "0", 1: "20"} and s.fio_calls == []
+    assert read_percpu_qos(r.root, [0, 1]) == before
+    assert s.percpu_before == {} and journal(r) is None and visits == []
+    assert s.fio_calls == []
 
 
-def test_an_interrupted_static_on_some_cpus_is_put_back_by_release_all(tmp_path, monkeypatch):
+def test_a_value_someone_else_wrote_over_the_hold_is_left_alone(tmp_path, monkeypatch):
     r, s, _ = fake_runner(tmp_path, monkeypatch)
-    for cpu in (0, 1):
-        put(r.root.root, QOS % cpu, "0\n")
+    percpu_tree(r, monkeypatch)
     s.hold_percpu([0, 1])
-    assert read_percpu_qos(r.root, [0, 1]) == {0: "n/a", 1: "n/a"}
+    put(r.root.root, QOS % 1, "20\n")  # tuned, say
+    s.release_percpu()
+    assert read_percpu_qos(r.root, [0, 1]) == {0: "0", 1: "20"}
+    assert any("cpu1 pm_qos_resume_latency_us read 20" in n for n in s.notes)
+    assert journal(r) is None
+
+
+def test_a_cpu_that_cannot_be_put_back_stops_the_bench_and_stays_journaled(tmp_path,
+                                                                         monkeypatch):
+    r, s, _ = fake_runner(tmp_path, monkeypatch)
+    percpu_tree(r, monkeypatch)
+    s.hold_percpu([0, 1])
+    assert journal(r) == "cpu0 0\ncpu1 0\n"
+    real = Path.write_text
+
+    def refuse_cpu1(path, text, *a, **k):
+        if str(path).endswith(QOS % 1):
+            raise PermissionError("refused")
+        return real(path, text, *a, **k)
+
+    monkeypatch.setattr(Path, "write_text", refuse_cpu1)
+    with pytest.raises(runner.MachineConstrained, match="cpu1 to 0: refused"):
+        s.release_all()
+    assert read_percpu_qos(r.root, [0, 1]) == {0: "0", 1: "n/a"}
+    assert s.percpu_before == {1: "0"} and journal(r) == "cpu1 0\n"
+    monkeypatch.setattr(Path, "write_text", real)
+    s.release_all()  # the next try puts it back
+    assert read_percpu_qos(r.root, [0, 1]) == {0: "0", 1: "0"} and journal(r) is None
+
+
+def test_a_cpu_the_harness_cannot_run_on_fails_the_hold(tmp_path, monkeypatch):
+    r, s, _ = fake_runner(tmp_path, monkeypatch)
+    percpu_tree(r, monkeypatch)
+    monkeypatch.setattr(runner, "visit_cpus", lambda cpus: [1])
+    with pytest.raises(HarnessError, match="could not run on CPU 1"):
+        s.hold_percpu([1])
     s.release_all()
     assert read_percpu_qos(r.root, [0, 1]) == {0: "0", 1: "0"}
+
+
+def test_what_a_killed_bench_left_held_is_put_back_at_the_next_start(tmp_path, monkeypatch):
+    r, s, _ = fake_runner(tmp_path, monkeypatch)
+    percpu_tree(r, monkeypatch)
+    s.hold_percpu([0, 1])  # and killed: nothing released
+    put(r.root.root, QOS % 0, "20\n")  # someone's since
+    assert runner.recover_percpu(r.root) == [
+        "put cpu1 pm_qos_resume_latency_us back from n/a to 0, as %s of a bench/ab that did "
+        "not finish names it" % r.root.path(runner.PERCPU_JOURNAL)]
+    assert read_percpu_qos(r.root, [0, 1]) == {0: "20", 1: "0"} and journal(r) is None
+    assert runner.recover_percpu(r.root) == []  # nothing left to do
+    put(r.root.root, runner.PERCPU_JOURNAL, "cpu1 0\nbogus\n")
+    with pytest.raises(HarnessError, match=r"percpu:2: not \"cpuN VALUE\": 'bogus'"):
+        runner.recover_percpu(r.root)
+
+
+def test_an_optional_pin_runs_unpinned_where_every_cpu_completes_its_own_io(tmp_path,
+                                                                          monkeypatch):
+    r, s, _ = fake_runner(tmp_path, monkeypatch)
+    put(r.root.root, "/proc/irq/36/effective_affinity_list", "0-1\n")
+    r.waiter = None
+    row = r.one_run(1, 1, 1, WORKLOAD_BY_NAME["onset-isolated-reads"], "off")
+    assert row["status"] == "ok" and row["waiter_cpu"] == ""
+    assert s.fio_calls == [("onset-isolated-reads.fio", round_seed(1), "0,1")]
+    assert s.notes == ["onset-isolated-reads runs unpinned: every online CPU completes its "
+                       "own queue's IO (or the disk's queue IRQs were not found)"]
+    with pytest.raises(HarnessError, match="no CPU to pin waiter-fdatasync-4k on"):
+        r.one_run(1, 2, 1, WORKLOAD_BY_NAME["waiter-fdatasync-4k"], "off")
+    with pytest.raises(HarnessError, match="static-waiter holds the CPUs of a pinned job, and "
+                       "onset-isolated-reads found no CPU to pin on"):
+        r.one_run(1, 3, 1, WORKLOAD_BY_NAME["onset-isolated-reads"], "static-waiter")

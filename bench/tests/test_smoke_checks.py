@@ -4,7 +4,9 @@ and on rows shaped like the new workloads."""
 from latgov_bench.cli import smoke_checks
 from latgov_bench.sysstate import HostInfo, IdleLayout
 
-HOST = HostInfo([0, 1], IdleLayout({0: [(0, "POLL")], 1: [(0, "POLL")]}), "haltpoll", "haltpoll")
+HOST = HostInfo([0, 1], IdleLayout({0: [(0, "POLL"), (1, "haltpoll_idle")],
+                                    1: [(0, "POLL"), (1, "haltpoll_idle")]}),
+                "haltpoll", "haltpoll")
 
 
 def row(**kw):
@@ -33,7 +35,10 @@ def test_good_rows_pass():
                 waiter_cpu="0", completion_cpus="1", read_ios="500", read_lat_p99_us="200"),
             row(workload="onset-isolated-reads", mode="static-completion", waiter_cpu="0",
                 completion_cpus="1", read_ios="500", read_lat_p99_us="200", static_cpus="1",
-                cpu1_percpu_held_frac="1"),
+                cpu1_percpu_held_frac="1", cpu1_haltpoll_idle_time_us="90000"),
+            # where every CPU completes its own IO the isolated reads run unpinned
+            row(workload="onset-isolated-reads", mode="off", read_ios="500",
+                read_lat_p99_us="200"),
             row(read_ios="5000", read_lat_p99_us="80")]
     assert smoke_checks(rows, HOST) == []
 
@@ -56,10 +61,16 @@ def test_each_requirement_can_fail():
                cpu0_percpu_held_frac="0.5"),
            row(workload="onset-isolated-reads", mode="off", waiter_cpu="0",
                completion_cpus="1", read_ios="", read_lat_p99_us=""),
+           # held, yet the CPU halted (it was never made to leave its halt)
+           row(workload="onset-isolated-reads", mode="static-completion", waiter_cpu="0",
+               completion_cpus="1", read_ios="500", read_lat_p99_us="200", static_cpus="1",
+               cpu1_percpu_held_frac="1", cpu1_haltpoll_idle_time_us="900000"),
            # reads without the whole request's percentiles (fio not asked)
            row(read_ios="5000", read_lat_mean_us="60")]
     problems = smoke_checks(bad, HOST)
-    assert len(problems) == 9, problems
+    assert len(problems) == 10, problems
+    assert ("r1 onset-isolated-reads static-completion: static-completion let CPU 1 spend "
+            "900000 us in states deeper than POLL") in problems
     assert ("r1 onset-isolated-reads static-waiter: static-waiter did not hold "
             "pm_qos_resume_latency_us (held cpu0 in 50.0% of the samples)") in problems
     assert "r1 onset-isolated-reads off: no read in fio's output" in problems
