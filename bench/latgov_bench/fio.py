@@ -141,11 +141,11 @@ WARMUP_MARGIN = 2.0
 
 def warmup_job_text(job_text: str, runtime_s: float, writes: bool) -> str:
     """A job file's text made into its warm-up: the same job (file, block
-    sizes, read/write mix, distribution, pinning) without think time or
-    fdatasync, at depth WARMUP_DEPTH on io_uring, no ramp, for runtime_s
+    sizes, read/write mix, distribution, pinning) without think time, rate
+    limit or fdatasync, at depth WARMUP_DEPTH on io_uring, no ramp, for runtime_s
     seconds; a job that writes flushes them at its end (end_fsync), so that
     no write-back of the warm-up falls into the first measured run."""
-    over = {"thinktime": "0", "fdatasync": "0", "ioengine": "io_uring",
+    over = {"thinktime": "0", "rate_iops": "0", "fdatasync": "0", "ioengine": "io_uring",
             "iodepth": str(WARMUP_DEPTH), "ramp_time": "0", "time_based": "1",
             "runtime": "%dms" % max(1, round(runtime_s * 1000))}
     if writes:

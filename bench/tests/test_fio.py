@@ -121,7 +121,10 @@ def test_the_warmup_is_the_same_job_at_depth_without_think_time():
                               if "=" in line and not line.startswith(";"))[k]
     r = warmup_job_text((BENCH / "jobs" / "onset-isolated-reads.fio").read_text(), 11,
                         writes=False)
-    assert "thinktime=0" in r and "thinktime=20000" not in r and "end_fsync" not in r
+    assert "rate_iops=0" in r and "rate_iops=50" not in r and "end_fsync" not in r
+    r = warmup_job_text((BENCH / "jobs" / "qd1-randrw-128k-thinktime.fio").read_text(), 11,
+                        writes=True)
+    assert "thinktime=0" in r and "thinktime=1000" not in r
 
 
 def test_warmup_length_from_the_earlier_rounds():
