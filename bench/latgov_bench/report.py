@@ -407,7 +407,8 @@ def summary_text(rows: list[dict], agg: Aggregate, meta: RunMeta,
           "results.csv (every run, every column), aggregate.json, latency-<workload>.png, "
           "idle-time.png, held.png, raw/ (fio JSON and latgovd logs per run).", "",
           "Held fractions and CPU-seconds come from sampling /dev/cpu_dma_latency and "
-          "cpuN/power/pm_qos_resume_latency_us every %d ms during the measured window (any "
+          "cpuN/power/pm_qos_resume_latency_us every %d ms on average during the measured "
+          "window (any "
           "value other than \"0\" per CPU, or a global value below %d, counts as held). "
           "POLL time is the delta of cpuN/cpuidle/state0/time (the POLL state). latgovd CPU "
           "is the sum of its threads' schedstat run time over the window (ns precise); "

@@ -1,10 +1,12 @@
 """What is held while a run lasts: /dev/cpu_dma_latency and the per-CPU
-pm_qos_resume_latency_us files read every 100 ms, and latgovd's status."""
+pm_qos_resume_latency_us files read every 100 ms on average, and latgovd's
+status."""
 
 from __future__ import annotations
 
 import json
 import os
+import random
 import struct
 import threading
 import time
@@ -13,7 +15,15 @@ from pathlib import Path
 
 from .sysstate import NO_CONSTRAINT, SysRoot, percpu_held, read_percpu_qos
 
-SAMPLE_PERIOD = 0.1
+SAMPLE_PERIOD = 0.1  # on average: each gap drawn from 0.5 to 1.5 of it
+
+
+def next_sample_time(previous: float, rng: random.Random) -> float:
+    """When to sample after `previous`. The gaps are random: at a fixed
+    100 ms, holds that come at a period dividing it (latgovd's windows ahead
+    of reads every 20 ms from a rate-paced job) fall at the same phase of
+    every sample, and were counted as never held (or always)."""
+    return previous + SAMPLE_PERIOD * rng.uniform(0.5, 1.5)
 
 
 @dataclass
@@ -203,6 +213,7 @@ class QosSampler(threading.Thread):
         self.cpus = cpus
         self.status_path = status_path
         self.stop_event = threading.Event()
+        self.rng = random.Random()
         self.held = HeldTally(cpus)
         self.status = StatusTally()
         self.fd = os.open(root.dma_latency, os.O_RDONLY) if root.dma_latency.exists() else None
@@ -224,7 +235,7 @@ class QosSampler(threading.Thread):
         nxt = time.monotonic()
         while not self.stop_event.is_set():
             self.sample_once()
-            nxt += SAMPLE_PERIOD
+            nxt = next_sample_time(nxt, self.rng)
             delay = nxt - time.monotonic()
             if delay < 0:
                 nxt = time.monotonic()

@@ -123,3 +123,24 @@ def test_a_status_written_after_the_window_is_read_at_once(tmp_path):
     c = Clock(p, 1000.6)
     assert status_after(p, 1000.4, 1.0, clock=c.time, sleep=c.sleep)["onset_delay"]["count"] == 8
     assert c.now == 1000.6
+
+
+def test_sample_times_are_random_so_that_a_period_dividing_them_is_not_aliased():
+    """Holds of 1.5 ms every 20 ms (windows ahead of rate-paced reads): at a
+    fixed 100 ms every sample fell on the same phase of them."""
+    import random
+    import statistics
+    from latgov_bench.sampler import SAMPLE_PERIOD, next_sample_time
+
+    def held_share(times):
+        return sum(round(t * 1e6) % 20000 < 1500 for t in times) / len(times)
+
+    fixed = [k * SAMPLE_PERIOD for k in range(600)]
+    assert held_share(fixed) in (0.0, 1.0)
+    rng, times = random.Random(7), [0.0]
+    while len(times) < 600:
+        times.append(next_sample_time(times[-1], rng))
+    assert 0.05 < held_share(times) < 0.10  # 0.075 held
+    gaps = [b - a for a, b in zip(times, times[1:])]
+    assert 0.095 < statistics.mean(gaps) < 0.105
+    assert min(gaps) >= 0.05 and max(gaps) <= 0.15
