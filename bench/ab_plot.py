@@ -153,7 +153,7 @@ def held_plot(data, out):
     wls = data["workloads"]
     fig, axes = plt.subplots(2, 1, figsize=(2.2 * len(wls) + 3, 7.5),
                              squeeze=False)
-    panels = [("any_held_frac", "fraction of 100 ms samples with a constraint held",
+    panels = [("any_held_frac", "fraction of samples with a constraint held",
                "Constraint held (global or any CPU)"),
               ("held_cpu_s", "CPU-seconds held, all CPUs",
                "CPU-seconds held over the measured window")]

@@ -10,7 +10,7 @@ from .results import PERCPU_MODES, measured
 from .sysstate import HostInfo
 
 # A static run must have held /dev/cpu_dma_latency at 0 in (nearly) every
-# 100 ms sample of its window: the hold is written before the window starts
+# sample of its window (100 ms apart on average): the hold is written before the window starts
 # and closed after it ends.
 STATIC_HELD_MIN = 0.99
 
@@ -245,7 +245,7 @@ def kept_out(row: dict, cpus: list[int]) -> str:
 def with_derived(row: dict, cpus: list[int]) -> dict:
     """A copy of a row with the columns the report derives. Rows of runs
     that predate the integrated held seconds get them as held fraction x
-    window (the same 100 ms samples, without the per-sample timing)."""
+    window (the same samples, without the per-sample timing)."""
     r = dict(row)
     fh = foreign_held(r, cpus)
     r["foreign_held"] = "" if fh is None else fh

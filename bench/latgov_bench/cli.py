@@ -25,7 +25,7 @@ from .runner import (ALL_MODES, BENCH, DAEMON_MODES, KNOWN_MODES, EvidenceAside,
                      MachineConstrained, Runner, Session, Tools, calibrate, calibration_aside,
                      config_description, STOP_SIGNALS, evidence_file, log, no_calibration,
                      put_calibration_back, recover_percpu, repo_relative, signals_held,
-                     status_interval, unit_nice)
+                     status_interval, take_bench_lock, unit_nice)
 from .sysstate import SysRoot
 from .target import DEFAULT_TARGET, HarnessError, create_file, resolve_target
 from .targets import DEFAULT_TARGETS, TargetsError, evaluate, load_targets
@@ -55,14 +55,15 @@ Per run: fio IOPS and completion latency (and fdatasync latency), idle-state
 and POLL time per CPU (cpuidle sysfs, or /proc/stat idle time when there is
 no cpuidle driver), latgovd CPU time, context switches and onset delay (its
 status gives quantiles per run: the report shows the median of per-run p99),
-and the constraints held: fraction of 100 ms samples and CPU-seconds per CPU,
+and the constraints held: fraction of samples (100 ms apart on average) and
+CPU-seconds per CPU,
 read from /dev/cpu_dma_latency and the per-CPU pm_qos_resume_latency_us
 files directly. fio runs with --randseed=%d+<round>: the same offsets for
 every mode within a round, others in each round. Before a round's runs of a
 workload, a warm-up (mode "warm-up" in results.csv, in no statistic) goes
-through those offsets once, the same job at depth %d without think time:
-the round's first mode reads no offsets cold that the later ones find
-cached. A warm-up lasts as long as a run in round 1; later, as long as %gx
+through those offsets once, the same job at depth %d without think time or
+rate limit: the round's first mode reads no offsets cold that the later
+ones find cached. A warm-up lasts as long as a run in round 1; later, as long as %gx
 the most offsets a run of the workload went through take at the last
 warm-up's rate, a run's length at most. The waiter workload and the
 isolated reads are pinned to a CPU that does not run the completion IRQ of
@@ -371,6 +372,7 @@ def smoke_checks(rows: list[dict], host: ss.HostInfo) -> list[str]:
             if cpu is None or not done or int(cpu) in done:
                 problems.append("%s: waiter CPU %s vs completion CPUs %s" % (
                     tag, r.get("waiter_cpu"), done))
+        if wl.pin_waiter:  # the workloads added with the per-run checks
             missing = [d for d in ("read", "write", "sync")
                        if wl.produces(d + "_ios") and not num(r.get(d + "_ios"))]
             if missing:
@@ -444,6 +446,12 @@ def run(args: argparse.Namespace, session: Session, root: SysRoot) -> int:
     if os.geteuid() != 0:
         raise HarnessError("run as root: the harness writes /dev/cpu_dma_latency and "
                            "latgovd writes PM QoS files")
+    # One bench/ab at a time, and what one that was killed left held put
+    # back first, before anything else can fail.
+    session.lock_fd = take_bench_lock(root)
+    for line in recover_percpu(root):
+        log(line)
+        session.notes.append(line)
     check_plotting()
     if not shutil.which(args.fio):
         raise HarnessError("fio not found (%s)" % args.fio)
@@ -460,9 +468,6 @@ def run(args: argparse.Namespace, session: Session, root: SysRoot) -> int:
             raise HarnessError("no such config %s" % args.latgov_config)
     if not root.dma_latency.exists():
         raise HarnessError("%s missing" % root.dma_latency)
-    for line in recover_percpu(root):
-        log(line)
-        session.notes.append(line)
     found = refusals(root, ss.online_cpus(root))
     if found and not args.force:
         raise HarnessError("refusing to start: %s. Measurements would mix with someone else's "

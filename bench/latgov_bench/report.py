@@ -96,8 +96,8 @@ def held_section(agg: Aggregate, meta: RunMeta) -> list[str]:
     cpus, modes = meta.host.cpus, agg.modes
     L = ["## CPU-seconds held and POLL time, per mode (median over rounds)", "",
          "Held: a constraint on that CPU (its pm_qos_resume_latency_us other "
-         "than \"0\", or /dev/cpu_dma_latency below %d) in the %d ms samples, "
-         "integrated over the measured window. static holds every CPU for the "
+         "than \"0\", or /dev/cpu_dma_latency below %d) in the samples (%d ms apart on "
+         "average), integrated over the measured window. static holds every CPU for the "
          "whole run; static-waiter and static-completion hold theirs (static_cpus in "
          "results.csv) for the whole run." % (NO_CONSTRAINT, SAMPLE_PERIOD * 1000), ""]
     hdr = "| workload | mode | window (s) | " + " | ".join(
@@ -152,8 +152,8 @@ def warmup_line(rows: list[dict], warmups: list[dict], meta: RunMeta) -> str:
     beyond = [r for r in covered if r["warmup_covered"] != "yes"]
     text = ("- warm-up: before each round's runs of a workload, one unmeasured run of the "
             "same job with the round's seed went through the offsets those runs read, in "
-            "the same order, at depth %d on io_uring without think time or fdatasync "
-            "(mode `warm-up` in results.csv, in no statistic; nothing held, no latgovd; "
+            "the same order, at depth %d on io_uring without think time, rate limit or "
+            "fdatasync (mode `warm-up` in results.csv, in no statistic; nothing held, no latgovd; "
             "in the jobs that read and write, fio's read/write choices after the ramp may "
             "differ from it, as between the modes' runs): %d warm-ups (%d ok), %.0f s of "
             "fio in all" % (
@@ -304,13 +304,14 @@ def header(rows: list[dict], meta: RunMeta, agg: Aggregate) -> list[str]:
     unheld = [r for r, _ in out if r["mode"] == "static" and static_not_held(r)]
     if unheld:
         L.append("- **%d static runs did not hold /dev/cpu_dma_latency at 0** (in at least "
-                 "99%% of the %d ms samples, and at 0): kept out of the medians, below"
+                 "99%% of the samples, %d ms apart on average, and at 0): kept out of the "
+                 "medians, below"
                  % (len(unheld), SAMPLE_PERIOD * 1000))
     if out:
         L.append("- **%d of %d runs kept out of the medians**: someone else's constraint held "
-                 "at their start or during them (seen by the %d ms sampler where the run's "
-                 "mode sets nothing, or nothing per CPU), another fio/latgovd running "
-                 "meanwhile, or a static mode not holding what it holds: %s" % (
+                 "at their start or during them (seen by the sampler, every %d ms on average, "
+                 "where the run's mode sets nothing, or nothing per CPU), another fio/latgovd "
+                 "running meanwhile, or a static mode not holding what it holds: %s" % (
                      len(out), len(rows), SAMPLE_PERIOD * 1000, "; ".join(
                          "r%s %s %s (%s)" % (r["round"], r["workload"], r["mode"], why)
                          for r, why in out)))

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import contextlib
 import datetime
+import fcntl
 import hashlib
 import os
 import shutil
@@ -40,6 +41,8 @@ KNOWN_MODES = ALL_MODES + list(PERCPU_MODES)
 PERCPU_HOLD = "n/a"  # a resume latency of 0 us: no idle state but polling
 # What the per-CPU modes found on the CPUs they hold, while they hold them.
 PERCPU_JOURNAL = "/run/latgov-bench-ab.percpu"
+# Held by each bench/ab for as long as it runs.
+BENCH_LOCK = "/run/latgov-bench-ab.lock"
 
 
 def repo_relative(path: str) -> str:
@@ -143,6 +146,22 @@ def visit_cpus(cpus: list[int]) -> list[int]:
     return missed
 
 
+def take_bench_lock(root: SysRoot) -> int:
+    """Locks BENCH_LOCK for this process's life (the descriptor returned,
+    closed by the kernel however it ends): a second bench/ab would measure
+    the first one's holds, and would take a journal in use for a killed
+    one's leftovers."""
+    path = root.path(BENCH_LOCK)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError as e:
+        os.close(fd)
+        raise HarnessError("another bench/ab runs (it holds %s): one at a time" % path) from e
+    return fd
+
+
 def write_percpu_journal(root: SysRoot, before: dict[int, str]) -> None:
     """PERCPU_JOURNAL names each CPU the bench holds and the value it
     found, as "cpuN VALUE" lines: written in full, or not at all."""
@@ -177,7 +196,12 @@ def recover_percpu(root: SysRoot) -> list[str]:
                 not fields[0][3:].isdigit():
             raise HarnessError("%s:%d: not \"cpuN VALUE\": %r" % (path, n, line))
         cpu, value = int(fields[0][3:]), fields[1]
-        if ss.read_percpu_qos(root, [cpu])[cpu] != PERCPU_HOLD:
+        now = ss.read_percpu_qos(root, [cpu])[cpu]
+        if now == "?":
+            raise HarnessError("cannot read cpu%d pm_qos_resume_latency_us, which %s names: "
+                               "put it back to %s by hand, then remove the file"
+                               % (cpu, path, value))
+        if now != PERCPU_HOLD:
             continue
         try:
             root.path(ss.percpu_qos_path(cpu)).write_text(value)
@@ -307,6 +331,7 @@ class Session:
     daemon: subprocess.Popen | None = None
     dma_fd: int | None = None
     percpu_before: dict[int, str] = field(default_factory=dict)  # what hold_percpu found
+    lock_fd: int | None = None  # BENCH_LOCK, held until exit
     notes: list[str] = field(default_factory=list)
     past_pids: list[int] = field(default_factory=list)   # of the current run, exited
     created_files: list[str] = field(default_factory=list)
@@ -385,6 +410,9 @@ class Session:
         for cpu, value in sorted(self.percpu_before.items()):
             path = self.root.path(ss.percpu_qos_path(cpu))
             now = ss.read_percpu_qos(self.root, [cpu])[cpu]
+            if now == "?":
+                failed[cpu] = (value, "unreadable")
+                continue
             try:
                 if now == PERCPU_HOLD:
                     path.write_text(value)

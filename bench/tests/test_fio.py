@@ -122,6 +122,9 @@ def test_the_warmup_is_the_same_job_at_depth_without_think_time():
     r = warmup_job_text((BENCH / "jobs" / "onset-isolated-reads.fio").read_text(), 11,
                         writes=False)
     assert "rate_iops=0" in r and "rate_iops=50" not in r and "end_fsync" not in r
+    assert r.count("rate_iops=") == 1
+    job = (BENCH / "jobs" / "onset-isolated-reads.fio").read_text()
+    assert "\nrate_iops=50\n" in job and "\nthinktime" not in job  # fio 3.33's burst
     r = warmup_job_text((BENCH / "jobs" / "qd1-randrw-128k-thinktime.fio").read_text(), 11,
                         writes=True)
     assert "thinktime=0" in r and "thinktime=1000" not in r

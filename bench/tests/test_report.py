@@ -322,7 +322,8 @@ def test_warmups_are_described_and_in_no_statistic(haltpoll):
     assert table_lines(text, "## Targets") == table_lines(plain, "## Targets")
     assert ("- warm-up: before each round's runs of a workload, one unmeasured run of the "
             "same job with the round's seed went through the offsets those runs read, in "
-            "the same order, at depth 32 on io_uring without think time or fdatasync (mode "
+            "the same order, at depth 32 on io_uring without think time, rate limit or "
+            "fdatasync (mode "
             "`warm-up` in results.csv, in no statistic; nothing held, no latgovd; in the "
             "jobs that read and write, fio's read/write choices after the ramp may differ "
             "from it, as between the modes' runs): 6 warm-ups (6 ok), 15 s of fio in all, "
@@ -346,7 +347,7 @@ def test_the_report_says_when_static_did_not_hold(haltpoll):
     agg = aggregate(rows, s.workloads, s.modes, meta.host)
     text = summary_text(rows, agg, meta, evaluate(load_targets(), agg, meta.host))
     assert "- **1 static runs did not hold /dev/cpu_dma_latency at 0** (in at least 99% of " \
-        "the 100 ms samples, and at 0): kept out of the medians, below" in text
+        "the samples, 100 ms apart on average, and at 0): kept out of the medians, below" in text
     assert "r2 idle static (static did not hold /dev/cpu_dma_latency at 0 (held in 50.0% " \
         "of the samples))" in text
     assert "**2 of 18 runs kept out of the medians**" in text

@@ -2,6 +2,7 @@
 latgovd faked."""
 
 import json
+import os
 from pathlib import Path
 import struct
 
@@ -313,7 +314,27 @@ def test_a_cpu_the_harness_cannot_run_on_fails_the_hold(tmp_path, monkeypatch):
     with pytest.raises(HarnessError, match="could not run on CPU 1"):
         s.hold_percpu([1])
     s.release_all()
-    assert read_percpu_qos(r.root, [0, 1]) == {0: "0", 1: "0"}
+    assert read_percpu_qos(r.root, [0, 1]) == {0: "0", 1: "0"} and journal(r) is None
+
+
+def test_a_cpu_unreadable_at_the_release_stays_recorded_and_stops_the_bench(tmp_path,
+                                                                          monkeypatch):
+    r, s, _ = fake_runner(tmp_path, monkeypatch)
+    percpu_tree(r, monkeypatch)
+    s.hold_percpu([1])
+    r.root.path(QOS % 1).unlink()  # the CPU went offline, say
+    with pytest.raises(runner.MachineConstrained, match="cpu1 to 0: unreadable"):
+        s.release_all()
+    assert s.percpu_before == {1: "0"} and journal(r) == "cpu1 0\n"
+
+
+def test_one_bench_at_a_time(tmp_path, monkeypatch):
+    r, s, _ = fake_runner(tmp_path, monkeypatch)
+    fd = runner.take_bench_lock(r.root)
+    with pytest.raises(HarnessError, match="another bench/ab runs"):
+        runner.take_bench_lock(r.root)
+    os.close(fd)
+    os.close(runner.take_bench_lock(r.root))
 
 
 def test_what_a_killed_bench_left_held_is_put_back_at_the_next_start(tmp_path, monkeypatch):
@@ -329,6 +350,10 @@ def test_what_a_killed_bench_left_held_is_put_back_at_the_next_start(tmp_path, m
     put(r.root.root, runner.PERCPU_JOURNAL, "cpu1 0\nbogus\n")
     with pytest.raises(HarnessError, match=r"percpu:2: not \"cpuN VALUE\": 'bogus'"):
         runner.recover_percpu(r.root)
+    put(r.root.root, runner.PERCPU_JOURNAL, "cpu7 0\n")  # no such CPU: cannot be read
+    with pytest.raises(HarnessError, match="cannot read cpu7 .* by hand"):
+        runner.recover_percpu(r.root)
+    assert journal(r) == "cpu7 0\n"  # kept for whoever puts it back
 
 
 def test_an_optional_pin_runs_unpinned_where_every_cpu_completes_its_own_io(tmp_path,

@@ -144,3 +144,24 @@ def test_sample_times_are_random_so_that_a_period_dividing_them_is_not_aliased()
     gaps = [b - a for a, b in zip(times, times[1:])]
     assert 0.095 < statistics.mean(gaps) < 0.105
     assert min(gaps) >= 0.05 and max(gaps) <= 0.15
+
+
+def test_the_sampler_waits_the_random_gaps(tmp_path, monkeypatch):
+    import threading
+    from latgov_bench import sampler
+    from latgov_bench.sysstate import SysRoot
+    calls = []
+    done = threading.Event()
+
+    def gap(previous, rng):
+        calls.append(previous)
+        if len(calls) >= 3:
+            done.set()
+        return previous + 0.001
+
+    monkeypatch.setattr(sampler, "next_sample_time", gap)
+    s = sampler.QosSampler(SysRoot(tmp_path), [0])
+    s.start()
+    assert done.wait(5)
+    s.finish()
+    assert s.held.samples >= 3

@@ -65,10 +65,12 @@ def test_each_requirement_can_fail():
            row(workload="onset-isolated-reads", mode="static-completion", waiter_cpu="0",
                completion_cpus="1", read_ios="500", read_lat_p99_us="200", static_cpus="1",
                cpu1_percpu_held_frac="1", cpu1_haltpoll_idle_time_us="900000"),
+           # unpinned (every CPU completes its own IO), and no reads
+           row(workload="onset-isolated-reads", mode="off", read_ios=""),
            # reads without the whole request's percentiles (fio not asked)
            row(read_ios="5000", read_lat_mean_us="60")]
     problems = smoke_checks(bad, HOST)
-    assert len(problems) == 10, problems
+    assert len(problems) == 11, problems
     assert ("r1 onset-isolated-reads static-completion: static-completion let CPU 1 spend "
             "900000 us in states deeper than POLL") in problems
     assert ("r1 onset-isolated-reads static-waiter: static-waiter did not hold "
