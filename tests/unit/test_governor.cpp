@@ -307,6 +307,12 @@ TEST_CASE("isolated requests: eight onsets in a row that came alone stop the wak
     CHECK_FALSE(g.observe(sample(0, irq11, irq11, irq11), at + 65ms, false));
     CHECK_FALSE(g.any_active());
     CHECK(g.isolated_requests());
+    // Nor two in the next 5 ms, close together: a pair is no stream either.
+    irq11 += 2;
+    CHECK_FALSE(g.observe(sample(0, irq11, irq11, irq11), at + 70ms, false));
+    CHECK_FALSE(g.any_active());
+    CHECK(g.isolated_requests());
+    CHECK(g.lonely_onsets() == Governor::isolated_after);
 
     // Six in 50 ms: less than 10 ms apart, a stream. It is held, and the
     // daemon wakes on requests again.
@@ -559,7 +565,7 @@ TEST_CASE("prearm: isolated requests at a steady period are held for ahead, and 
     CHECK_FALSE(g.window_opens(now));
 }
 
-TEST_CASE("prearm: a second request in the window is company, and ends the isolation") {
+TEST_CASE("prearm: a third request in the window is a stream, and ends the isolation") {
     Governor g(shared_queue_machine(), default_config(), declared_costs(machine()));
     g.observe(sample(0, 0, 0, 0), t0);
     std::uint64_t irq11 = 0;
@@ -570,7 +576,8 @@ TEST_CASE("prearm: a second request in the window is company, and ends the isola
     const TimePoint expected = last + 20ms;
     g.on_recorded_request(nvme0n1, 0, expected);
     g.on_recorded_request(nvme0n1, 0, expected + 300us);
-    irq11 += 2;
+    g.on_recorded_request(nvme0n1, 0, expected + 600us);
+    irq11 += 3;
     g.observe(sample(0, irq11, irq11, irq11), expected + 1ms, false);
     CHECK(g.any_active()); // not released at once: it lingers as a stream would
     g.observe(sample(0, irq11, irq11, irq11), expected + 6ms, false);
@@ -578,6 +585,36 @@ TEST_CASE("prearm: a second request in the window is company, and ends the isola
     CHECK(g.lonely_onsets() == 0);
     CHECK_FALSE(g.isolated_requests());
     CHECK_FALSE(g.window_opens(expected + 6ms)); // windows are for isolated requests only
+}
+
+TEST_CASE("prearm: a pair in the window is no stream: held for both, and the isolation goes on") {
+    Governor g(shared_queue_machine(), default_config(), declared_costs(machine()));
+    g.observe(sample(0, 0, 0, 0), t0);
+    std::uint64_t irq11 = 0;
+    const TimePoint last = eight_periodic_reads(g, irq11);
+    const auto opens = g.window_opens(last + 11ms);
+    REQUIRE(opens);
+    REQUIRE(g.prearm(*opens));
+    // A rate-paced job one request behind catches up: two reads together.
+    const TimePoint expected = last + 20ms;
+    g.on_recorded_request(nvme0n1, 0, expected);
+    g.on_recorded_request(nvme0n1, 0, expected + 300us);
+    // The first completed; the second came after this sample's time: held.
+    ++irq11;
+    CHECK_FALSE(g.observe(sample(0, irq11, irq11, irq11), expected + 200us, false));
+    CHECK(g.holds().percpu.count(1));
+    // Both completed: released at once, as a lonely request would be, and
+    // the pair counts neither as a lonely onset nor as a stream.
+    ++irq11;
+    CHECK(g.observe(sample(0, irq11, irq11, irq11), expected + 1ms, false));
+    CHECK_FALSE(g.any_active());
+    CHECK(g.lonely_onsets() == Governor::isolated_after);
+    CHECK(g.isolated_requests());
+    // The next read is timed after the pair, and held for ahead as before.
+    const auto next = g.window_opens(expected + 1ms);
+    REQUIRE(next);
+    CHECK(g.prearm(*next));
+    CHECK(g.holds().percpu.count(1));
 }
 
 TEST_CASE("prearm: a request issued after the sample's time is not taken as completed") {

@@ -278,12 +278,13 @@ bool Governor::observe_queue(const GovernedDevice& device, GovernedQueue& queue,
     if (idle_wakes_on_events && !queue.activity.active)
         io_seen = false;
     if (io_seen && !queue.activity.active && !idle_wakes_on_events && isolated_requests()) {
-        // Sampling because requests came alone: only requests closer
-        // together than a stream's gap end that (two at least: a sample may
-        // follow the last one closely).
+        // Sampling because requests came alone: only a stream ends that,
+        // requests closer together than a stream's gap (stream_requests at
+        // least: a sample may follow the last one closely).
         const auto bound = std::max<std::chrono::nanoseconds>(linger_of(device), stream_gap);
-        if (requests >= 2 && static_cast<double>(requests) * static_cast<double>(bound.count()) >
-                                 static_cast<double>((now - previous_time_).count()))
+        if (requests >= static_cast<std::uint64_t>(stream_requests) &&
+            static_cast<double>(requests) * static_cast<double>(bound.count()) >
+                static_cast<double>((now - previous_time_).count()))
             lonely_streak_ = 0;
         else
             io_seen = false;
@@ -632,7 +633,12 @@ void Governor::on_recorded_request(std::uint32_t dev, int cpu, TimePoint issued)
             if (!queue.prearmed || !submits_to(queue, cpu))
                 continue;
             if (queue.prearm_seen) {
-                queue.lonely = false; // a second request in the window
+                // Company in the window: a stream's, or a pair's that
+                // leaves the streak of lonely ones as it is. Either is
+                // held until a sample after it.
+                if (++queue.prearm_company + 1 >= stream_requests)
+                    queue.lonely = false;
+                queue.prearm_seen_at = std::max(queue.prearm_seen_at, issued);
             } else {
                 queue.prearm_seen = awaited = true;
                 queue.prearm_seen_at = issued;
@@ -711,6 +717,7 @@ std::optional<TimePoint> Governor::window_closes() const {
 
 void Governor::close_prearm(GovernedQueue& queue) {
     queue.prearmed = queue.prearm_seen = false;
+    queue.prearm_company = 0;
 }
 
 bool Governor::release_prearmed(GovernedQueue& queue, bool in_flight, bool busy_here, TimePoint now,
@@ -733,14 +740,16 @@ bool Governor::release_prearmed(GovernedQueue& queue, bool in_flight, bool busy_
         close_prearm(queue);
         return true;
     }
-    // Requests that come alone need no linger: the next one is a period
-    // away. Issued, and nothing in flight: it completed. Unless it was
-    // issued after the sample's time, which is taken before the sample is
-    // read: then it may have come after the tags were read, and the events
-    // drained since told of it. The next sample tells.
+    // Requests that come alone (or as a pair, which leaves the streak as
+    // it is) need no linger: the next one is a period away. Issued, and
+    // nothing in flight: it completed. Unless it was issued after the
+    // sample's time, which is taken before the sample is read: then it may
+    // have come after the tags were read, and the events drained since told
+    // of it. The next sample tells.
     if (isolated_requests() && queue.lonely && !in_flight && queue.prearm_seen_at < now) {
         queue.activity.active = false;
-        lonely_streak_ = one_more(lonely_streak_);
+        if (queue.prearm_company == 0)
+            lonely_streak_ = one_more(lonely_streak_);
         queue.lonely = false;
         close_prearm(queue);
         return true;

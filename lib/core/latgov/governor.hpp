@@ -61,7 +61,9 @@ struct GovernedQueue {
     // closes without it, or until it completed.
     bool prearmed = false;
     bool prearm_seen = false;
-    TimePoint prearm_seen_at{}; // issued then, or found in flight by that sample
+    // Issued then (the last of its company), or found in flight by that sample.
+    TimePoint prearm_seen_at{};
+    int prearm_company = 0; // requests the recorder saw in the window after it
     TimePoint prearm_closes{};
     // Its IRQ completes another disk's IO too, governed or not: the
     // namespaces of one controller share its queues and their interrupts.
@@ -198,10 +200,19 @@ class Governor {
     // request completes before latgovd's hold can matter to it, while
     // waking latgovd for it costs the request itself, so an idle daemon
     // should not wake on requests but sample. Then an idle queue is
-    // activated only by a sample with two requests or more, less than
+    // activated only by a sample with stream_requests or more, less than
     // stream_gap (or the device's linger, fixed or auto's, if longer)
     // apart on average, which ends the isolation.
     static constexpr int isolated_after = 8;
+    // Requests close together that end the isolation: a stream. A pair is
+    // not one: requests may come alone again right after it (a rate-paced
+    // job that fell one request behind catches up with two together, then
+    // keeps its pace), and ending the isolation for it makes latgovd wake
+    // for each of the next isolated_after requests, every wake-up paid by
+    // its request. A stream waits one request longer to be told apart, and
+    // meanwhile its requests are held (in the window), or were already
+    // complete when the sample counted them.
+    static constexpr int stream_requests = 3;
     bool isolated_requests() const { return lonely_streak_ >= isolated_after; }
     int lonely_onsets() const { return lonely_streak_; }
 
@@ -315,8 +326,8 @@ class Governor {
     // Ends a pre-armed queue's window, whether its request came or not.
     void close_prearm(GovernedQueue& queue);
     // A pre-armed window closed without its request (a miss), or its
-    // request came alone and completed while requests are isolated: the
-    // queue is released now. True if it was.
+    // request came alone (or as a pair) and completed while requests are
+    // isolated: the queue is released now. True if it was.
     // `busy_here`: requests in flight on this very queue.
     bool release_prearmed(GovernedQueue& queue, bool in_flight, bool busy_here, TimePoint now,
                           bool& missed);
@@ -337,7 +348,9 @@ class Governor {
     EvidenceBook book_;
     bool evidence_changed_ = false;
     WaiterCpus waiters_;
-    int lonely_streak_ = 0; // activations in a row that saw one request only
+    // Activations in a row that saw one request only (a pair in a window
+    // is skipped).
+    int lonely_streak_ = 0;
     PeriodicOnsets periodic_;
     int periodic_cpu_ = -1;   // the CPU of the series' last request: its waiter
     bool window_hit_ = false; // the open window saw its request
