@@ -314,10 +314,10 @@ TEST_CASE("isolated requests: eight onsets in a row that came alone stop the wak
     CHECK(g.isolated_requests());
     CHECK(g.lonely_onsets() == Governor::isolated_after);
 
-    // Six in 50 ms: less than 10 ms apart, a stream. It is held, and the
-    // daemon wakes on requests again.
-    irq11 += 6;
-    CHECK(g.observe(sample(0, irq11, irq11, irq11), at + 115ms, false));
+    // Three in the next 5 ms: less than 10 ms apart, a stream. It is held,
+    // and the daemon wakes on requests again.
+    irq11 += 3;
+    CHECK(g.observe(sample(0, irq11, irq11, irq11), at + 75ms, false));
     CHECK(g.any_active());
     CHECK(g.holds().percpu.count(1));
     CHECK_FALSE(g.isolated_requests());
@@ -603,18 +603,56 @@ TEST_CASE("prearm: a pair in the window is no stream: held for both, and the iso
     ++irq11;
     CHECK_FALSE(g.observe(sample(0, irq11, irq11, irq11), expected + 200us, false));
     CHECK(g.holds().percpu.count(1));
-    // Both completed: released at once, as a lonely request would be, and
-    // the pair counts neither as a lonely onset nor as a stream.
+    // Both completed: held through the linger (3 ms) after, should a third
+    // request make it a stream.
     ++irq11;
-    CHECK(g.observe(sample(0, irq11, irq11, irq11), expected + 1ms, false));
+    CHECK_FALSE(g.observe(sample(0, irq11, irq11, irq11), expected + 1ms, false));
+    CHECK(g.holds().percpu.count(1));
+    CHECK_FALSE(g.observe(sample(0, irq11, irq11, irq11), expected + 3ms, false));
+    CHECK(g.any_active());
+    // None came: released, counted neither as a lonely onset nor as a stream.
+    CHECK(g.observe(sample(0, irq11, irq11, irq11), expected + 5ms, false));
     CHECK_FALSE(g.any_active());
     CHECK(g.lonely_onsets() == Governor::isolated_after);
     CHECK(g.isolated_requests());
-    // The next read is timed after the pair, and held for ahead as before.
-    const auto next = g.window_opens(expected + 1ms);
+    // The next read is timed by the pair's first, not its second, and held
+    // for ahead as before: a lonely one adds to the streak again.
+    const auto next = g.window_opens(expected + 5ms);
     REQUIRE(next);
-    CHECK(g.prearm(*next));
+    CHECK(*next == expected + 20ms - g.periodic().lead());
+    REQUIRE(g.prearm(*next));
     CHECK(g.holds().percpu.count(1));
+    g.on_recorded_request(nvme0n1, 0, expected + 20ms);
+    ++irq11;
+    CHECK(g.observe(sample(0, irq11, irq11, irq11), expected + 21ms, false));
+    CHECK_FALSE(g.any_active());
+    CHECK(g.lonely_onsets() == Governor::isolated_after + 1);
+}
+
+TEST_CASE("prearm: a third request within the pair's linger is a stream, and ends the isolation") {
+    Governor g(shared_queue_machine(), default_config(), declared_costs(machine()));
+    g.observe(sample(0, 0, 0, 0), t0);
+    std::uint64_t irq11 = 0;
+    const TimePoint last = eight_periodic_reads(g, irq11);
+    const auto opens = g.window_opens(last + 11ms);
+    REQUIRE(opens);
+    REQUIRE(g.prearm(*opens));
+    const TimePoint expected = last + 20ms;
+    g.on_recorded_request(nvme0n1, 0, expected);
+    g.on_recorded_request(nvme0n1, 0, expected + 300us);
+    irq11 += 2;
+    CHECK_FALSE(g.observe(sample(0, irq11, irq11, irq11), expected + 1ms, false));
+    CHECK(g.any_active()); // both completed, and the pair lingers
+    // A stream 2 ms apart: its third request comes after the pair completed.
+    g.on_recorded_request(nvme0n1, 0, expected + 2300us);
+    ++irq11;
+    CHECK_FALSE(g.observe(sample(0, irq11, irq11, irq11), expected + 3ms, false));
+    CHECK(g.any_active());
+    CHECK(g.isolated_requests()); // until its queue is released
+    CHECK(g.observe(sample(0, irq11, irq11, irq11), expected + 7ms, false));
+    CHECK_FALSE(g.any_active());
+    CHECK(g.lonely_onsets() == 0);
+    CHECK_FALSE(g.isolated_requests());
 }
 
 TEST_CASE("prearm: a request issued after the sample's time is not taken as completed") {

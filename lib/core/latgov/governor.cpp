@@ -291,9 +291,10 @@ bool Governor::observe_queue(const GovernedDevice& device, GovernedQueue& queue,
     }
     // Company for the onset request: another one completed, or one in
     // flight in a sample after the one that counted the onset's own
-    // completion. While a window is open the events record every request,
-    // and a second one is company (on_recorded_request); the counters would
-    // count completions since the last sample, before the window.
+    // completion. While a window is open the events record every request
+    // (on_recorded_request): a second one makes a pair, a third a stream;
+    // the counters would count completions since the last sample, before
+    // the window.
     if (!queue.prearmed &&
         (requests > 0 || (in_flight && !queue.onset_pending && !onset_completed_now)))
         queue.lonely = false;
@@ -306,7 +307,11 @@ bool Governor::observe_queue(const GovernedDevice& device, GovernedQueue& queue,
         io_seen = true;
     const Transition t = update_activity(queue.activity, io_seen, now, linger_of(device));
     if (t == Transition::released) {
-        lonely_streak_ = queue.lonely ? one_more(lonely_streak_) : 0;
+        // A pair in a window lingered, and no third request came: it leaves
+        // the streak as it is.
+        const bool pair = queue.prearmed && queue.prearm_company > 0;
+        if (!(pair && queue.lonely))
+            lonely_streak_ = queue.lonely ? one_more(lonely_streak_) : 0;
         queue.lonely = queue.onset_pending = false;
         close_prearm(queue);
     }
@@ -633,10 +638,12 @@ void Governor::on_recorded_request(std::uint32_t dev, int cpu, TimePoint issued)
             if (!queue.prearmed || !submits_to(queue, cpu))
                 continue;
             if (queue.prearm_seen) {
-                // Company in the window: a stream's, or a pair's that
-                // leaves the streak of lonely ones as it is. Either is
-                // held until a sample after it.
-                if (++queue.prearm_company + 1 >= stream_requests)
+                // Company in the window: a pair's, which leaves the streak
+                // of lonely ones as it is, or a stream's. Either is held
+                // until a sample after it.
+                if (queue.prearm_company < stream_requests)
+                    ++queue.prearm_company;
+                if (queue.prearm_company + 1 >= stream_requests)
                     queue.lonely = false;
                 queue.prearm_seen_at = std::max(queue.prearm_seen_at, issued);
             } else {
@@ -740,16 +747,17 @@ bool Governor::release_prearmed(GovernedQueue& queue, bool in_flight, bool busy_
         close_prearm(queue);
         return true;
     }
-    // Requests that come alone (or as a pair, which leaves the streak as
-    // it is) need no linger: the next one is a period away. Issued, and
-    // nothing in flight: it completed. Unless it was issued after the
-    // sample's time, which is taken before the sample is read: then it may
-    // have come after the tags were read, and the events drained since told
-    // of it. The next sample tells.
-    if (isolated_requests() && queue.lonely && !in_flight && queue.prearm_seen_at < now) {
+    // Requests that come alone need no linger: the next one is a period
+    // away. Issued, and nothing in flight: it completed. Unless it was
+    // issued after the sample's time, which is taken before the sample is
+    // read: then it may have come after the tags were read, and the events
+    // drained since told of it. The next sample tells. A pair lingers: a
+    // third request within the linger is a stream, seen by the recorder
+    // only while the window is open.
+    if (isolated_requests() && queue.lonely && queue.prearm_company == 0 && !in_flight &&
+        queue.prearm_seen_at < now) {
         queue.activity.active = false;
-        if (queue.prearm_company == 0)
-            lonely_streak_ = one_more(lonely_streak_);
+        lonely_streak_ = one_more(lonely_streak_);
         queue.lonely = false;
         close_prearm(queue);
         return true;

@@ -209,9 +209,10 @@ class Governor {
     // job that fell one request behind catches up with two together, then
     // keeps its pace), and ending the isolation for it makes latgovd wake
     // for each of the next isolated_after requests, every wake-up paid by
-    // its request. A stream waits one request longer to be told apart, and
-    // meanwhile its requests are held (in the window), or were already
-    // complete when the sample counted them.
+    // its request. A pair in a window is held for through the device's
+    // linger after its last request, so that a stream's third request is
+    // still seen in the window; a sample that counts two requests had seen
+    // them complete already.
     static constexpr int stream_requests = 3;
     bool isolated_requests() const { return lonely_streak_ >= isolated_after; }
     int lonely_onsets() const { return lonely_streak_; }
@@ -326,8 +327,8 @@ class Governor {
     // Ends a pre-armed queue's window, whether its request came or not.
     void close_prearm(GovernedQueue& queue);
     // A pre-armed window closed without its request (a miss), or its
-    // request came alone (or as a pair) and completed while requests are
-    // isolated: the queue is released now. True if it was.
+    // request came alone and completed while requests are isolated: the
+    // queue is released now. True if it was.
     // `busy_here`: requests in flight on this very queue.
     bool release_prearmed(GovernedQueue& queue, bool in_flight, bool busy_here, TimePoint now,
                           bool& missed);
