@@ -515,7 +515,8 @@ def run(args: argparse.Namespace, session: Session, root: SysRoot) -> int:
                    datetime.datetime.now().isoformat(timespec="seconds"), fio_version,
                    ss.read_global_qos(root), ", ".join(
                        "cpu%d=%s" % kv for kv in ss.read_percpu_qos(root, host.cpus).items()),
-                   daemon, waiter_desc, session.notes, forced=found)
+                   daemon, waiter_desc, session.notes, forced=found,
+                   no_ramp=[w.name for w in wls if not w.ramp and not w.idle])
 
     cols = columns(host)
     runner = Runner(session, host, target, settings, raw, cols, waiter,

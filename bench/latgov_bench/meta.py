@@ -57,6 +57,9 @@ class RunMeta:
     # The waiter's CPU chosen again before each run from its queue IRQ's
     # affinity (runs from before that chose it once).
     waiter_per_run: bool = True
+    # Workloads run without fio's ramp (Workload.ramp; runs from before
+    # that ran every one after it).
+    no_ramp: list[str] = field(default_factory=list)
 
     def to_json(self) -> dict:
         h, s = self.host, self.settings
@@ -74,7 +77,7 @@ class RunMeta:
             "modes": s.modes, "workloads": s.workloads, "waiter": self.waiter,
             "evidence": self.evidence, "forced": self.forced,
             "calibration_aside": self.calibration_aside,
-            "waiter_per_run": self.waiter_per_run,
+            "waiter_per_run": self.waiter_per_run, "no_ramp": self.no_ramp,
         }
         if self.daemon:
             out.update(latgovd=self.daemon.latgovd, git=self.daemon.git,
@@ -113,7 +116,8 @@ class RunMeta:
                        # Not recorded before: read again before each run
                        # only in runs whose results.csv has
                        # latgovd_evidence_before (the same change).
-                       bool(d.get("waiter_per_run", False)))
+                       bool(d.get("waiter_per_run", False)),
+                       list(d.get("no_ramp", [])))
 
     def save(self, path: Path) -> None:
         with open(path, "w") as f:

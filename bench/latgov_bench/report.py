@@ -245,6 +245,10 @@ def header(rows: list[dict], meta: RunMeta, agg: Aggregate) -> list[str]:
     L.append("- fio %s; per run %g s measured after %g s ramp (idle workload: %g s burst, "
              "then %g s with no IO, measured)" % (meta.fio_version, s.runtime, s.ramp,
                                                   s.burst_sec, s.idle_sec))
+    if s.ramp and meta.no_ramp:
+        L.append("  - no ramp for %s: paced by thinktime, and fio 3.33 ends a ramp with as "
+                 "many IOs back to back as the ramp had (fio pull request 1549)"
+                 % ", ".join(meta.no_ramp))
     L.append("- modes, interleaved: %s; rounds: %d" % (", ".join(s.modes), s.rounds))
     if rows:
         orders = run_orders(rows)

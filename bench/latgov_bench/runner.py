@@ -778,10 +778,10 @@ class Runner:
 
     def measured_length(self, wl: Workload) -> tuple[float, float]:
         """(runtime, ramp) of a measured run of wl: the idle workload's fio
-        is its burst alone."""
+        is its burst alone, and a workload paced by thinktime has no ramp."""
         if wl.idle:
             return self.settings.burst_sec, 0.0
-        return self.settings.runtime, self.settings.ramp
+        return self.settings.runtime, self.settings.ramp if wl.ramp else 0
 
     def warmup(self, rnd: int, seq: int, wl: Workload) -> dict:
         """The round's warm-up of wl, before its measured runs: the same job
@@ -895,9 +895,7 @@ class Runner:
                 a = snapshot(self.root, host, self.target.disk, daemon_pid)
                 sampler.start()
                 rc, err = s.run_fio(job, json_path,
-                                    self.fio_env(self.settings.runtime, self.settings.ramp,
-                                                 waiter),
-                                    seed)
+                                    self.fio_env(*self.measured_length(wl), waiter), seed)
             b = snapshot(self.root, host, self.target.disk, daemon_pid)
             window_end = time.time()
             sampler.finish()

@@ -17,6 +17,10 @@ class Workload:
     pin_optional: bool = False  # unpinned where every CPU completes its own IO
     reads: bool = True     # its job reads (rw= in the job file)
     syncs: bool = False    # its job calls fdatasync (fdatasync= in the job file)
+    # Run after fio's ramp_time (--ramp). Not a job paced by thinktime: fio
+    # 3.33 ends the ramp with as many IOs back to back as the ramp had
+    # (fio pull request 1549, merged after 3.33).
+    ramp: bool = True
 
     @property
     def latency(self) -> bool:
@@ -39,7 +43,7 @@ WORKLOADS = [
     Workload("qd1-randread-4k", "qd1-randread-4k.fio",
              "1: QD1 4k randread (seed 004)"),
     Workload("qd1-randrw-128k-thinktime", "qd1-randrw-128k-thinktime.fio",
-             "2: QD1 128k randrw, thinktime 1 ms (seed 001)", writes=True),
+             "2: QD1 128k randrw, thinktime 1 ms (seed 001)", writes=True, ramp=False),
     Workload("mixed-bssplit-randrw", "mixed-bssplit-randrw.fio",
              "3: bssplit randrw at depth 16 (seed 003, scaled)", writes=True),
     Workload("idle", "idle-burst.fio", "4: idle (short burst, then no IO)",

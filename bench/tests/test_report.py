@@ -262,6 +262,15 @@ def test_evidence_and_force_survive_run_meta(run, run_copy):
     assert back.evidence == run.meta.evidence and back.forced == ["x"]
 
 
+def test_workloads_run_without_the_ramp_survive_run_meta_and_are_named(haltpoll, run_copy):
+    assert haltpoll.meta.no_ramp == []  # recorded by no run before: all had the ramp
+    assert "no ramp for" not in build(haltpoll)[2]
+    haltpoll.meta.no_ramp = ["qd1-randrw-128k-thinktime"]
+    haltpoll.meta.save(run_copy / "run-meta.json")
+    assert RunMeta.load(run_copy / "run-meta.json").no_ramp == ["qd1-randrw-128k-thinktime"]
+    assert "  - no ramp for qd1-randrw-128k-thinktime: paced by thinktime" in build(haltpoll)[2]
+
+
 def test_old_runs_are_not_credited_with_what_they_did_not_record(haltpoll):
     """--resummarize of a run from before the waiter was placed again per
     run and before latgovd_evidence_before: no claim of either."""

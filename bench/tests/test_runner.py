@@ -83,6 +83,7 @@ class FakeSession(Session):
 
     def run_fio(self, job, json_path, env, seed=None):
         self.fio_calls.append((job.name, seed, env.get("LATGOV_AB_WAITER_CPU")))
+        self.ramps.append(env.get("LATGOV_AB_RAMP"))
         self.qos_at_fio.append(read_percpu_qos(self.root, [0, 1]))
         self.jobs.append(job.read_text())
         out = FIO_JSON
@@ -116,6 +117,7 @@ def fake_runner(tmp_path, monkeypatch):
     host = HostInfo([0, 1], IdleLayout({0: [], 1: []}), "haltpoll", "haltpoll")
     s = FakeSession(root, Tools("fio", "latgovd", "latgov", None, 0))
     s.fio_calls = []
+    s.ramps = []
     s.qos_at_fio = []
     s.jobs = []
     s.warm_ios = 10000
@@ -207,6 +209,22 @@ def test_a_warmup_goes_through_the_rounds_offsets_before_its_runs(tmp_path, monk
     assert "runtime=%dms" % round(max(0.5, WARMUP_MARGIN * need / 5000) * 1000) in s.jobs[-1]
     row = r.one_run(2, 4, 1, wl, "latgov")
     assert (row["warmup_ios"], row["warmup_covered"]) == (20, "no")  # 10 + ramp + queue
+
+
+def test_a_workload_paced_by_thinktime_runs_without_fios_ramp(tmp_path, monkeypatch):
+    """fio 3.33 ends a ramp with as many IOs back to back as the ramp had
+    where thinktime paces the job: workload 2 is measured from its start,
+    and its warm-up is as long as its run alone."""
+    r, s, _ = fake_runner(tmp_path, monkeypatch)
+    r.settings = Settings(["off"], ["qd1-randrw-128k-thinktime", "qd1-randread-4k"],
+                          1, 10, 1, 1, 10)
+    for name in ("qd1-randrw-128k-thinktime", "qd1-randread-4k"):
+        wl = WORKLOAD_BY_NAME[name]
+        assert r.one_run(1, 1, 0, wl, "warm-up")["status"] == "ok"
+        assert r.one_run(1, 2, 1, wl, "off")["status"] == "ok"
+    assert s.ramps == ["0", "0", "1", "1"]
+    assert "runtime=10000ms" in s.jobs[0] and "runtime=11000ms" in s.jobs[2]
+    assert not WORKLOAD_BY_NAME["qd1-randrw-128k-thinktime"].ramp
 
 
 QOS = "/sys/devices/system/cpu/cpu%d/power/pm_qos_resume_latency_us"
