@@ -10,8 +10,8 @@ from .results import PERCPU_MODES, measured
 from .sysstate import HostInfo
 
 # A static run must have held /dev/cpu_dma_latency at 0 in (nearly) every
-# sample of its window (100 ms apart on average): the hold is written before the window starts
-# and closed after it ends.
+# sample of its window (100 ms apart on average): the hold is written
+# before the window starts and closed after it ends.
 STATIC_HELD_MIN = 0.99
 
 # (column, label) of the per-workload tables, in order.

@@ -42,9 +42,10 @@ warm-up of that workload; the modes' order rotated and reversed by turns):
   static         /dev/cpu_dma_latency held at 0 for the whole run
   latgov         latgovd on its default policy (or --latgov-config)
   latgov-dryrun  latgovd --dry-run: observes and decides, writes nothing
-Only with workloads whose job is pinned (%s), and only when asked
-for: static on some CPUs, each held at 0 us in its own
-pm_qos_resume_latency_us for the whole run:
+Only when asked for, and only with workloads whose job is pinned
+(%s):
+static on some CPUs, each held at 0 us in its own pm_qos_resume_latency_us
+for the whole run:
   static-waiter      the CPU the job is pinned to, where it waits
   static-completion  the CPUs that complete its queue's IO
 

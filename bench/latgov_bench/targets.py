@@ -68,9 +68,11 @@ def _spec(raw: dict, where: str) -> TargetSpec:
     where = "%s (id %s)" % (where, tid)
     host, kind = need("host", str), need("kind", str)
     if host not in HOSTS:
-        raise TargetsError("%s: host must be one of %s, not '%s'" % (where, ", ".join(HOSTS), host))
+        raise TargetsError("%s: host must be one of %s, not '%s'"
+                           % (where, ", ".join(HOSTS), host))
     if kind not in KINDS:
-        raise TargetsError("%s: kind must be one of %s, not '%s'" % (where, ", ".join(KINDS), kind))
+        raise TargetsError("%s: kind must be one of %s, not '%s'"
+                           % (where, ", ".join(KINDS), kind))
     reference = raw.get("reference")
     if kind == "ratio" and not isinstance(reference, str):
         raise TargetsError("%s: a ratio target needs 'reference' (a mode)" % where)

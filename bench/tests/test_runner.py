@@ -374,6 +374,31 @@ def test_what_a_killed_bench_left_held_is_put_back_at_the_next_start(tmp_path, m
     assert journal(r) == "cpu7 0\n"  # kept for whoever puts it back
 
 
+def test_a_bench_takes_the_lock_and_puts_back_a_killed_ones_holds_before_all_else(
+        tmp_path, monkeypatch):
+    from latgov_bench import cli
+    r, s, _ = fake_runner(tmp_path, monkeypatch)
+    percpu_tree(r, monkeypatch)
+    s.hold_percpu([1])  # and killed: nothing released
+    s.notes = []
+    monkeypatch.setattr(cli.os, "geteuid", lambda: 0)
+
+    def first_other_step():
+        # the first step that can fail after them: both already done
+        with pytest.raises(HarnessError, match="another bench/ab runs"):
+            runner.take_bench_lock(r.root)
+        assert read_percpu_qos(r.root, [0, 1]) == {0: "0", 1: "0"} and journal(r) is None
+        raise HarnessError("stopped here")
+
+    monkeypatch.setattr(cli, "check_plotting", first_other_step)
+    with pytest.raises(HarnessError, match="stopped here"):
+        cli.run(cli.parse_args([]), s, r.root)
+    assert s.notes == ["put cpu1 pm_qos_resume_latency_us back from n/a to 0, as %s of a "
+                       "bench/ab that did not finish names it"
+                       % r.root.path(runner.PERCPU_JOURNAL)]
+    os.close(s.lock_fd)
+
+
 def test_an_optional_pin_runs_unpinned_where_every_cpu_completes_its_own_io(tmp_path,
                                                                           monkeypatch):
     r, s, _ = fake_runner(tmp_path, monkeypatch)
