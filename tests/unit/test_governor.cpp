@@ -496,6 +496,15 @@ TimePoint open_first_window(Governor& g) {
     return last;
 }
 
+// The first window opened, and two reads in it 300 us apart from when the
+// ninth was due. Returns that time.
+TimePoint pair_in_first_window(Governor& g) {
+    const TimePoint expected = open_first_window(g) + 20ms;
+    g.on_recorded_request(nvme0n1, 0, expected);
+    g.on_recorded_request(nvme0n1, 0, expected + 300us);
+    return expected;
+}
+
 // From idle, eight periodic reads: isolated, and yet no period is learnt
 // and no window opens.
 void check_no_window(Governor& g) {
@@ -567,15 +576,8 @@ TEST_CASE("prearm: isolated requests at a steady period are held for ahead, and 
 
 TEST_CASE("prearm: a third request in the window is a stream, and ends the isolation") {
     Governor g(shared_queue_machine(), default_config(), declared_costs(machine()));
-    g.observe(sample(0, 0, 0, 0), t0);
-    std::uint64_t irq11 = 0;
-    const TimePoint last = eight_periodic_reads(g, irq11);
-    const auto opens = g.window_opens(last + 11ms);
-    REQUIRE(opens);
-    REQUIRE(g.prearm(*opens));
-    const TimePoint expected = last + 20ms;
-    g.on_recorded_request(nvme0n1, 0, expected);
-    g.on_recorded_request(nvme0n1, 0, expected + 300us);
+    const TimePoint expected = pair_in_first_window(g);
+    std::uint64_t irq11 = Governor::isolated_after; // the eight reads' completions
     g.on_recorded_request(nvme0n1, 0, expected + 600us);
     irq11 += 3;
     g.observe(sample(0, irq11, irq11, irq11), expected + 1ms, false);
@@ -589,16 +591,9 @@ TEST_CASE("prearm: a third request in the window is a stream, and ends the isola
 
 TEST_CASE("prearm: a pair in the window is no stream: held for both, and the isolation goes on") {
     Governor g(shared_queue_machine(), default_config(), declared_costs(machine()));
-    g.observe(sample(0, 0, 0, 0), t0);
-    std::uint64_t irq11 = 0;
-    const TimePoint last = eight_periodic_reads(g, irq11);
-    const auto opens = g.window_opens(last + 11ms);
-    REQUIRE(opens);
-    REQUIRE(g.prearm(*opens));
     // A rate-paced job one request behind catches up: two reads together.
-    const TimePoint expected = last + 20ms;
-    g.on_recorded_request(nvme0n1, 0, expected);
-    g.on_recorded_request(nvme0n1, 0, expected + 300us);
+    const TimePoint expected = pair_in_first_window(g);
+    std::uint64_t irq11 = Governor::isolated_after; // the eight reads' completions
     // The first completed; the second came after this sample's time: held.
     ++irq11;
     CHECK_FALSE(g.observe(sample(0, irq11, irq11, irq11), expected + 200us, false));
@@ -631,16 +626,8 @@ TEST_CASE("prearm: a pair in the window is no stream: held for both, and the iso
 
 TEST_CASE("prearm: a third request within the pair's linger is a stream, and ends the isolation") {
     Governor g(shared_queue_machine(), default_config(), declared_costs(machine()));
-    g.observe(sample(0, 0, 0, 0), t0);
-    std::uint64_t irq11 = 0;
-    const TimePoint last = eight_periodic_reads(g, irq11);
-    const auto opens = g.window_opens(last + 11ms);
-    REQUIRE(opens);
-    REQUIRE(g.prearm(*opens));
-    const TimePoint expected = last + 20ms;
-    g.on_recorded_request(nvme0n1, 0, expected);
-    g.on_recorded_request(nvme0n1, 0, expected + 300us);
-    irq11 += 2;
+    const TimePoint expected = pair_in_first_window(g);
+    std::uint64_t irq11 = Governor::isolated_after + 2; // the eight reads and the pair
     CHECK_FALSE(g.observe(sample(0, irq11, irq11, irq11), expected + 1ms, false));
     CHECK(g.any_active()); // both completed, and the pair lingers
     // A stream 2 ms apart: its third request comes after the pair completed.
