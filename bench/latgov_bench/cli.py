@@ -157,7 +157,8 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     p.add_argument("--runtime", type=float, default=10,
                    help="measured seconds per run (default %(default)s)")
     p.add_argument("--ramp", type=float, default=1,
-                   help="fio ramp_time seconds (default %(default)s)")
+                   help="fio ramp_time seconds (default %(default)s); not for a workload "
+                   "paced by thinktime (qd1-randrw-128k-thinktime), nor idle")
     p.add_argument("--burst-sec", type=float, default=1,
                    help="idle workload: IO burst seconds (default %(default)s)")
     p.add_argument("--idle-sec", type=float, default=10,
@@ -517,7 +518,7 @@ def run(args: argparse.Namespace, session: Session, root: SysRoot) -> int:
                    ss.read_global_qos(root), ", ".join(
                        "cpu%d=%s" % kv for kv in ss.read_percpu_qos(root, host.cpus).items()),
                    daemon, waiter_desc, session.notes, forced=found,
-                   no_ramp=[w.name for w in wls if not w.ramp and not w.idle])
+                   no_ramp=[w.name for w in wls if w.without_ramp])
 
     cols = columns(host)
     runner = Runner(session, host, target, settings, raw, cols, waiter,

@@ -128,12 +128,12 @@ def fio_command(fio: str, job: Path, json_path: Path, seed: int | None = None) -
 # write_iolog for every job in bench/jobs; test_fio runs that check where
 # fio can). The warm-up runs the job so, as fast as the disk takes it.
 # One limit: fio resets its read/write counts when a ramp ends, after a
-# number of I/Os that depends on time, so in the jobs that both read and
-# write the choices after the ramp may differ from the warm-up's (as they
-# differ between two modes' runs of the round): 128k randrw then reads an
-# offset the warm-up wrote, or the reverse; in randrw:2 the offset that
-# follows on the last one of a direction differs too (the random ones keep
-# their order).
+# number of I/Os that depends on time, so in a job that both reads and
+# writes after a ramp the choices after it may differ from the warm-up's
+# (as they differ between two modes' runs of the round): in randrw:2 the
+# offset that follows on the last one of a direction differs too (the
+# random ones keep their order). Workload 2 (128k randrw) runs without a
+# ramp (Workload.ramp), so it follows the warm-up throughout.
 WARMUP_DEPTH = 32
 WARMUP_MIN_S = 0.5
 WARMUP_MARGIN = 2.0

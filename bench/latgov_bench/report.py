@@ -13,7 +13,7 @@ from .results import is_warmup, measured
 from .sampler import SAMPLE_PERIOD
 from .sysstate import NO_CONSTRAINT
 from .targets import MET, MISSED, NOT_APPLICABLE, NOT_MEASURED, Check
-from .workloads import WORKLOAD_BY_NAME
+from .workloads import NO_RAMP_WHY, WORKLOAD_BY_NAME
 
 
 def fmt(v: float | None) -> str:
@@ -153,11 +153,11 @@ def warmup_line(rows: list[dict], warmups: list[dict], meta: RunMeta) -> str:
     text = ("- warm-up: before each round's runs of a workload, one unmeasured run of the "
             "same job with the round's seed went through the offsets those runs read, in "
             "the same order, at depth %d on io_uring without think time, rate limit or "
-            "fdatasync (mode `warm-up` in results.csv, in no statistic; nothing held, no latgovd; "
-            "in the jobs that read and write, fio's read/write choices after the ramp may "
-            "differ from it, as between the modes' runs): %d warm-ups (%d ok), %.0f s of "
-            "fio in all" % (
-                WARMUP_DEPTH, len(warmups), len(ok), took))
+            "fdatasync (mode `warm-up` in results.csv, in no statistic; nothing held, no "
+            "latgovd; in the jobs that read and write after a ramp, fio's read/write "
+            "choices may differ from it after the ramp, as between the modes' runs): "
+            "%d warm-ups (%d ok), %.0f s of fio in all"
+            % (WARMUP_DEPTH, len(warmups), len(ok), took))
     if meta.elapsed:
         text += ", %.0f%% of the run's time" % (100 * took / meta.elapsed)
     text += ("; %d of %d measured runs went through offsets beyond their warm-up's "
@@ -246,9 +246,7 @@ def header(rows: list[dict], meta: RunMeta, agg: Aggregate) -> list[str]:
              "then %g s with no IO, measured)" % (meta.fio_version, s.runtime, s.ramp,
                                                   s.burst_sec, s.idle_sec))
     if s.ramp and meta.no_ramp:
-        L.append("  - no ramp for %s: paced by thinktime, and fio 3.33 ends a ramp with as "
-                 "many IOs back to back as the ramp had (fio pull request 1549)"
-                 % ", ".join(meta.no_ramp))
+        L.append("  - no ramp for %s: %s" % (", ".join(meta.no_ramp), NO_RAMP_WHY))
     L.append("- modes, interleaved: %s; rounds: %d" % (", ".join(s.modes), s.rounds))
     if rows:
         orders = run_orders(rows)

@@ -17,10 +17,15 @@ class Workload:
     pin_optional: bool = False  # unpinned where every CPU completes its own IO
     reads: bool = True     # its job reads (rw= in the job file)
     syncs: bool = False    # its job calls fdatasync (fdatasync= in the job file)
-    # Run after fio's ramp_time (--ramp). Not a job paced by thinktime: fio
-    # 3.33 ends the ramp with as many IOs back to back as the ramp had
-    # (fio pull request 1549, merged after 3.33).
+    # Run after fio's ramp_time (--ramp). Not a job paced by thinktime
+    # (NO_RAMP_WHY).
     ramp: bool = True
+
+    @property
+    def without_ramp(self) -> bool:
+        """Run with no ramp where --ramp asks for one (the idle workload's
+        fio is its burst alone: never ramped, and not counted here)."""
+        return not self.ramp and not self.idle
 
     @property
     def latency(self) -> bool:
@@ -38,6 +43,11 @@ class Workload:
                 return has
         return True
 
+
+# Why a workload paced by thinktime runs with no ramp (fio pull request
+# 1549, merged after 3.33).
+NO_RAMP_WHY = ("paced by thinktime, and fio 3.33 ends a ramp with as many IOs back to back "
+               "as the ramp had (fio pull request 1549)")
 
 WORKLOADS = [
     Workload("qd1-randread-4k", "qd1-randread-4k.fio",

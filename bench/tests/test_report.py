@@ -334,8 +334,9 @@ def test_warmups_are_described_and_in_no_statistic(haltpoll):
             "the same order, at depth 32 on io_uring without think time, rate limit or "
             "fdatasync (mode "
             "`warm-up` in results.csv, in no statistic; nothing held, no latgovd; in the "
-            "jobs that read and write, fio's read/write choices after the ramp may differ "
-            "from it, as between the modes' runs): 6 warm-ups (6 ok), 15 s of fio in all, "
+            "jobs that read and write after a ramp, fio's read/write choices may differ "
+            "from it after the ramp, as between the modes' runs): 6 warm-ups (6 ok), 15 s "
+            "of fio in all, "
             "13% of the run's time") in text
     assert "; 1 of 18 measured runs went through offsets beyond their warm-up's " \
         "(warmup_covered = no: r1 qd1-randread-4k off)" in text

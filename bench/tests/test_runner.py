@@ -391,12 +391,16 @@ def test_a_bench_takes_the_lock_and_puts_back_a_killed_ones_holds_before_all_els
         raise HarnessError("stopped here")
 
     monkeypatch.setattr(cli, "check_plotting", first_other_step)
-    with pytest.raises(HarnessError, match="stopped here"):
-        cli.run(cli.parse_args([]), s, r.root)
+    s.lock_fd = None
+    try:
+        with pytest.raises(HarnessError, match="stopped here"):
+            cli.run(cli.parse_args([]), s, r.root)
+    finally:
+        if s.lock_fd is not None:
+            os.close(s.lock_fd)
     assert s.notes == ["put cpu1 pm_qos_resume_latency_us back from n/a to 0, as %s of a "
                        "bench/ab that did not finish names it"
                        % r.root.path(runner.PERCPU_JOURNAL)]
-    os.close(s.lock_fd)
 
 
 def test_an_optional_pin_runs_unpinned_where_every_cpu_completes_its_own_io(tmp_path,
