@@ -1586,8 +1586,10 @@ class FaultTest(HostTestCase):
             f"{onset['on_issuing_cpu']} handled on the issuing CPU; a read and a write of "
             f"cpus {held}'s files here, after the same idle gap: p50 {syscalls_p50:.0f} us")
         self.assertGreaterEqual(onset["count"], n // 2, onset)
-        # What latgovd does once running: drain the events, decide, and read
-        # and write each CPU file (no journal write: test_journal_faults.cpp).
+        # What latgovd does once running: drain the events, decide, mark
+        # each CPU's journal record held (one pwrite to the runtime
+        # directory, written ahead before sleeping: test_journal_faults.cpp)
+        # and read and write each CPU file.
         # On a 2-vCPU guest the first system call after a 30 ms sleep costs
         # most of it, in latgovd as in the timings, and that cost moves from
         # one minute to the next. Over eleven runs there: work p50 46 to 118
@@ -1597,7 +1599,8 @@ class FaultTest(HostTestCase):
         # bookkeeping where system calls are cheap (bare metal): it catches
         # work out of proportion (a journal sync, a rescan at each onset),
         # not one system call more (test_journal_faults.cpp checks that the
-        # onset writes only the CPU file). Its tail and the wake-up before it
+        # onset writes only the record's mark and the CPU file). Its tail and
+        # the wake-up before it
         # are the scheduler's.
         self.assertLess(onset["work_p50_us"], 3 * syscalls_p50 + 50, onset)
         self.assertLess(onset["work_p99_us"], 1000, onset)

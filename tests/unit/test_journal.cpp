@@ -131,6 +131,25 @@ TEST_CASE("restore writes the original back only over a value the record names")
     CHECK(restore_action(none_original, us(0)) == RestoreAction::write_original);
 }
 
+TEST_CASE("a released record says so last, and a restore leaves its CPU as it is") {
+    JournalEntry entry{4, us(100), us(0), {}, true};
+    CHECK(format_journal_entry(entry) == "cpu 4 original 100 written n/a released");
+    entry.earlier = {us(20)};
+    const auto parsed = parse_journal(padded_record(format_journal_entry(entry)));
+    REQUIRE(parsed.entries.size() == 1);
+    CHECK(parsed.entries[0].released);
+    CHECK(parsed.entries[0].earlier == std::vector<LatencyLimit>{us(20)});
+    CHECK_FALSE(parse_journal("cpu 4 original 100 written n/a\n").entries.at(0).released);
+    for (const auto* bad : {"cpu 4 original 100 written n/a released released",
+                            "cpu 4 original 100 written n/a earlier released",
+                            "cpu 4 released original 100 written n/a"})
+        CHECK(parse_journal(bad).bad_lines.size() == 1);
+
+    CHECK(restore_action(entry, us(100)) == RestoreAction::none);
+    CHECK(restore_action(entry, us(0)) == RestoreAction::leave_theirs);
+    CHECK(restore_action(entry, us(20)) == RestoreAction::leave_theirs);
+}
+
 TEST_CASE("a limit is stricter than another only if smaller, and any limit than none") {
     CHECK(stricter(us(5), us(10)));
     CHECK(stricter(us(0), std::nullopt));

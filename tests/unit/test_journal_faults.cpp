@@ -183,7 +183,17 @@ TEST_CASE("a value someone else set equal to neither the original nor latgov's s
     CHECK(tree.value(0) == us(55));
 }
 
-TEST_CASE("prepared records make the onset a CPU-file write only") {
+// Whether each record of the journal says released, in CPU order.
+std::vector<bool> released_records(const Tree& tree) {
+    const auto journal = read_journal(tree.journal());
+    REQUIRE(journal);
+    std::vector<bool> released;
+    for (const auto& entry : journal->entries)
+        released.push_back(entry.released);
+    return released;
+}
+
+TEST_CASE("prepared records make the onset one record write per CPU, before its file") {
     Tree tree(2, "300\n");
     PerCpuHolder holder(tree.sysroot(), tree.journal(), ignore);
     std::vector<std::string> steps;
@@ -191,23 +201,54 @@ TEST_CASE("prepared records make the onset a CPU-file write only") {
     holder.prepare({{0, us(20)}, {1, us(20)}});
     CHECK(std::count(steps.begin(), steps.end(), "record") == 2);
     CHECK(tree.value(0) == us(300)); // nothing held yet
+    CHECK(released_records(tree) == std::vector<bool>{true, true});
 
+    // Each CPU: its record marked held, then its file written.
     steps.clear();
     holder.apply({{0, us(20)}, {1, us(20)}}, t0);
     CHECK(tree.value(0) == us(20));
-    CHECK(std::count(steps.begin(), steps.end(), "record") == 0);
+    CHECK(steps == std::vector<std::string>{"record", "journaled", "written", "record", "journaled",
+                                            "written"});
+    CHECK(released_records(tree) == std::vector<bool>{false, false});
 
-    // Released and held again (the next burst): still no journal write.
-    holder.apply({}, t0);
-    CHECK(tree.value(0) == us(300));
+    // Released: the original back, then the record marked released. Held
+    // again (the next burst): one record write again.
     steps.clear();
-    holder.apply({{0, us(20)}}, t0);
-    CHECK(std::count(steps.begin(), steps.end(), "record") == 0);
+    holder.apply({{1, us(20)}}, t0);
+    CHECK(tree.value(0) == us(300));
+    CHECK(steps == std::vector<std::string>{"released", "record"});
+    CHECK(released_records(tree) == std::vector<bool>{true, false});
+    steps.clear();
+    holder.apply({{0, us(20)}, {1, us(20)}}, t0);
+    CHECK(std::count(steps.begin(), steps.end(), "record") == 1);
 
     // Killed while held: the prepared record restores it.
     holder.on_step = nullptr;
     CHECK(restore_journal(tree.sysroot(), tree.journal(), ignore));
     CHECK(tree.value(0) == us(300));
+    CHECK(tree.value(1) == us(300));
+}
+
+TEST_CASE("a restore leaves latgov's value to someone else who wrote it while it was released") {
+    // Killed before any check_records() could see the other writer: the
+    // record says released, so their value is theirs, were it latgov's.
+    Tree tree(1, "300\n");
+    {
+        PerCpuHolder holder(tree.sysroot(), tree.journal(), ignore);
+        SUBCASE("journaled ahead by prepare()") {
+            holder.prepare({{0, us(20)}});
+        }
+        SUBCASE("held, then released") {
+            holder.apply({{0, us(20)}}, t0);
+            holder.apply({}, t0);
+        }
+        REQUIRE(tree.value(0) == us(300));
+        REQUIRE(released_records(tree) == std::vector<bool>{true});
+        tree.set(0, "20\n");
+    } // killed: no release_all()
+    CHECK(restore_journal(tree.sysroot(), tree.journal(), ignore));
+    CHECK(tree.value(0) == us(20));
+    CHECK_FALSE(fs::exists(tree.journal()));
 }
 
 TEST_CASE("a prepared record goes stale when someone else changes the CPU, and is redone") {

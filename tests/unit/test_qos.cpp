@@ -786,9 +786,12 @@ TEST_CASE("a CPU added back with its old original keeps its record for the next 
     holder.apply({{1, us(20)}}, t0);
     CHECK(tree.get(1) == "20");
     CHECK(holder.yielded().empty());
-    CHECK(records == 0); // the record already names the file's original and 20
+    // The record already names the file's original and 20: it is marked
+    // released (the old device's limit went with it), then held again.
+    CHECK(records == 2);
     REQUIRE(journal_of(tree).size() == 1);
     CHECK(journal_of(tree)[0].original == LatencyLimit{});
+    CHECK_FALSE(journal_of(tree)[0].released);
 
     // Killed now: the restore puts the original back on the new device.
     REQUIRE(restore_journal(tree.sysroot(), tree.journal(), log.sink()));

@@ -36,6 +36,8 @@ std::string format_journal_entry(const JournalEntry& e) {
         for (const auto& value : e.earlier)
             out += " " + format_resume_latency(value);
     }
+    if (e.released)
+        out += " released";
     return out;
 }
 
@@ -118,8 +120,11 @@ JournalText parse_journal(std::string_view text) {
             out.root = decode_root(trim(content.substr(journal_root_prefix.size())));
         if (content.empty() || content.front() == '#')
             continue;
-        const auto fields = words(content);
+        auto fields = words(content);
         JournalEntry e;
+        e.released = fields.size() > 6 && fields.back() == "released";
+        if (e.released)
+            fields.pop_back();
         bool good = fields.size() >= 6 && fields[0] == "cpu" && fields[2] == "original" &&
                     fields[4] == "written" &&
                     (fields.size() == 6 || (fields[6] == "earlier" && fields.size() > 7 &&
@@ -144,10 +149,11 @@ JournalText parse_journal(std::string_view text) {
         }
         if (!good) {
             out.bad_lines.emplace_back(content);
-            out.errors.push_back("line " + std::to_string(number) +
-                                 ": expected \"cpu N original V written V [earlier V...]\", "
-                                 "got \"" +
-                                 std::string(content) + "\"");
+            out.errors.push_back(
+                "line " + std::to_string(number) +
+                ": expected \"cpu N original V written V [earlier V...] [released]\", "
+                "got \"" +
+                std::string(content) + "\"");
             continue;
         }
         out.entries.push_back(std::move(e));
@@ -158,8 +164,8 @@ JournalText parse_journal(std::string_view text) {
 RestoreAction restore_action(const JournalEntry& entry, LatencyLimit current) {
     if (current == entry.original)
         return RestoreAction::none;
-    return entry.latgov_may_have_written(current) ? RestoreAction::write_original
-                                                  : RestoreAction::leave_theirs;
+    return !entry.released && entry.latgov_may_have_written(current) ? RestoreAction::write_original
+                                                                     : RestoreAction::leave_theirs;
 }
 
 } // namespace latgov

@@ -18,11 +18,19 @@ namespace latgov {
 // the original, `written` (what latgov writes, or is about to), or one of
 // `earlier` (a value written before whose replacement may not have landed);
 // anything else was set by someone else and is theirs.
+//
+// A record is kept while latgov does not hold its CPU (journaled ahead of a
+// hold, or its original put back), so that the next hold writes only the
+// CPU file. Such a record is `released`: the file held the original when it
+// was written, and whatever is there now, `written` included, was set by
+// someone else since. A hold marks the record held again before it writes
+// the CPU file, and a release marks it released once the original is back.
 struct JournalEntry {
     int cpu = 0;
     LatencyLimit original;
     LatencyLimit written;
     std::vector<LatencyLimit> earlier{};
+    bool released = false;
     bool latgov_may_have_written(LatencyLimit value) const;
 };
 
@@ -44,7 +52,9 @@ struct JournalText {
     std::vector<std::string> errors;    // "line 3: expected ..., got ..."
 };
 
-// Pure: journal text <-> entries ("cpu 3 original 0 written n/a earlier 20").
+// Pure: journal text <-> entries ("cpu 3 original 0 written n/a earlier 20",
+// "cpu 3 original 0 written n/a released"). A record without "released" is
+// held: so are those of a latgov that did not write the word.
 std::string format_journal_entry(const JournalEntry& entry);
 std::string format_journal(const std::vector<JournalEntry>& entries,
                            const std::vector<std::string>& kept_lines = {},
@@ -74,7 +84,8 @@ constexpr size_t journal_max_earlier = 8;
 // `line` padded with spaces to journal_record_size, newline last.
 std::string padded_record(const std::string& line);
 
-// What a restore does with a CPU whose file holds `current`.
+// What a restore does with a CPU whose file holds `current`. A released
+// record's CPU is left as it is.
 enum class RestoreAction {
     none,           // the file holds the original already
     write_original, // latgov may have written `current`: put the original back

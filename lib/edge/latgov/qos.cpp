@@ -411,9 +411,28 @@ void PerCpuHolder::forget_device(int cpu, LatencyLimit current) {
     // counts as put back either way, so that if it cannot be cleared now
     // retry_restores() leaves the new value alone and check_records()
     // clears it later.
-    record->second.restored = true;
-    if (current != record->second.entry.original)
+    if (current != record->second.entry.original) {
+        record->second.restored = true;
         forget(cpu);
+    } else {
+        mark_released(cpu, record->second);
+    }
+}
+
+void PerCpuHolder::mark_released(int cpu, Record& record) {
+    record.restored = true;
+    if (record.entry.released)
+        return;
+    JournalEntry entry = record.entry;
+    entry.released = true;
+    if (auto marked = write_slot(record.slot, format_journal_entry(entry)); !marked) {
+        // check_records() tries again, and meanwhile drops the record once
+        // someone else's value is there.
+        log_("cpu " + std::to_string(cpu) + ": failed to mark its journal record released (" +
+             marked.error().message + ")");
+        return;
+    }
+    record.entry = std::move(entry);
 }
 
 // Takes over what an earlier run left (entries a restore could not put back,
@@ -442,7 +461,7 @@ Result<void> PerCpuHolder::open_journal() {
         if (records.count(e.cpu))
             continue; // a duplicate: the first one wins
         text += padded_record(format_journal_entry(e));
-        records[e.cpu] = Record{e, slots++, false};
+        records[e.cpu] = Record{e, slots++, e.released};
     }
     if (auto written = journal_.write_atomic(text, 0600); !written)
         return written.error();
@@ -472,7 +491,9 @@ Result<void> PerCpuHolder::write_slot(size_t slot, const std::string& line) {
     return {};
 }
 
-bool PerCpuHolder::journal(const JournalEntry& entry, bool restored) {
+bool PerCpuHolder::journal(const JournalEntry& held, bool restored) {
+    JournalEntry entry = held;
+    entry.released = restored;
     if (!adopted_)
         return false; // adopt_journal() said why
     if (auto opened = open_journal(); !opened) {
@@ -582,8 +603,9 @@ void PerCpuHolder::check_records() {
         if (record.restored && !held_.count(cpu))
             cpus.push_back(cpu);
     for (int cpu : cpus)
-        if (auto current = read(cpu); current)
-            drop_if_theirs(cpu, *current);
+        if (auto current = read(cpu); current && !drop_if_theirs(cpu, *current))
+            if (auto record = records_.find(cpu); record != records_.end())
+                mark_released(cpu, record->second); // where that failed before
 }
 
 void PerCpuHolder::hold_failed(int cpu, const std::string& why) {
@@ -646,12 +668,16 @@ bool PerCpuHolder::hold(int cpu, LatencyLimit want, TimePoint now) {
         return false; // a stricter (or equal) value is already there: keep it
     }
     // Journal first, so that whatever a kill interrupts, the file holds the
-    // original or a value the record names; no journal, no write.
+    // original or a value the record names, and the record says held; no
+    // journal, no write. A record written ahead (prepare(), or kept from
+    // the last release) is marked held here: one write to tmpfs at an
+    // onset.
     JournalEntry entry{cpu, original, want, {}};
     if (*current != original && *current != want)
         entry.earlier.push_back(*current);
     const bool covered =
-        record != records_.end() && record->second.entry.original == original &&
+        record != records_.end() && !record->second.entry.released &&
+        record->second.entry.original == original &&
         record->second.entry.latgov_may_have_written(want) &&
         (*current == original || record->second.entry.latgov_may_have_written(*current));
     if (!covered && !journal(entry, false))
@@ -700,10 +726,10 @@ void PerCpuHolder::release(int cpu) {
             log_(written.error().message + "; kept in the journal, retried later");
             return;
         }
-        // The record stays: it is already the journal of the next hold.
-        if (auto r = records_.find(cpu); r != records_.end())
-            r->second.restored = true;
         step("released");
+        // The record stays, released: it is already the journal of the next hold.
+        if (auto r = records_.find(cpu); r != records_.end())
+            mark_released(cpu, r->second);
     } else if (current) {
         log_("cpu " + std::to_string(cpu) + ": pm_qos_resume_latency_us was changed to " +
              format_resume_latency(*current) + " by someone else; leaving it");
@@ -739,13 +765,13 @@ void PerCpuHolder::retry_restores() {
         if (!current)
             continue;
         if (*current == record.entry.original) {
-            record.restored = true;
+            mark_released(cpu, record);
         } else if (!record.entry.latgov_may_have_written(*current)) {
             forget(cpu); // someone else's value now
         } else if (auto written = slot.write(record.entry.original); written) {
             log_("cpu " + std::to_string(cpu) + ": restored " +
                  format_resume_latency(record.entry.original));
-            record.restored = true;
+            mark_released(cpu, record);
         }
     }
 }

@@ -148,8 +148,11 @@ Result<void> restore_journal(const SysRoot& root, const JournalPlace& journal, c
 // The journal has one fixed-size record per CPU, rewritten in place with one
 // pwrite that never crosses a page (a kill cannot tear it). A record is
 // written before the CPU file whenever the file could otherwise hold a value
-// the record does not name, and is kept after release: the next hold of the
-// same limit (the next burst) then writes only the CPU file.
+// the record does not name, and is kept after release, marked released once
+// the original is back: the next hold of the same limit (the next burst)
+// then only marks it held (the same pwrite) before it writes the CPU file.
+// A restore leaves the CPU of a released record as it is: what is there was
+// set by someone else.
 class PerCpuHolder {
   public:
     // With `take_over`, the first apply() or prepare() takes over the
@@ -165,18 +168,21 @@ class PerCpuHolder {
 
     // Brings every CPU to `wanted` (CPUs absent from it are released).
     void apply(const std::map<int, LatencyLimit>& wanted, TimePoint now);
-    // Journals now what holding `likely` would write, so that a later
-    // apply() of it writes only the CPU files (called before sleeping).
+    // Journals now what holding `likely` would write, released, so that a
+    // later apply() of it only marks the records held before it writes the
+    // CPU files (called before sleeping).
     // First it drops the records of CPUs someone else wrote since latgov
     // last put their original back (check_records()).
     void prepare(const std::map<int, LatencyLimit>& likely);
     // A record is kept while latgov does not hold its CPU (released, or
-    // journaled ahead by prepare()), and names a value latgov may write: a
-    // restore after a kill would put the original back over that value
-    // even if someone else wrote it. So the CPUs latgov does not hold are
-    // read, and the record of one that no longer holds its original is
-    // dropped (the value is theirs). The originals a release could not put
-    // back are tried again first. Called by the daemon's ticks every second
+    // journaled ahead by prepare()), and names a value latgov may write.
+    // It says released, so a restore leaves that value to whoever wrote
+    // it; where marking it failed, a restore after a kill would put the
+    // original back over it. So the CPUs latgov does not hold are read: the
+    // record of one that no longer holds its original is dropped (the
+    // value is theirs), and one not marked released yet is marked. The
+    // originals a release could not put back are tried again first. Called
+    // by the daemon's ticks every second
     // while they run that often (every housekeeping interval, 10 s, while
     // IO events wake an idle daemon); hold() checks the same at each onset.
     void check_records();
@@ -221,7 +227,9 @@ class PerCpuHolder {
     struct Record {
         JournalEntry entry;
         size_t slot = 0;
-        bool restored = false; // the file is known to hold the original
+        // The file is known to hold the original. The record on disk says
+        // so too (entry.released) once mark_released() could write it.
+        bool restored = false;
     };
     // Reads a CPU's value; if its device was removed and added back since
     // the last read (`replugged`), first forgets what held on the old one.
@@ -238,6 +246,10 @@ class PerCpuHolder {
     void release(int cpu);
     void retry_restores();
     bool journal(const JournalEntry& entry, bool restored);
+    // The CPU holds its original again: its record says latgov no longer
+    // holds it, so that a restore after a kill leaves to whoever sets the
+    // CPU from now on what they set, were it the value latgov wrote.
+    void mark_released(int cpu, Record& record);
     bool forget(int cpu); // false if its record could not be cleared
     Result<void> open_journal();
     Result<void> write_slot(size_t slot, const std::string& line);
