@@ -417,6 +417,27 @@ TEST_CASE("temporaries of a killed writer are removed, a live writer's and other
     CHECK(remove_dead_temporaries_at(dir->fd(), status_file_name) == 0);
 }
 
+TEST_CASE("a temporary name a killed process of the same pid left is passed over") {
+    // Not removed while this process lives (remove_dead_temporaries_at
+    // takes the pid for this one's): the write takes the next free name.
+    test::TempDir tmp("latgov-rundir");
+    auto dir = RuntimeDir::open(tmp.path(), false);
+    REQUIRE(dir);
+    const std::string first = next_temporary_name(status_file_name);
+    const auto dot = first.rfind('.', first.size() - 5);
+    const std::string stem = first.substr(0, dot + 1);
+    const unsigned next = static_cast<unsigned>(std::stoul(first.substr(dot + 1))) + 1;
+    std::vector<std::string> left;
+    for (unsigned n = next; n < next + 20; ++n)
+        left.push_back(stem + std::to_string(n) + ".tmp");
+    for (const auto& name : left)
+        std::ofstream(tmp.path() / name) << "a killed run's\n";
+    REQUIRE(dir->write_atomic(status_file_name, "records\n", 0600));
+    CHECK(slurp(tmp.path() / status_file_name) == "records\n");
+    for (const auto& name : left)
+        CHECK_MESSAGE(slurp(tmp.path() / name) == "a killed run's\n", name);
+}
+
 TEST_CASE("temporaries are removed with a single descriptor free, and none is left open") {
     // Listing the directory takes one descriptor, handed to the DIR: not
     // two (a dup of it), which a process at its limit does not have.

@@ -183,20 +183,36 @@ Result<std::optional<std::string>> read_file_at(int dir_fd, const std::string& s
     return std::optional<std::string>(std::move(text));
 }
 
+std::string next_temporary_name(std::string_view name) {
+    static std::atomic<unsigned> counter{0};
+    return "." + std::string(name) + "." + std::to_string(::getpid()) + "." +
+           std::to_string(counter++) + ".tmp";
+}
+
 Result<void> write_file_atomic_at(int dir_fd, const std::string& shown_dir, std::string_view name,
                                   std::string_view text, mode_t mode, Durability durability) {
     if (auto ok = check_name(name); !ok)
         return ok.error();
     // Unique per process and call: two writers never share a temporary, and
-    // O_EXCL|O_NOFOLLOW refuses anything planted under the name.
-    static std::atomic<unsigned> counter{0};
-    const std::string tmp = "." + std::string(name) + "." + std::to_string(::getpid()) + "." +
-                            std::to_string(counter++) + ".tmp";
+    // O_EXCL|O_NOFOLLOW refuses anything planted under the name. A name
+    // taken already is a killed process's of the same pid (the kernel gave
+    // it again, as in a container where latgovd always has the same one),
+    // which remove_dead_temporaries_at() leaves while this process lives:
+    // the next name is tried.
+    constexpr int attempts = 1000;
+    std::string tmp;
+    Fd fd;
+    int error = EEXIST;
+    for (int attempt = 0; attempt < attempts && error == EEXIST; ++attempt) {
+        tmp = next_temporary_name(name);
+        const int opened = ::openat(dir_fd, tmp.c_str(),
+                                    O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, mode);
+        error = opened < 0 ? errno : 0;
+        fd = Fd(opened);
+    }
     const std::string shown_tmp = joined(shown_dir, tmp);
-    Fd fd(
-        ::openat(dir_fd, tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, mode));
     if (!fd)
-        return make_error("Failed to create " + shown_tmp + ": " + errno_message(errno));
+        return make_error("Failed to create " + shown_tmp + ": " + errno_message(error));
     auto written = write_all(fd.get(), text, shown_tmp);
     if (written && ::fchmod(fd.get(), mode) != 0) // the umask may have narrowed it
         written = make_error("Failed to chmod " + shown_tmp + ": " + errno_message(errno));

@@ -120,6 +120,10 @@ Result<void> write_file_atomic_at(int dir_fd, const std::string& shown_dir, std:
                                   std::string_view text, mode_t mode,
                                   Durability durability = Durability::process_crash);
 
+// The name of the next temporary write_file_atomic_at creates for `name`
+// in this process: ".<name>.<pid>.<n>.tmp", n counting every call.
+std::string next_temporary_name(std::string_view name);
+
 // The temporaries of `name` that write_file_atomic_at left in the directory
 // (".<name>.<pid>.<n>.tmp") when their writer was killed between creating
 // and renaming them: those of a process that no longer runs are removed.
