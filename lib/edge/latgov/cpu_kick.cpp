@@ -93,9 +93,14 @@ void CpuKicker::update(const std::vector<int>& cpus) {
         // A CPU that went offline (and maybe came back) had its thread moved
         // off it with a wider affinity: pinned again. A thread that ended is
         // started anew, never pinned: glibc would pass the thread id the
-        // kernel cleared at its end, 0, which pins the caller.
-        const bool gone = std::find(cpus.begin(), cpus.end(), w->cpu) == cpus.end() ||
-                          w->ended.load(std::memory_order_acquire) || !pin(w->thread, w->cpu);
+        // kernel cleared at its end, 0, which pins the caller. It cannot end
+        // while `alive` is held here.
+        if (std::find(cpus.begin(), cpus.end(), w->cpu) == cpus.end()) {
+            leaving.push_back(w);
+            return true;
+        }
+        const std::lock_guard alive(w->alive);
+        const bool gone = w->ended || !pin(w->thread, w->cpu);
         if (gone)
             leaving.push_back(w);
         return gone;
@@ -176,7 +181,8 @@ void* CpuKicker::run(void* arg) noexcept {
         if (::sched_getcpu() != worker->cpu)
             pin(::pthread_self(), worker->cpu);
     }
-    worker->ended.store(true, std::memory_order_release);
+    const std::lock_guard alive(worker->alive);
+    worker->ended = true;
     return nullptr;
 }
 

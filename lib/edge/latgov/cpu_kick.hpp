@@ -27,6 +27,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <mutex>
 #include <pthread.h>
 #include <string>
 #include <string_view>
@@ -104,7 +105,11 @@ class CpuKicker {
         std::atomic<std::uint64_t> count{0};
         std::atomic<int> last_cpu{-1};
         std::atomic<bool> stop{false};
-        std::atomic<bool> ended{false}; // its loop returned
+        // Its loop returned. Set under `alive`, which update() holds while
+        // it pins the thread: unset there, the thread has not exited, and
+        // its id still names it.
+        std::mutex alive;
+        bool ended = false;
     };
     CpuKicker() = default;
     // Starts the thread of `cpu` into workers_; why not, on failure.
