@@ -977,6 +977,38 @@ TEST_CASE("a stream whose gaps outlast the tick and the linger learns its gap be
     }
 }
 
+TEST_CASE("a stream woken by its requests, released in the first tick after each, learns its gap") {
+    // As latgovd runs it: idle, a request's event activates the queue and
+    // the first tick comes a sample interval later, past the linger, so
+    // each request is released in the first tick after its onset. The
+    // spans between those releases still show the gap, and auto linger
+    // then holds through it before the requests count as isolated.
+    const Topology t = virtio_machine("haltpoll", "haltpoll");
+    Governor g(t, default_config(), declared_costs(t));
+    const OneAtATime io{6150, 150};
+    g.observe(io.at(t0), t0, true);
+    std::optional<TimePoint> tick;
+    int onsets = 0;
+    for (int k = 0; k < 20; ++k) {
+        const TimePoint at = t0 + 1000us + k * 6150us;
+        while (tick && *tick <= at) {
+            g.observe(io.at(*tick), *tick, true);
+            tick = g.any_active() ? std::optional(*tick + 5ms) : std::nullopt;
+        }
+        if (g.on_request_issued(253u << 20, 0, at, true, at)) {
+            ++onsets;
+            tick = at + 5ms;
+        }
+    }
+    const GovernedDevice& vda = g.devices()[0];
+    REQUIRE(vda.evidence.gap_us());
+    CHECK(*vda.evidence.gap_us() == doctest::Approx(6000).epsilon(0.05));
+    CHECK(g.linger_of(vda) >= 12ms);
+    CHECK(onsets <= 6); // a span of span_min_ios completions, then held through
+    CHECK_FALSE(g.isolated_requests());
+    CHECK(g.any_active());
+}
+
 TEST_CASE("a known verdict at the gap learnt between releases is followed: no hold where it buys "
           "nothing") {
     const Topology t = virtio_machine("haltpoll", "haltpoll");

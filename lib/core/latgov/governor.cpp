@@ -194,6 +194,7 @@ bool Governor::observe(const IoSample& sample, TimePoint now, bool idle_wakes_on
         const auto delta = block_stat_delta(old_stat, now_stat);
         const std::uint64_t ios = delta.ios;
         device.latency.add(ios, delta.ticks_ms, device.policy.min_samples);
+        bool released = false; // a queue of it, active before this sample, is not now
         for (auto& queue : device.queues) {
             // A completion interrupt is the queue's own sign of IO; without
             // IRQs of its own, the device's completions are.
@@ -204,12 +205,14 @@ bool Governor::observe(const IoSample& sample, TimePoint now, bool idle_wakes_on
             if (tag_index < sample.queue_busy.size())
                 busy_here = sample.queue_busy[tag_index] > 0;
             ++tag_index;
+            const bool was_active = queue.activity.active;
             if (observe_queue(device, queue, requests, now_stat.in_flight > 0, busy_here,
                               idle_wakes_on_events, now, missed))
                 changed = true;
+            released = released || (was_active && !queue.activity.active);
         }
         device.ios_before = ios;
-        if (decide(device, ios, delta.ticks_ms, now))
+        if (decide(device, ios, delta.ticks_ms, released, now))
             changed = true;
     }
     if (missed)
@@ -319,7 +322,7 @@ bool Governor::observe_queue(const GovernedDevice& device, GovernedQueue& queue,
 }
 
 bool Governor::decide(GovernedDevice& device, std::uint64_t ios, std::uint64_t ticks_ms,
-                      TimePoint now) {
+                      bool released, TimePoint now) {
     bool changed = false;
     const bool active = std::any_of(device.queues.begin(), device.queues.end(),
                                     [](const GovernedQueue& q) { return q.activity.active; });
@@ -329,10 +332,12 @@ bool Governor::decide(GovernedDevice& device, std::uint64_t ios, std::uint64_t t
     // (at least span_min_ios of them). Counted from a release, not from an
     // onset: an idle daemon does not sample until a request wakes it, and
     // a tick before an onset is not where the idle before it began. Where
-    // a window finished in between, it measured the gap better.
+    // a window finished in between, it measured the gap better. A queue
+    // that a request's event activated after the last sample was not
+    // active at it: its release shows only in `released`.
     device.span_ios += ios;
     device.span_busy_ms += static_cast<double>(ticks_ms);
-    if (!active && device.was_active) {
+    if (!active && (device.was_active || released)) {
         const bool counted = device.span_from && device.span_windows == device.evidence.windows();
         if (!counted || device.span_ios >= span_min_ios) {
             if (counted) {

@@ -313,8 +313,10 @@ class Governor {
                        bool device_in_flight, std::optional<bool> busy_here,
                        bool idle_wakes_on_events, TimePoint now, bool& missed);
     // The device's evidence, decision and waiters once its queues are
-    // observed; true when what it holds may have changed.
-    bool decide(GovernedDevice& device, std::uint64_t ios, std::uint64_t ticks_ms, TimePoint now);
+    // observed (`released`: one that was active before it is not now);
+    // true when what it holds may have changed.
+    bool decide(GovernedDevice& device, std::uint64_t ios, std::uint64_t ticks_ms, bool released,
+                TimePoint now);
     // Once every device decided: a learning device in the arm without the
     // hold whose CPUs others hold holds too (HoldDecision::deferred).
     void defer_unheld_arms();
