@@ -661,6 +661,20 @@ TEST_CASE("prearm: a request issued after the sample's time is not taken as comp
     CHECK(g.lonely_onsets() == Governor::isolated_after + 1);
 }
 
+TEST_CASE("prearm: a span nothing observed during a window leaves its request lonely") {
+    // The recorder, not the counters, tells a window's company: what the
+    // counters lost says nothing about it, and the isolation goes on.
+    Governor g(shared_queue_machine(), default_config(), declared_costs(machine()));
+    const TimePoint expected = open_first_window(g) + 20ms;
+    g.on_recorded_request(nvme0n1, 0, expected);
+    std::uint64_t irq11 = Governor::isolated_after + 1;
+    g.rebase(sample(0, irq11, irq11, irq11), expected + 2ms);
+    CHECK(g.observe(sample(0, irq11, irq11, irq11), expected + 7ms, false));
+    CHECK_FALSE(g.any_active());
+    CHECK(g.lonely_onsets() == Governor::isolated_after + 1);
+    CHECK(g.isolated_requests());
+}
+
 TEST_CASE("prearm = false learns no period and opens no window") {
     Config config = default_config();
     config.defaults.prearm = false;

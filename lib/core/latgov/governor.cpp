@@ -148,10 +148,14 @@ void Governor::rebase(const IoSample& sample, TimePoint now) {
 
 // The counts of a span nothing observed are lost: an onset's completion
 // may be among them, and whether it had company is unknown, which must not
-// bring the pause of the wake-ups closer.
+// bring the pause of the wake-ups closer. A window's company is told by
+// the recorder, not the counters: its request stays lonely unless that saw
+// company.
 void Governor::forget_span(GovernedQueue& queue) {
     queue.shared_pending = 0;
-    queue.onset_pending = queue.lonely = false;
+    queue.onset_pending = false;
+    if (!queue.prearmed)
+        queue.lonely = false;
 }
 
 void Governor::rebase_stats(const IoSample& sample, std::span<const std::size_t> slots) {
