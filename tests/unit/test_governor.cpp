@@ -675,6 +675,46 @@ TEST_CASE("prearm: a span nothing observed during a window leaves its request lo
     CHECK(g.isolated_requests());
 }
 
+TEST_CASE("prearm: a window's request the recorder lost, seen by the sample, is a hit") {
+    // A full ring, or a recorder disarmed while the window was open: the
+    // request's tag or its completion says it came.
+    Governor g(shared_queue_machine(), default_config(), declared_costs(machine()));
+    const TimePoint expected = open_first_window(g) + 20ms;
+    const auto closes = g.window_closes();
+    REQUIRE(closes);
+    std::uint64_t irq11 = Governor::isolated_after;
+    SUBCASE("in flight on its queue") {
+        IoSample busy = sample(0, irq11, irq11, irq11, 1);
+        busy.queue_busy = {0, 1};
+        g.observe(busy, expected + 100us, false);
+        CHECK(g.any_active());
+    }
+    SUBCASE("completed between two samples in the window") {
+        CHECK_FALSE(g.observe(sample(0, irq11, irq11, irq11), expected - 100us, false));
+        ++irq11;
+    }
+    g.observe(sample(0, irq11, irq11, irq11), *closes, false);
+    CHECK(g.periodic().hits() == 1);
+    CHECK(g.periodic().misses() == 0);
+    g.observe(sample(0, irq11, irq11, irq11), *closes + 5ms, false);
+    CHECK_FALSE(g.any_active());
+    CHECK(g.isolated_requests());
+}
+
+TEST_CASE("prearm: a completion counted by a sample that began before the window is no hit") {
+    // The window opens with no sample: the first one in it may count a
+    // request that completed before it, the last window's.
+    Governor g(shared_queue_machine(), default_config(), declared_costs(machine()));
+    open_first_window(g);
+    const auto closes = g.window_closes();
+    REQUIRE(closes);
+    const std::uint64_t irq11 = Governor::isolated_after + 1;
+    g.observe(sample(0, irq11, irq11, irq11), *closes, false);
+    CHECK(g.periodic().hits() == 0);
+    CHECK(g.periodic().misses() == 1);
+    CHECK_FALSE(g.any_active());
+}
+
 TEST_CASE("prearm = false learns no period and opens no window") {
     Config config = default_config();
     config.defaults.prearm = false;

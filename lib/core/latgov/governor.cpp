@@ -305,7 +305,11 @@ bool Governor::observe_queue(const GovernedDevice& device, GovernedQueue& queue,
     if (!queue.prearmed &&
         (requests > 0 || (in_flight && !queue.onset_pending && !onset_completed_now)))
         queue.lonely = false;
-    if (release_prearmed(queue, in_flight, busy_own, now, missed))
+    // A completion counted by a sample whose span began in the window is
+    // the window's request's (the window opens with no sample).
+    const bool completed_in_window =
+        queue.prearmed && requests > 0 && previous_time_ >= queue.prearm_opened;
+    if (release_prearmed(queue, in_flight, busy_own || completed_in_window, now, missed))
         return true;
     // A pre-armed window waiting for its request outlasts the linger, and
     // so does one whose request came after this sample's time: the next
@@ -622,6 +626,7 @@ bool Governor::prearm(TimePoint now) {
         activated = true;
         queue.prearmed = queue.lonely = true;
         queue.prearm_seen = queue.onset_pending = false;
+        queue.prearm_opened = now;
         queue.prearm_closes = window->closes;
     }
     if (!mapped)
@@ -660,10 +665,8 @@ void Governor::on_recorded_request(std::uint32_t dev, int cpu, TimePoint issued)
                 queue.prearm_seen_at = issued;
             }
         }
-        if (awaited && !window_hit_) {
-            window_hit_ = true;
-            periodic_.hit();
-        }
+        if (awaited)
+            window_request_came();
         if (after_idle || awaited)
             time_request(d, cpu, issued);
         return;
@@ -736,14 +739,24 @@ void Governor::close_prearm(GovernedQueue& queue) {
     queue.prearm_company = 0;
 }
 
-bool Governor::release_prearmed(GovernedQueue& queue, bool in_flight, bool busy_here, TimePoint now,
+void Governor::window_request_came() {
+    if (!window_hit_) {
+        window_hit_ = true;
+        periodic_.hit();
+    }
+}
+
+bool Governor::release_prearmed(GovernedQueue& queue, bool in_flight, bool sampled, TimePoint now,
                                 bool& missed) {
     if (!queue.prearmed)
         return false;
     if (!queue.prearm_seen) {
-        if (busy_here) {
-            queue.prearm_seen = true; // it came, and the recorder lost it (a full ring)
+        if (sampled) {
+            // It came, and the recorder lost it (a full ring, or disarmed
+            // while the window was open).
+            queue.prearm_seen = true;
             queue.prearm_seen_at = now;
+            window_request_came();
             return false;
         }
         if (now < queue.prearm_closes)

@@ -64,6 +64,7 @@ struct GovernedQueue {
     // Issued then (the last of its company), or found in flight by that sample.
     TimePoint prearm_seen_at{};
     int prearm_company = 0; // requests the recorder saw in the window after it
+    TimePoint prearm_opened{};
     TimePoint prearm_closes{};
     // Its IRQ completes another disk's IO too, governed or not: the
     // namespaces of one controller share its queues and their interrupts.
@@ -331,9 +332,13 @@ class Governor {
     // A pre-armed window closed without its request (a miss), or its
     // request came alone and completed while requests are isolated: the
     // queue is released now. True if it was.
-    // `busy_here`: requests in flight on this very queue.
-    bool release_prearmed(GovernedQueue& queue, bool in_flight, bool busy_here, TimePoint now,
+    // `sampled`: the sample saw a request of this very queue, in flight
+    // or completed since the last one.
+    bool release_prearmed(GovernedQueue& queue, bool in_flight, bool sampled, TimePoint now,
                           bool& missed);
+    // The open window's request came: a hit, once per window however many
+    // queues it held.
+    void window_request_came();
     // Whether `device` takes requests of disk `dev` (a hidden multipath
     // path of unknown dev_t takes those of disks whose dev_t is not known).
     bool takes_requests_of(const GovernedDevice& device, std::uint32_t dev) const;
