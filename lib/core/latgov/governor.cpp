@@ -321,12 +321,33 @@ bool Governor::observe_queue(const GovernedDevice& device, GovernedQueue& queue,
         // A pair in a window lingered, and no third request came: it leaves
         // the streak as it is.
         const bool pair = queue.prearmed && queue.prearm_company > 0;
-        if (!(pair && queue.lonely))
-            lonely_streak_ = queue.lonely ? one_more(lonely_streak_) : 0;
-        queue.lonely = queue.onset_pending = false;
-        close_prearm(queue);
+        end_activation(queue, !queue.lonely ? Streak::company
+                              : pair        ? Streak::keep
+                                            : Streak::lonely);
     }
     return t != Transition::none;
+}
+
+void Governor::end_activation(GovernedQueue& queue, Streak effect) {
+    queue.activity.active = false;
+    // The other queue of a CPU that submits to two (a read queue and the
+    // default one) is activated by the same request: one request counts
+    // once, on the queue that completed it.
+    if (queue.own_io < queue.activity.active_since)
+        effect = Streak::keep;
+    switch (effect) {
+    case Streak::keep:
+        break;
+    case Streak::lonely:
+        lonely_streak_ = one_more(lonely_streak_);
+        break;
+    case Streak::company:
+        lonely_streak_ = 0;
+        break;
+    }
+    queue.lonely = queue.onset_pending = false;
+    queue.prearmed = queue.prearm_seen = false;
+    queue.prearm_company = 0;
 }
 
 bool Governor::decide(GovernedDevice& device, std::uint64_t ios, std::uint64_t ticks_ms,
@@ -734,11 +755,6 @@ std::optional<TimePoint> Governor::window_closes() const {
     return closes;
 }
 
-void Governor::close_prearm(GovernedQueue& queue) {
-    queue.prearmed = queue.prearm_seen = false;
-    queue.prearm_company = 0;
-}
-
 void Governor::window_request_came() {
     if (!window_hit_) {
         window_hit_ = true;
@@ -764,9 +780,7 @@ bool Governor::release_prearmed(GovernedQueue& queue, bool in_flight, bool sampl
         // The window closed without its request: a miss, which is no
         // onset and leaves the streak of lonely ones as it is.
         missed = true;
-        queue.activity.active = false;
-        queue.lonely = queue.onset_pending = false;
-        close_prearm(queue);
+        end_activation(queue, Streak::keep);
         return true;
     }
     // Requests that come alone need no linger: the next one is a period
@@ -778,10 +792,7 @@ bool Governor::release_prearmed(GovernedQueue& queue, bool in_flight, bool sampl
     // only while the window is open.
     if (isolated_requests() && queue.lonely && queue.prearm_company == 0 && !in_flight &&
         queue.prearm_seen_at < now) {
-        queue.activity.active = false;
-        lonely_streak_ = one_more(lonely_streak_);
-        queue.lonely = false;
-        close_prearm(queue);
+        end_activation(queue, Streak::lonely);
         return true;
     }
     return false;

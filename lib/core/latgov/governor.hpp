@@ -327,8 +327,13 @@ class Governor {
     // completion CPUs.
     bool holds_waiters(const GovernedDevice& device) const;
     bool update_waiters(GovernedDevice& device, TimePoint now);
-    // Ends a pre-armed queue's window, whether its request came or not.
-    void close_prearm(GovernedQueue& queue);
+    // What a queue's activation adds to the streak of lonely ones as it
+    // ends: nothing, one more, or company (it starts again).
+    enum class Streak { keep, lonely, company };
+    // Ends the queue's activation (its linger over, its window missed, or
+    // its lonely request in a window completed): the streak takes `effect`,
+    // and what the activation kept (its onset, company, window) goes.
+    void end_activation(GovernedQueue& queue, Streak effect);
     // A pre-armed window closed without its request (a miss), or its
     // request came alone and completed while requests are isolated: the
     // queue is released now. True if it was.
