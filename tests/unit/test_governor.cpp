@@ -281,12 +281,11 @@ std::uint64_t isolated_read(Governor& g, TimePoint at, std::uint64_t irq11, int 
     return irq11;
 }
 
-} // namespace
-
-TEST_CASE("isolated requests: eight onsets in a row that came alone stop the wake-ups") {
-    Governor g(machine(), default_config(), declared_costs(machine()));
+// From idle, isolated reads on queue 1 from CPU 1, 20 ms apart, each one
+// more lonely onset, until the eighth starts the pause. Returns the last
+// one's time; `irq11` counts their completions.
+TimePoint eight_lonely_onsets(Governor& g, std::uint64_t& irq11) {
     g.observe(sample(0, 0, 0, 0), t0);
-    std::uint64_t irq11 = 0;
     TimePoint at = t0;
     for (int i = 0; i < Governor::isolated_after; ++i) {
         CHECK_FALSE(g.isolated_requests());
@@ -295,6 +294,15 @@ TEST_CASE("isolated requests: eight onsets in a row that came alone stop the wak
         CHECK(g.lonely_onsets() == i + 1);
     }
     CHECK(g.isolated_requests());
+    return at;
+}
+
+} // namespace
+
+TEST_CASE("isolated requests: eight onsets in a row that came alone stop the wake-ups") {
+    Governor g(machine(), default_config(), declared_costs(machine()));
+    std::uint64_t irq11 = 0;
+    TimePoint at = eight_lonely_onsets(g, irq11);
 
     // Sampled every 50 ms from here: two requests in 50 ms are still
     // isolated and activate nothing, so nothing is held for them.
@@ -331,16 +339,8 @@ TEST_CASE("isolated requests: a CPU that submits to two queues counts each onset
     Topology t = machine();
     t.devices[0].queues[0].submit_cpus = {0, 1};
     Governor g(t, default_config(), declared_costs(t));
-    g.observe(sample(0, 0, 0, 0), t0);
     std::uint64_t irq11 = 0;
-    TimePoint at = t0;
-    for (int i = 0; i < Governor::isolated_after; ++i) {
-        CHECK_FALSE(g.isolated_requests());
-        at += 20ms;
-        irq11 = isolated_read(g, at, irq11);
-        CHECK(g.lonely_onsets() == i + 1);
-    }
-    CHECK(g.isolated_requests());
+    TimePoint at = eight_lonely_onsets(g, irq11);
     // With company on the queue that completed it, the streak starts
     // again, though the other queue, released with it, saw none.
     at += 20ms;
