@@ -438,17 +438,32 @@ TEST_CASE("isolated requests: the sample that counts the onset's completion may 
 TEST_CASE("isolated requests: an onset whose completion fell in a blind span is not lonely") {
     Governor g(machine(), default_config(), declared_costs(machine()));
     g.observe(sample(0, 0, 0, 0), t0);
-    CHECK(g.on_request_issued(259u << 20, 1, t0 + 1ms));
+    std::uint64_t irq11 = 0;
+    TimePoint at = t0;
+    for (int i = 0; i < 3; ++i)
+        irq11 = isolated_read(g, at += 20ms, irq11);
+    REQUIRE(g.lonely_onsets() == 3);
+    at += 20ms;
+    CHECK(g.on_request_issued(259u << 20, 1, at));
     // The samples failed meanwhile: the onset request's completion is in
     // the counts the rebase drops.
-    g.rebase(sample(0, 1, 1, 1), t0 + 2ms);
+    g.rebase(sample(0, irq11 + 1, irq11 + 1, irq11 + 1), at + 1ms);
     CHECK(g.any_active());
-    // The completion after it is another request's: not taken for the
-    // onset's, and whether that one had company is not known.
-    g.observe(sample(0, 2, 2, 2), t0 + 3ms, false);
-    g.observe(sample(0, 2, 2, 2), t0 + 10ms, false);
-    CHECK_FALSE(g.any_active());
-    CHECK(g.lonely_onsets() == 0);
+    SUBCASE("a completion after it is another request's: company, the streak starts again") {
+        // Not taken for the onset's; whether that one had company is not
+        // known.
+        irq11 += 2;
+        g.observe(sample(0, irq11, irq11, irq11), at + 2ms, false);
+        g.observe(sample(0, irq11, irq11, irq11), at + 10ms, false);
+        CHECK_FALSE(g.any_active());
+        CHECK(g.lonely_onsets() == 0);
+    }
+    SUBCASE("none after it: it counts for nothing, the streak stays") {
+        irq11 += 1;
+        g.observe(sample(0, irq11, irq11, irq11), at + 10ms, false);
+        CHECK_FALSE(g.any_active());
+        CHECK(g.lonely_onsets() == 3);
+    }
 }
 
 TEST_CASE("isolated requests: a stat file reopened leaves the onset of a queue with its own IRQ") {
@@ -695,13 +710,14 @@ TEST_CASE("prearm: a span nothing observed during a window leaves its request lo
     Governor g(shared_queue_machine(), default_config(), declared_costs(machine()));
     const TimePoint expected = open_first_window(g) + 20ms;
     g.on_recorded_request(nvme0n1, 0, expected);
-    std::uint64_t irq11 = Governor::isolated_after + 1;
-    g.rebase(sample(0, irq11, irq11, irq11), expected + 2ms);
-    CHECK(g.observe(sample(0, irq11, irq11, irq11), expected + 7ms, false));
+    std::uint64_t irq11 = Governor::isolated_after;
+    g.rebase(sample(0, irq11, irq11, irq11), expected + 100us);
+    // Its completion, counted after the blind span: released at once, as
+    // a lonely request, before its linger is over.
+    ++irq11;
+    CHECK(g.observe(sample(0, irq11, irq11, irq11), expected + 1ms, false));
     CHECK_FALSE(g.any_active());
-    // Its completion fell in the blind span: it counts for nothing, and
-    // the isolation goes on.
-    CHECK(g.lonely_onsets() == Governor::isolated_after);
+    CHECK(g.lonely_onsets() == Governor::isolated_after + 1);
     CHECK(g.isolated_requests());
 }
 
@@ -729,6 +745,37 @@ TEST_CASE("prearm: a window's request the recorder lost, seen by the sample, is 
     g.observe(sample(0, irq11, irq11, irq11), *closes + 5ms, false);
     CHECK_FALSE(g.any_active());
     CHECK(g.isolated_requests());
+}
+
+TEST_CASE("prearm: a completion the queue does not count on its own interrupt is no hit") {
+    // Without an IRQ of its own, a queue counts its device's completions:
+    // another queue's, of a request from another CPU, say nothing of the
+    // window's.
+    Topology t = shared_queue_machine();
+    t.devices[0].queues[1].irq.reset();
+    t.devices[0].queues[0].submit_cpus = {1};
+    Governor g(t, default_config(), declared_costs(t));
+    g.observe(sample(0, 0, 0, 0), t0);
+    std::uint64_t ios = 0;
+    TimePoint at = t0;
+    for (int i = 0; i < Governor::isolated_after; ++i) {
+        at += 20ms;
+        REQUIRE(g.on_request_issued(nvme0n1, 0, at, std::nullopt, at));
+        ++ios;
+        g.observe(sample(0, 0, ios, ios), at + 5ms, false);
+        g.observe(sample(0, 0, ios, ios), at + 10ms, false);
+    }
+    REQUIRE(g.isolated_requests());
+    const auto opens = g.window_opens(at + 11ms);
+    REQUIRE(opens);
+    REQUIRE(g.prearm(*opens));
+    const auto closes = g.window_closes();
+    REQUIRE(closes);
+    g.observe(sample(0, 0, ios, ios), *opens + 100us, false);
+    ++ios; // CPU 1's request on queue 0 (IRQ 10) completed
+    g.observe(sample(1, 0, ios, ios), *closes, false);
+    CHECK(g.periodic().hits() == 0);
+    CHECK(g.periodic().misses() == 1);
 }
 
 TEST_CASE("prearm: a completion counted by a sample that began before the window is no hit") {

@@ -306,9 +306,11 @@ bool Governor::observe_queue(const GovernedDevice& device, GovernedQueue& queue,
         (requests > 0 || (in_flight && !queue.onset_pending && !onset_completed_now)))
         queue.lonely = false;
     // A completion counted by a sample whose span began in the window is
-    // the window's request's (the window opens with no sample).
-    const bool completed_in_window =
-        queue.prearmed && requests > 0 && previous_time_ >= queue.prearm_opened;
+    // the window's request's (the window opens with no sample), where the
+    // queue counts its own on an interrupt no other disk shares: else its
+    // count is its device's, or another disk's may be in it.
+    const bool completed_in_window = queue.prearmed && requests > 0 && queue.irq &&
+                                     !queue.irq_shared && previous_time_ >= queue.prearm_opened;
     if (release_prearmed(queue, in_flight, busy_own || completed_in_window, now, missed))
         return true;
     // A pre-armed window waiting for its request outlasts the linger, and
