@@ -251,6 +251,23 @@ TEST_CASE("a restore leaves latgov's value to someone else who wrote it while it
     CHECK_FALSE(fs::exists(tree.journal()));
 }
 
+TEST_CASE("a restore does not read the CPU of a released record, nor fail on it") {
+    Tree tree(2, "300\n");
+    {
+        PerCpuHolder holder(tree.sysroot(), tree.journal(), ignore);
+        holder.apply({{0, us(20)}, {1, us(20)}}, t0);
+        holder.apply({{1, us(20)}}, t0); // cpu 0 released, cpu 1 held
+    }                                    // killed
+    fs::remove(tree.slot(0));            // its file cannot be read now
+    std::vector<std::string> log;
+    CHECK(restore_journal(tree.sysroot(), tree.journal(),
+                          [&](const std::string& line) { log.push_back(line); }));
+    CHECK(tree.value(1) == us(300));
+    CHECK_FALSE(fs::exists(tree.journal()));
+    REQUIRE(log.size() == 1);
+    CHECK(log[0] == "cpu 1: restored 300 from journal");
+}
+
 TEST_CASE("a prepared record goes stale when someone else changes the CPU, and is redone") {
     Tree tree(1, "300\n");
     PerCpuHolder holder(tree.sysroot(), tree.journal(), ignore);

@@ -310,6 +310,8 @@ Result<void> restore_journal(const SysRoot& root, const JournalPlace& journal, c
     // Entries that could not be put back stay journaled for the next attempt.
     std::vector<JournalEntry> unrestored;
     for (const auto& e : text->entries) {
+        if (e.released)
+            continue; // latgov did not hold it: whatever is there is not its own
         const std::string name = "cpu " + std::to_string(e.cpu);
         ResumeLatencyFile file(root, e.cpu);
         auto current = file.read();
