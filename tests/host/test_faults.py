@@ -1600,7 +1600,6 @@ class FaultTest(HostTestCase):
         # work out of proportion (a journal sync, a rescan at each onset),
         # not one system call more (test_journal_faults.cpp checks that the
         # onset writes only the record's mark and the CPU file). Its tail and
-        # the wake-up before it
-        # are the scheduler's.
+        # the wake-up before it are the scheduler's.
         self.assertLess(onset["work_p50_us"], 3 * syscalls_p50 + 50, onset)
         self.assertLess(onset["work_p99_us"], 1000, onset)
