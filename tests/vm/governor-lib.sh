@@ -231,7 +231,7 @@ lg_wait_reads() {
     lg_io_count "$1"
     [[ $LG_COUNT -ge $(($2 + 8)) ]] && return 0
     kill -0 "$LG_FIO_PID" 2>/dev/null || return 1
-    lg_ms; [[ $((LG_MS - t0)) -lt 90000 ]] || return 1
+    lg_ms; [[ $((LG_MS - t0)) -lt ${LG_WAIT_READS_MS:-90000} ]] || return 1
     lg_sleep 0.01
   done
 }
