@@ -43,10 +43,11 @@ bool note_evidence_changes(Governor& governor) {
         return false;
     for (const auto& [cls, e] : governor.evidence().gaps)
         if (e.verdict != Verdict::uncertain)
-            spdlog::info("learnt at gaps {} on {}: {} ({} window pairs, wait gain {:+.1f}%, "
-                         "service gain {:+.1f}%{})",
+            spdlog::info("learnt at gaps {} on {}: {} ({} window pairs, {} gained and {} lost, "
+                         "wait gain {:+.1f}%, service gain {:+.1f}%{})",
                          gap_class_label(cls), e.device, to_string(e.verdict), e.gains.pairs,
-                         100 * e.gains.wait_mean(), 100 * e.gains.service_mean(),
+                         e.gains.wait_above, e.gains.wait_below, 100 * e.gains.wait_mean(),
+                         100 * e.gains.service_mean(),
                          e.inferred_from
                              ? "; carried over from gaps " + gap_class_label(*e.inferred_from)
                              : std::string{});

@@ -1088,7 +1088,7 @@ TEST_CASE("a stream whose gaps outlast the tick and the linger learns its gap be
     for (double period_us : {6150.0, 8150.0}) {
         CAPTURE(period_us);
         Governor g(t, default_config(), declared_costs(t));
-        const Run r = run_ticks(g, OneAtATime{period_us, 150}, 3s);
+        const Run r = run_ticks(g, OneAtATime{period_us, 150}, 6s);
         const GovernedDevice& vda = g.devices()[0];
         // The gap is learnt (first between releases, then from windows), and
         // linger covers it: the stream stays active instead of being

@@ -102,6 +102,11 @@ struct Gains {
     int service_pairs = 0; // pairs whose summed request time was enough to compare
     double service_sum = 0;
     double service_sq = 0;
+    // The pairs whose wait gain was above zero and below it (a tie is
+    // neither), for judge's sign test. Evidence saved before these were
+    // counted has none: its pairs count in the means only.
+    int wait_above = 0;
+    int wait_below = 0;
 
     // Adds the pair; false (nothing added) when either window is unusable.
     bool add(const IoWindow& on, const IoWindow& off);
@@ -129,11 +134,20 @@ struct EvidenceRules {
     // with the haltpoll cpuidle driver, 80 ms windows flipped back to back
     // saw a sixth of the gain of a sustained hold).
     std::chrono::milliseconds settle{200};
-    // A window ends once it has both; one with too few completions after
-    // max_window is dropped.
+    // A window ends once it has both, and enough requests that one more or
+    // one fewer moves its cycle (time per request) by at most
+    // max_cycle_step or it is long_window long; or at max_window, where one
+    // with too few completions is dropped. A window counts whole requests:
+    // where they come 5 ms apart, one request moves a 300 ms window's cycle
+    // by 83 us, about what the hold saves there; such windows last 500 ms.
+    // Requests up to 3.9 ms apart fill 300 ms with enough, and windows of
+    // requests 7 ms apart or more last long_window: a burst of IO needs the
+    // settle and a window to count (idle()).
     std::chrono::milliseconds min_window{300};
+    std::chrono::milliseconds long_window{1000};
     std::chrono::milliseconds max_window{2000};
     std::uint64_t min_ios = 32;
+    std::chrono::microseconds max_cycle_step{50};
 };
 
 // The one-sided Student t quantile with `df` degrees of freedom at the
@@ -250,7 +264,9 @@ class HoldEvidence {
                  bool experiment = true);
     // The device went idle: the window in progress would measure idle time,
     // and is dropped. The pair's first window is kept: the next window of
-    // the other arm completes the pair, after the idle gap (see idle()).
+    // the other arm completes the pair, after the idle gap (see idle()). So
+    // a burst of IO counts when it lasts the settle and a window: 0.5 s
+    // where requests come 1 ms apart, 0.7 s at 5 ms, 1.2 s from 7 ms on.
     void idle();
     // A tick of the arm without the hold that was held after all (another
     // device held some of the device's CPUs): the window in progress is

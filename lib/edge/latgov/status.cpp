@@ -83,6 +83,8 @@ json build_status(const StatusInput& in) {
             {{"gap", gap_class_label(cls)},
              {"verdict", to_string(e.verdict)},
              {"pairs", e.gains.pairs},
+             {"pairs_gained", e.gains.wait_above},
+             {"pairs_lost", e.gains.wait_below},
              {"wait_gain", e.gains.wait_mean()},
              {"service_gain", e.gains.service_mean()},
              {"carried_from",
