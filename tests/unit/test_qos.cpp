@@ -13,6 +13,7 @@
 #include <filesystem>
 #include <fstream>
 #include <functional>
+#include <optional>
 #include <sstream>
 #include <sys/resource.h>
 #include <sys/stat.h>
@@ -613,6 +614,42 @@ class FileSizeLimit {
 };
 
 } // namespace
+
+TEST_CASE("a released mark that could not be written is written by the next record check") {
+    QosTree tree(3, "500\n");
+    Log log;
+    PerCpuHolder holder(tree.sysroot(), tree.journal(), log.sink());
+    holder.apply({{0, us(20)}, {1, us(30)}}, t0);
+    REQUIRE(tree.get(1) == "30");
+    const auto record_of = [&](int cpu) {
+        for (const JournalEntry& e : journal_of(tree))
+            if (e.cpu == cpu)
+                return std::optional<JournalEntry>(e);
+        return std::optional<JournalEntry>();
+    };
+    {
+        // CPU 1's file (a few bytes) can be written; its journal record,
+        // past the first 256 bytes, cannot.
+        FileSizeLimit limit(64);
+        REQUIRE(limit.ok());
+        holder.apply({{0, us(20)}}, t0);
+    }
+    CHECK(tree.get(1) == "500");
+    CHECK(log.mentions("cpu 1: failed to mark its journal record released (Failed to write " +
+                       tree.journal().string() + ": File too large)"));
+    REQUIRE(record_of(1));
+    CHECK_FALSE(record_of(1)->released);
+    holder.check_records();
+    REQUIRE(record_of(1));
+    CHECK(record_of(1)->released);
+    CHECK_FALSE(record_of(0)->released); // still held
+    // Someone else now writes latgov's value: a restore leaves it to them.
+    tree.set(1, "30\n");
+    Log restore_log;
+    CHECK(restore_journal(tree.sysroot(), tree.journal(), restore_log.sink()));
+    CHECK(tree.get(1) == "30\n");
+    CHECK(tree.get(0) == "500");
+}
 
 TEST_CASE("a short write is reported as one, not with a stale errno") {
     QosTree tree(2, "0\n");
