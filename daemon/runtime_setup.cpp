@@ -19,14 +19,17 @@ namespace {
 constexpr timespec lock_poll_every{0, 100'000'000};
 
 // A latgov process killed between creating a file's temporary and renaming
-// it left the temporary behind; nothing else removes it.
+// it left the temporary behind; nothing else removes it. Those with this
+// process's pid too: latgovd has no thread yet, and what it wrote so far
+// (restore_journal) was renamed or removed before this.
 std::size_t remove_dead_temporaries_of(const RuntimeDir& dir, const DaemonSettings& settings) {
-    std::size_t removed = remove_dead_temporaries_at(dir.fd(), status_file_name) +
-                          remove_dead_temporaries_at(dir.fd(), journal_file_name);
+    constexpr auto whose = TemporariesOf::dead_processes_and_this_one;
+    std::size_t removed = remove_dead_temporaries_at(dir.fd(), status_file_name, whose) +
+                          remove_dead_temporaries_at(dir.fd(), journal_file_name, whose);
     for (const auto& file :
          {settings.evidence_file, settings.calibration_file, settings.metrics_file})
         if (!file.empty())
-            removed += remove_dead_temporaries(file);
+            removed += remove_dead_temporaries(file, whose);
     return removed;
 }
 

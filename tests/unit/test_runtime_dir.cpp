@@ -391,6 +391,23 @@ TEST_CASE("a status naming a file that is not UTF-8 is written, not thrown") {
     CHECK(text.find("50-\xef\xbf\xbd\xef\xbf\xbd.toml") != std::string::npos);
 }
 
+TEST_CASE("temporaries with this process's own pid are a killed process's too at start-up") {
+    // The kernel gave this pid again (a container's latgovd always has the
+    // same one): what the earlier process left looks like this one's, and
+    // latgovd, which has written nothing yet, removes it.
+    test::TempDir tmp("latgov-rundir");
+    const std::string own = std::to_string(::getpid());
+    const std::vector<std::string> leftovers = {".status.json." + own + ".0.tmp",
+                                                ".status.json." + own + ".7.tmp"};
+    for (const auto& name : leftovers)
+        std::ofstream(tmp.path() / name) << "x";
+    CHECK(remove_dead_temporaries(tmp.path() / "status.json") == 0); // a live writer's, by default
+    CHECK(remove_dead_temporaries(tmp.path() / "status.json",
+                                  TemporariesOf::dead_processes_and_this_one) == leftovers.size());
+    for (const auto& name : leftovers)
+        CHECK_MESSAGE(!fs::exists(tmp.path() / name), name);
+}
+
 TEST_CASE("temporaries of a killed writer are removed, a live writer's and others' kept") {
     test::TempDir tmp("latgov-rundir");
     const std::string dead = std::to_string(gone_pid()), alive = std::to_string(::getpid());

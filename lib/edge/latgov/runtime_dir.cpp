@@ -197,8 +197,8 @@ Result<void> write_file_atomic_at(int dir_fd, const std::string& shown_dir, std:
     // O_EXCL|O_NOFOLLOW refuses anything planted under the name. A name
     // taken already is a killed process's of the same pid (the kernel gave
     // it again, as in a container where latgovd always has the same one),
-    // which remove_dead_temporaries_at() leaves while this process lives:
-    // the next name is tried.
+    // which latgovd removes at start-up (remove_dead_temporaries_at) but
+    // another caller may not have: the next name is tried.
     constexpr int attempts = 1000;
     std::string tmp;
     Fd fd;
@@ -232,7 +232,7 @@ Result<void> write_file_atomic_at(int dir_fd, const std::string& shown_dir, std:
     return written;
 }
 
-std::size_t remove_dead_temporaries_at(int dir_fd, std::string_view name) {
+std::size_t remove_dead_temporaries_at(int dir_fd, std::string_view name, TemporariesOf whose) {
     if (!check_name(name))
         return 0;
     // A descriptor of its own, handed to the DIR: a dup() of it would need
@@ -257,7 +257,9 @@ std::size_t remove_dead_temporaries_at(int dir_fd, std::string_view name) {
         const auto pid = parse_u64(middle.substr(0, dot));
         if (!pid || !parse_u64(middle.substr(dot + 1)) || *pid == 0 || *pid > 4194304)
             continue;
-        if (::kill(static_cast<pid_t>(*pid), 0) != 0 && errno == ESRCH)
+        const bool own = *pid == static_cast<std::uint64_t>(::getpid());
+        if ((own && whose == TemporariesOf::dead_processes_and_this_one) ||
+            (!own && ::kill(static_cast<pid_t>(*pid), 0) != 0 && errno == ESRCH))
             dead.emplace_back(file);
     }
     ::closedir(dir);
@@ -494,9 +496,9 @@ Result<void> write_file_atomic(const std::filesystem::path& path, std::string_vi
                                 text, mode, durability);
 }
 
-std::size_t remove_dead_temporaries(const std::filesystem::path& path) {
+std::size_t remove_dead_temporaries(const std::filesystem::path& path, TemporariesOf whose) {
     auto dir = open_parent(path);
-    return dir ? remove_dead_temporaries_at(dir->get(), path.filename().string()) : 0;
+    return dir ? remove_dead_temporaries_at(dir->get(), path.filename().string(), whose) : 0;
 }
 
 } // namespace latgov

@@ -124,12 +124,21 @@ Result<void> write_file_atomic_at(int dir_fd, const std::string& shown_dir, std:
 // in this process: ".<name>.<pid>.<n>.tmp", n counting every call.
 std::string next_temporary_name(std::string_view name);
 
+// Whose temporaries a cleanup removes: those of processes that no longer
+// run; or this process's too, which only a process that has not written yet
+// may ask for (latgovd at start-up, before its threads): a killed process
+// that had the same pid (the kernel gave it again, as in a container where
+// latgovd always has the same one) left them.
+enum class TemporariesOf { dead_processes, dead_processes_and_this_one };
+
 // The temporaries of `name` that write_file_atomic_at left in the directory
 // (".<name>.<pid>.<n>.tmp") when their writer was killed between creating
-// and renaming them: those of a process that no longer runs are removed.
-// How many were; a directory that cannot be read has none.
-std::size_t remove_dead_temporaries_at(int dir_fd, std::string_view name);
-std::size_t remove_dead_temporaries(const std::filesystem::path& path);
+// and renaming them: those of `whose` are removed. How many were; a
+// directory that cannot be read has none.
+std::size_t remove_dead_temporaries_at(int dir_fd, std::string_view name,
+                                       TemporariesOf whose = TemporariesOf::dead_processes);
+std::size_t remove_dead_temporaries(const std::filesystem::path& path,
+                                    TemporariesOf whose = TemporariesOf::dead_processes);
 
 // By path: opens the parent directory, then the file without following a
 // symlink in its last component.
