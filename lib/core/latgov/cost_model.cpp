@@ -97,12 +97,14 @@ double standard_error(double sum, double sq, int n) {
 double fair_coin_upper_tail(int n, int k) {
     if (k <= 0)
         return 1.0;
+    if (2 * static_cast<std::int64_t>(k) <= n) // by symmetry, summed from the small end
+        return 1.0 - fair_coin_upper_tail(n, n - k + 1);
     double p = 0;
     for (int i = k; i <= n; ++i) {
         const double term = std::exp(std::lgamma(n + 1.0) - std::lgamma(i + 1.0) -
                                      std::lgamma(n - i + 1.0) - n * std::log(2.0));
         p += term;
-        if (2 * i > n && term < p * 1e-12) // the terms only shrink from here
+        if (term < p * 1e-12) // the terms only shrink past n / 2
             break;
     }
     return std::min(1.0, p);
