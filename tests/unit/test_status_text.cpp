@@ -156,6 +156,33 @@ TEST_CASE("status text: the period held ahead for, and the lateness in its lead"
     }
 }
 
+TEST_CASE("status text: how many of a learnt gap's pairs gained and lost") {
+    auto status = minimal_status();
+    status["evidence"] = nlohmann::json::parse(R"([
+        {"gap": "< 128 us", "verdict": "hold", "pairs": 16, "pairs_gained": 14, "pairs_lost": 2,
+         "wait_gain": 0.06, "service_gain": 0.01, "carried_from": null, "device": "vda",
+         "learnt_at": 1000, "measured_again_at": 2201, "confirmations": 0, "expired": null}])");
+    CHECK(contains(format_status(status),
+                   "  gaps < 128 us       hold       16 pairs (14 gained, 2 lost)  wait +6.0%"));
+    // Older status files have neither field: the pairs alone.
+    auto older = status;
+    older["evidence"][0].erase("pairs_gained");
+    older["evidence"][0].erase("pairs_lost");
+    CHECK(contains(format_status(older), "  gaps < 128 us       hold       16 pairs  wait +6.0%"));
+    for (const std::string field : {"pairs_gained", "pairs_lost"}) {
+        auto broken = status;
+        broken["evidence"][0][field] = "x";
+        CAPTURE(field);
+        const std::string says = "evidence[0]." + field + ": expected a whole number";
+        CHECK_THROWS_WITH_AS((void)format_status(broken), doctest::Contains(says.c_str()),
+                             std::invalid_argument);
+        // Checked even where the other is missing and the text leaves both out.
+        broken["evidence"][0].erase(field == "pairs_gained" ? "pairs_lost" : "pairs_gained");
+        CHECK_THROWS_WITH_AS((void)format_status(broken), doctest::Contains(says.c_str()),
+                             std::invalid_argument);
+    }
+}
+
 TEST_CASE("status text: a learnt gap's renewal fields, checked whether or not they are shown") {
     auto status = minimal_status();
     status["evidence"] = nlohmann::json::parse(R"([

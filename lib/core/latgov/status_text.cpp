@@ -51,6 +51,19 @@ std::string renewal(const JsonField& evidence, std::optional<std::int64_t> now_s
     return out;
 }
 
+// " (14 gained, 1 lost)": of a learnt gap's pairs, how many gained the wait
+// and how many lost it; older status files have no such fields.
+std::string signs(const JsonField& evidence) {
+    // Each field is read, and so checked, whatever the text shows.
+    const auto gained = evidence.find("pairs_gained");
+    const int gained_pairs = gained ? gained->whole<int>() : 0;
+    const auto lost = evidence.find("pairs_lost");
+    const int lost_pairs = lost ? lost->whole<int>() : 0;
+    if (!gained || !lost)
+        return {};
+    return fmt::format(" ({} gained, {} lost)", gained_pairs, lost_pairs);
+}
+
 // " (N us of it for latgovd's own lateness)" where windows opened late;
 // older status files have no such field.
 std::string late_part(const JsonField& prearm) {
@@ -196,12 +209,12 @@ std::string format_status(const nlohmann::json& status, std::optional<std::int64
     if (const auto evidence = s.find("evidence"); evidence && !evidence->items().empty()) {
         out += "\nLearnt from live IO (held vs not, relative gain of the hold):\n";
         for (const auto& e : evidence->items())
-            out +=
-                fmt::format("  gaps {:<14} {:<9} {:>3} pairs  wait {:+.1f}%  service {:+.1f}%  "
-                            "on {}{}{}\n",
-                            e.at("gap").text(), e.at("verdict").text(), e.at("pairs").whole<int>(),
-                            100 * e.at("wait_gain").number(), 100 * e.at("service_gain").number(),
-                            e.at("device").text(), carried_from(e), renewal(e, now_s));
+            out += fmt::format(
+                "  gaps {:<14} {:<9} {:>3} pairs{}  wait {:+.1f}%  service {:+.1f}%  "
+                "on {}{}{}\n",
+                e.at("gap").text(), e.at("verdict").text(), e.at("pairs").whole<int>(), signs(e),
+                100 * e.at("wait_gain").number(), 100 * e.at("service_gain").number(),
+                e.at("device").text(), carried_from(e), renewal(e, now_s));
     }
     if (const auto prearm = s.find("prearm"))
         out += prearm_text(*prearm);
