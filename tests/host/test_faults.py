@@ -840,9 +840,10 @@ class FaultTest(HostTestCase):
         writes what it learnt to its evidence file while it runs, not only
         at exit, and leaves the tree's CPUs and this machine's as they
         were. The next start reuses it: the same verdict at once, no window
-        measured again. Rewound 15 minutes, past the 10 a first verdict
-        lasts, it is measured again and saved as confirmed once; rewound
-        again, it lasts 20 and is reused. On any host (the haltpoll test of the same, in
+        measured again. Rewound one and a half first lives (a hold's is 10
+        minutes, a no-hold's 2.5), it is measured again and saved as
+        confirmed once; rewound again, it lasts two first lives and is
+        reused. On any host (the haltpoll test of the same, in
         test_waiters, runs only where holding pays enough to be learnt)."""
         root, tree_values = self.sampled_tree()
         before = tree_values()
@@ -917,14 +918,17 @@ class FaultTest(HostTestCase):
                              f"cpu 1 still held after the IO: {tree_values()}")
         self.assert_stopped_clean(again, tree_values, before)
 
-        # Learnt 15 minutes ago, longer than a first verdict lasts (10):
-        # measured again, windows without the hold (or with it) included,
-        # and, the same verdict again, saved as confirmed once.
+        # Learnt one and a half first lives ago: measured again, windows
+        # without the hold (or with it) included, and, the same verdict
+        # again, saved as confirmed once.
+        first_life = 10 * 60 if verdict == "hold" else 150
+        rewound = first_life * 3 // 2
+
         def start_rewound(text):
-            """latgovd on `text` as its evidence, learnt 15 minutes ago,
-            and the reader going."""
+            """latgovd on `text` as its evidence, learnt `rewound` seconds
+            ago, and the reader going."""
             with open(evidence, "w") as f:
-                f.write(re.sub(r"learnt_at=\d+", f"learnt_at={int(time.time()) - 15 * 60}",
+                f.write(re.sub(r"learnt_at=\d+", f"learnt_at={int(time.time()) - rewound}",
                                text))
             device = simulated_reader()
             d = self.start_daemon(config, events=None, args=("--sysroot", root))
@@ -948,29 +952,33 @@ class FaultTest(HostTestCase):
                               saved_text()) is not None, True, 5.0)
         self.assertIsNotNone(confirmed, "the confirmation was not saved: " + saved_text())
         learnt = saved_text()
-        log(f"  learnt 15 minutes before: measured again in {device.elapsed():.1f} s of IO, "
+        log(f"  learnt {rewound} s before: measured again in {device.elapsed():.1f} s of IO, "
             f"saved confirmed once")
         self.assert_stopped_clean(third, tree_values, before)
 
-        # Confirmed once, it lasts 20 minutes: 15 minutes old, it is reused,
-        # and the status says so, and when it is measured again.
+        # Confirmed once, it lasts two first lives: rewound as old, it is
+        # reused, and the status says so, and when it is measured again.
         fourth, device = start_rewound(learnt)
         st = self.wait_status(fourth, decided, f"vda: {limit_from}, reused", timeout=5)
         self.assertFalse({x["name"]: x for x in st["devices"]}["vda"]["experimenting"], st)
         [entry] = st["evidence"]
         self.assertEqual(entry["confirmations"], 1, entry)
         self.assertIsNone(entry["expired"], entry)
-        # The first second latgovd finds it past its 20 minutes.
-        self.assertEqual(entry["measured_again_at"], entry["learnt_at"] + 20 * 60 + 1, entry)
+        # The first second latgovd finds it past its two first lives.
+        self.assertEqual(entry["measured_again_at"], entry["learnt_at"] + 2 * first_life + 1,
+                         entry)
         text = subprocess.run([self.latgov, "status", "--runtime-dir", fourth.runtime_dir],
                               capture_output=True, text=True, timeout=10)
         self.assertEqual(text.returncode, 0, text.stderr)
-        self.assertRegex(text.stdout, r"on vda, confirmed 1 time, measured again in [56] min\n",
-                         text.stdout)
+        # Half a first life and a second left when the file was written,
+        # in minutes rounded up, minus the seconds since.
+        left = [-(-(first_life // 2 + 1 - late) // 60) for late in range(0, 30)]
+        self.assertRegex(text.stdout, r"on vda, confirmed 1 time, measured again in "
+                         f"({'|'.join(map(str, sorted(set(left))))}) min\n", text.stdout)
         device.seen.clear()
         time.sleep(1.0)
         device.stop()
-        self.assertEqual(device.seen, {held}, "a confirmed verdict 15 minutes old was measured "
+        self.assertEqual(device.seen, {held}, f"a confirmed verdict {rewound} s old was measured "
                          "again")
         self.assert_stopped_clean(fourth, tree_values, before)
 

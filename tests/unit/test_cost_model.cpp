@@ -809,8 +809,8 @@ TEST_CASE("with no cpuidle driver auto mode holds nothing and says why") {
     CHECK(g.limit_reason(g.devices()[0]).starts_with("no cpuidle driver"));
 }
 
-TEST_CASE("new verdicts are stamped, and hold and no-hold alike are measured again after "
-          "max_age") {
+TEST_CASE("new verdicts are stamped, and measured again after max_age, a no-hold after a "
+          "quarter of it") {
     EvidenceBook book;
     book.gaps[0].verdict = Verdict::no_hold;
     book.gaps[0].gains.pairs = 6;
@@ -827,11 +827,16 @@ TEST_CASE("new verdicts are stamped, and hold and no-hold alike are measured aga
     REQUIRE(parsed);
     CHECK(parsed->gaps.at(3).learnt_at == 1000);
 
+    // A wrong no-hold costs the whole gain while it stands.
+    CHECK_FALSE(refresh_verdicts(book, 1150, 600s));
+    CHECK(book.gaps.at(0).verdict == Verdict::no_hold);
+    CHECK(refresh_verdicts(book, 1151, 600s));
+    CHECK(book.gaps.at(0).verdict == Verdict::uncertain);
+    CHECK(book.gaps.at(0).gains.pairs == 0);
+    CHECK(book.gaps.at(0).expired == Verdict::no_hold);
     CHECK_FALSE(refresh_verdicts(book, 1600, 600s));
     CHECK(book.gaps.at(3).verdict == Verdict::hold);
     CHECK(refresh_verdicts(book, 1601, 600s));
-    CHECK(book.gaps.at(0).verdict == Verdict::uncertain);
-    CHECK(book.gaps.at(0).gains.pairs == 0);
     // A hold that noise decided would otherwise stand for good.
     CHECK(book.gaps.at(3).verdict == Verdict::uncertain);
     CHECK(book.gaps.at(3).gains.pairs == 0);
@@ -922,8 +927,27 @@ TEST_CASE("requests 5 ms apart, counted in 5 ms ticks: a gain is found, and no g
     CHECK(null_holds <= trials / 20);
 }
 
-TEST_CASE("a verdict its own pairs confirm again lasts twice as long, up to 8 max_age, and one "
-          "overturned or carried over lasts max_age") {
+TEST_CASE("a verdict its own pairs confirm again lasts twice as long, up to 8 first lives, and "
+          "one overturned or carried over lasts a first life") {
+    // A no-hold's lives are a quarter of a hold's.
+    EvidenceBook unheld;
+    unheld.gaps[0].verdict = Verdict::no_hold;
+    unheld.gaps[0].gains.pairs = 16;
+    std::int64_t then = 1000;
+    CHECK(refresh_verdicts(unheld, then, 600s));
+    for (const std::int64_t limit : {150, 300, 600, 1200, 1200}) {
+        CAPTURE(limit);
+        CHECK_FALSE(refresh_verdicts(unheld, then + limit, 600s));
+        REQUIRE(unheld.gaps.at(0).verdict == Verdict::no_hold);
+        CHECK(refresh_verdicts(unheld, then + limit + 1, 600s));
+        CHECK(unheld.gaps.at(0).expired == Verdict::no_hold);
+        unheld.gaps[0].verdict = Verdict::no_hold; // confirmed
+        unheld.gaps[0].gains.pairs = 16;
+        then += limit + 60;
+        CHECK(refresh_verdicts(unheld, then, 600s));
+    }
+    CHECK(verdict_age_limit(unheld.gaps.at(0), 600s) == 1200s);
+
     EvidenceBook book;
     book.gaps[0].verdict = Verdict::hold;
     book.gaps[0].gains.pairs = 4;
@@ -957,20 +981,21 @@ TEST_CASE("a verdict its own pairs confirm again lasts twice as long, up to 8 ma
     CHECK(parsed->gaps.at(0).confirmations == max_confirmations);
     CHECK(verdict_age_limit(parsed->gaps.at(0), 600s) == 4800s);
 
-    // Overturned: the next measurement comes after max_age again.
+    // Overturned: the next measurement comes after a first life again (a
+    // no-hold's).
     CHECK(refresh_verdicts(book, now + 4801, 600s));
     book.gaps[0].verdict = Verdict::no_hold;
     book.gaps[0].gains.pairs = 16;
     now += 4900;
     CHECK(refresh_verdicts(book, now, 600s));
     CHECK(book.gaps.at(0).confirmations == 0);
-    CHECK_FALSE(refresh_verdicts(book, now + 600, 600s));
-    CHECK(refresh_verdicts(book, now + 601, 600s));
+    CHECK_FALSE(refresh_verdicts(book, now + 150, 600s));
+    CHECK(refresh_verdicts(book, now + 151, 600s));
 
     // Carried over from another class, a verdict confirms nothing of its
-    // own: with that class not in the book, it lasts max_age, whatever it
-    // was confirmed before (with it, as long as that class's: the next
-    // test). (The no-hold above expired at now + 601.)
+    // own: with that class not in the book, it lasts a first life, whatever
+    // it was confirmed before (with it, as long as that class's: the next
+    // test). (The no-hold above expired at now + 151.)
     REQUIRE(book.gaps.at(0).expired == Verdict::no_hold);
     now += 700;
     book.gaps[0].verdict = Verdict::no_hold;
@@ -979,8 +1004,8 @@ TEST_CASE("a verdict its own pairs confirm again lasts twice as long, up to 8 ma
     CHECK(refresh_verdicts(book, now, 600s));
     CHECK(book.gaps.at(0).confirmations == 0); // its own pairs would have made it 1
     book.gaps[0].confirmations = 2;            // as a file could say
-    CHECK_FALSE(refresh_verdicts(book, now + 600, 600s));
-    CHECK(refresh_verdicts(book, now + 601, 600s)); // not after 40 minutes
+    CHECK_FALSE(refresh_verdicts(book, now + 150, 600s));
+    CHECK(refresh_verdicts(book, now + 151, 600s)); // not after 10 minutes
     REQUIRE(book.gaps.at(0).expired == Verdict::no_hold);
     book.gaps[0].verdict = Verdict::no_hold;
     book.gaps[0].gains.pairs = 4;
@@ -988,7 +1013,7 @@ TEST_CASE("a verdict its own pairs confirm again lasts twice as long, up to 8 ma
     now += 2500;
     CHECK(refresh_verdicts(book, now, 600s));
     CHECK(book.gaps.at(0).confirmations == 0);
-    CHECK(refresh_verdicts(book, now + 601, 600s));
+    CHECK(refresh_verdicts(book, now + 151, 600s));
 
     // A file from before the count reads as never confirmed.
     auto old = parse_evidence(gap_line(1, ""), "e");
@@ -1116,8 +1141,8 @@ TEST_CASE("a carried-over verdict lasts as long as the verdict it was carried ov
     // A no-hold carried over to a shorter gap (class 1, from class 5) while
     // the source is measured again: in the refresh that stamps the source
     // confirmed (after the carried-over verdict, in class order), the
-    // carried-over verdict already has the source's new life, 20 minutes,
-    // and not its last, 10, which would have ended it.
+    // carried-over verdict already has the source's new life, 5 minutes (a
+    // no-hold's), and not its last, 2.5, which would have ended it.
     {
         EvidenceBook shorter;
         shorter.gaps[5].verdict = Verdict::no_hold;
@@ -1129,10 +1154,10 @@ TEST_CASE("a carried-over verdict lasts as long as the verdict it was carried ov
         CHECK(refresh_verdicts(shorter, 1605, 600s));
         CHECK(verdict_waits_for(shorter, 1) == 5);
         shorter.gaps[5].verdict = Verdict::no_hold; // confirmed, not yet stamped
-        CHECK(refresh_verdicts(shorter, 1605 + 700, 600s));
+        CHECK(refresh_verdicts(shorter, 1605 + 200, 600s));
         CHECK(shorter.gaps.at(5).confirmations == 1);
         CHECK(shorter.gaps.at(1).verdict == Verdict::no_hold);
-        CHECK(verdict_age_limit(shorter, 1, 600s) == 1200s);
+        CHECK(verdict_age_limit(shorter, 1, 600s) == 300s);
     }
 
     // A chain: class 5 carried over from class 3, itself carried over from
@@ -1166,7 +1191,7 @@ TEST_CASE("a carried-over verdict lasts as long as the verdict it was carried ov
         CHECK(reread->gaps.at(3).expired == Verdict::hold);
     }
 
-    // A source that is itself carried over, or gone, gives max_age.
+    // A source that is itself carried over, or gone, gives a first life.
     EvidenceBook chain;
     chain.gaps[0].verdict = Verdict::hold;
     chain.gaps[0].confirmations = 3;
@@ -1179,6 +1204,9 @@ TEST_CASE("a carried-over verdict lasts as long as the verdict it was carried ov
     CHECK(verdict_age_limit(chain, 3, 600s) == 4800s);
     CHECK(verdict_age_limit(chain, 5, 600s) == 600s);
     CHECK(verdict_age_limit(chain, 6, 600s) == 600s);
+    // A no-hold there lasts a no-hold's first life.
+    chain.gaps[6].verdict = Verdict::no_hold;
+    CHECK(verdict_age_limit(chain, 6, 600s) == 150s);
 }
 
 TEST_CASE("a verdict stamped in the future is measured again at once") {
@@ -1197,7 +1225,8 @@ TEST_CASE("a verdict stamped in the future is measured again at once") {
         book.gaps[2].verdict = v;
         CHECK(refresh_verdicts(book, 1010, 600s));
         CHECK(book.gaps.at(2).learnt_at == 1010);
-        CHECK_FALSE(refresh_verdicts(book, 1610, 600s));
+        CHECK_FALSE(
+            refresh_verdicts(book, 1010 + verdict_age_limit(book.gaps.at(2), 600s).count(), 600s));
         CHECK(book.gaps.at(2).verdict == v);
     }
 }

@@ -295,7 +295,8 @@ GapEvidence judge_at(const EvidenceBook& book, int cls, const Gains& gains,
 }
 
 std::chrono::seconds verdict_age_limit(const GapEvidence& evidence, std::chrono::seconds max_age) {
-    return max_age * (1 << std::clamp(evidence.confirmations, 0, max_confirmations));
+    const auto life = max_age * (1 << std::clamp(evidence.confirmations, 0, max_confirmations));
+    return evidence.verdict == Verdict::no_hold ? life / no_hold_life_divisor : life;
 }
 
 namespace {
@@ -348,10 +349,13 @@ std::chrono::seconds verdict_age_limit(const EvidenceBook& book, int cls,
         return verdict_age_limit(e, max_age);
     // A source that is itself carried over (also one measured again after
     // such a verdict expired: it keeps inferred_from) has confirmed nothing
-    // of its own either: max_age, as verdict_age_limit gives it.
+    // of its own either: a first life, as verdict_age_limit gives it.
     const GapEvidence* source = carried_source(book, e);
-    if (!source || source->inferred_from)
-        return max_age;
+    if (!source || source->inferred_from) {
+        GapEvidence unconfirmed;
+        unconfirmed.verdict = e.verdict;
+        return verdict_age_limit(unconfirmed, max_age);
+    }
     // Waiting while the source is measured again (verdict_waits_for).
     if (source->verdict == Verdict::uncertain)
         return max_age * (1 << max_confirmations);

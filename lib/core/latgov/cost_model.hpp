@@ -212,7 +212,20 @@ GapEvidence judge_at(const EvidenceBook& book, int cls, const Gains& gains,
 // allows that at its confidence) must not stand for good either. A stamp in
 // the future (the clock stepped back) is an unknown age: expired too. True
 // when it changed.
+//
+// A "no-hold" lives a quarter as long (latgovd's: 2.5 minutes at first, up
+// to 20; carried over, as long as its source's, or 2.5 minutes): a
+// wrong one costs the whole gain until it is measured again, a wrong "hold"
+// costs polling only, and a measurement holds half of its windows. In the
+// bench run of 2026-12-07 (bench/results/2026-12-07-haltpoll-vda, a 2-vCPU
+// KVM guest with the haltpoll cpuidle driver) back-to-back IO learnt
+// "no-hold" in round 1, in a minute when holding both CPUs throughout did
+// not help either (QD1 4k reads: 98 us under static, 90 us with nothing
+// held), and kept it for 10 minutes through two rounds in which static cut
+// the same reads from 97 and 112 us to 67 and 72 us; measured again in
+// round 4, it learnt "hold" in 5 pairs.
 constexpr int max_confirmations = 3;
+constexpr int no_hold_life_divisor = 4;
 // The age limit latgovd gives verdicts: `max_age` above.
 inline constexpr std::chrono::seconds verdict_max_age{600};
 // The age limit of `evidence` from its own confirmations.
