@@ -228,9 +228,9 @@ Verdict judge(const Gains& gains, const EvidenceRules& rules) {
     // nothing. On the development machine (a 2-vCPU KVM guest with the
     // haltpoll cpuidle driver), reads with 5 ms of think time learnt
     // "no-hold" in 2 of 17 experiments, with mean wait gains of +56% and
-    // +83% (README.md, Results), and some of that workload's windows there
-    // counted a fifth more requests than their neighbours. Each such pair
-    // counts once here. The mean must still pass the margin for a hold, or
+    // +83% (bench/results/HISTORY.md), and some of that workload's windows
+    // there counted a fifth more requests than their neighbours. Each such
+    // pair counts once here. The mean must still pass the margin for a hold, or
     // be below zero for a loss.
     surely_better |= gains.wait_mean() > rules.margin && signs_show(gains, true, rules);
     surely_worse |= gains.wait_mean() < 0 && signs_show(gains, false, rules);
@@ -369,9 +369,9 @@ std::optional<int> verdict_waits_for(const EvidenceBook& book, int cls) {
     // While the source is measured again, the verdict waits for what that
     // finds. Otherwise it would expire after the source's last life and,
     // measured again while the source is undecided, could not be carried
-    // over: in the bench run at f4efc2b (cpuidle driver haltpoll, README.md)
-    // workload 2's class expired a minute after back-to-back IO did, 5 s
-    // before back-to-back IO was confirmed.
+    // over: in the bench run at f4efc2b (cpuidle driver haltpoll,
+    // bench/results/HISTORY.md) workload 2's class expired a minute after
+    // back-to-back IO did, 5 s before back-to-back IO was confirmed.
     const GapEvidence* source = carried_source(book, it->second);
     if (!source || source->inferred_from || source->verdict != Verdict::uncertain)
         return std::nullopt;

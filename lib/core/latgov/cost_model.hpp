@@ -63,7 +63,7 @@ constexpr double gap_class_slack = 1.25;
 // same side. One odd window is not a new workload: on the development
 // machine (a 2-vCPU KVM guest with the haltpoll cpuidle driver), the one
 // window with an odd gap as fio's ramp ended started an experiment that
-// released the hold for 310 ms (README.md, the run at f7278c6,
+// released the hold for 310 ms (bench/results/HISTORY.md, the run at f7278c6,
 // bench/results/2026-12-01-haltpoll-vda-4/).
 class GapClassTracker {
   public:
