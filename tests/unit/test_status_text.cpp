@@ -164,11 +164,22 @@ TEST_CASE("status text: how many of a learnt gap's pairs gained and lost") {
          "learnt_at": 1000, "measured_again_at": 2201, "confirmations": 0, "expired": null}])");
     CHECK(contains(format_status(status),
                    "  gaps < 128 us       hold       16 pairs (14 gained, 2 lost)  wait +6.0%"));
-    // Older status files have neither field: the pairs alone.
+    // Older status files have neither field, and evidence saved before they
+    // were counted has 0 and 0: the pairs alone.
     auto older = status;
     older["evidence"][0].erase("pairs_gained");
     older["evidence"][0].erase("pairs_lost");
     CHECK(contains(format_status(older), "  gaps < 128 us       hold       16 pairs  wait +6.0%"));
+    auto uncounted = status;
+    uncounted["evidence"][0]["pairs_gained"] = 0;
+    uncounted["evidence"][0]["pairs_lost"] = 0;
+    CHECK(contains(format_status(uncounted),
+                   "  gaps < 128 us       hold       16 pairs  wait +6.0%"));
+    // One lost alone is shown.
+    auto one = status;
+    one["evidence"][0]["pairs_gained"] = 0;
+    one["evidence"][0]["pairs_lost"] = 1;
+    CHECK(contains(format_status(one), "16 pairs (0 gained, 1 lost)  wait"));
     for (const std::string field : {"pairs_gained", "pairs_lost"}) {
         auto broken = status;
         broken["evidence"][0][field] = "x";

@@ -52,14 +52,15 @@ std::string renewal(const JsonField& evidence, std::optional<std::int64_t> now_s
 }
 
 // " (14 gained, 1 lost)": of a learnt gap's pairs, how many gained the wait
-// and how many lost it; older status files have no such fields.
+// and how many lost it. Older status files have no such fields, and
+// evidence saved before they were counted has 0 and 0: nothing to show.
 std::string signs(const JsonField& evidence) {
     // Each field is read, and so checked, whatever the text shows.
     const auto gained = evidence.find("pairs_gained");
     const int gained_pairs = gained ? gained->whole<int>() : 0;
     const auto lost = evidence.find("pairs_lost");
     const int lost_pairs = lost ? lost->whole<int>() : 0;
-    if (!gained || !lost)
+    if (!gained || !lost || gained_pairs + lost_pairs == 0)
         return {};
     return fmt::format(" ({} gained, {} lost)", gained_pairs, lost_pairs);
 }
