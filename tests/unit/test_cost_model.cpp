@@ -6,6 +6,8 @@
 
 #include <cmath>
 #include <doctest/doctest.h>
+#include <initializer_list>
+#include <iterator>
 #include <optional>
 #include <random>
 
@@ -929,57 +931,49 @@ TEST_CASE("requests 5 ms apart, counted in 5 ms ticks: a gain is found, and no g
 
 TEST_CASE("a verdict its own pairs confirm again lasts twice as long, up to 8 first lives, and "
           "one overturned or carried over lasts a first life") {
-    // A no-hold's lives are a quarter of a hold's.
-    EvidenceBook unheld;
-    unheld.gaps[0].verdict = Verdict::no_hold;
-    unheld.gaps[0].gains.pairs = 16;
-    std::int64_t then = 1000;
-    CHECK(refresh_verdicts(unheld, then, 600s));
-    for (const std::int64_t limit : {150, 300, 600, 1200, 1200}) {
-        CAPTURE(limit);
-        CHECK_FALSE(refresh_verdicts(unheld, then + limit, 600s));
-        REQUIRE(unheld.gaps.at(0).verdict == Verdict::no_hold);
-        CHECK(refresh_verdicts(unheld, then + limit + 1, 600s));
-        CHECK(unheld.gaps.at(0).expired == Verdict::no_hold);
-        unheld.gaps[0].verdict = Verdict::no_hold; // confirmed
-        unheld.gaps[0].gains.pairs = 16;
-        then += limit + 60;
-        CHECK(refresh_verdicts(unheld, then, 600s));
-    }
-    CHECK(verdict_age_limit(unheld.gaps.at(0), 600s) == 1200s);
-
-    EvidenceBook book;
-    book.gaps[0].verdict = Verdict::hold;
-    book.gaps[0].gains.pairs = 4;
-    std::int64_t now = 1000;
-    CHECK(refresh_verdicts(book, now, 600s));
-    // Measured again after 10, 20, 40, 80 and then every 80 minutes, each
-    // time to the same verdict.
-    for (const std::int64_t limit : {600, 1200, 2400, 4800, 4800}) {
-        CHECK_FALSE(refresh_verdicts(book, now + limit, 600s));
-        REQUIRE(book.gaps.at(0).verdict == Verdict::hold);
-        CHECK(refresh_verdicts(book, now + limit + 1, 600s));
-        const GapEvidence& expired = book.gaps.at(0);
-        CHECK(expired.verdict == Verdict::uncertain);
-        CHECK(expired.gains.pairs == 0);
-        CHECK(expired.expired == Verdict::hold);
-        // A restart while it is measured again keeps what it is measured against.
+    // The verdict decided at 1000 and, each time it expires, decided the
+    // same again a minute later: the limits it lasts, one after the other.
+    const auto confirm_again = [](Verdict v, std::initializer_list<std::int64_t> limits,
+                                  std::int64_t& now) {
+        EvidenceBook book;
+        book.gaps[0].verdict = v;
+        book.gaps[0].gains.pairs = 4;
+        now = 1000;
+        CHECK(refresh_verdicts(book, now, 600s));
+        for (const std::int64_t limit : limits) {
+            CAPTURE(limit);
+            CHECK_FALSE(refresh_verdicts(book, now + limit, 600s));
+            REQUIRE(book.gaps.at(0).verdict == v);
+            CHECK(refresh_verdicts(book, now + limit + 1, 600s));
+            const GapEvidence& expired = book.gaps.at(0);
+            CHECK(expired.verdict == Verdict::uncertain);
+            CHECK(expired.gains.pairs == 0);
+            CHECK(expired.expired == v);
+            // A restart while it is measured again keeps what it is measured against.
+            auto parsed = parse_evidence(format_evidence(book), "e");
+            REQUIRE(parsed);
+            CHECK(parsed->gaps.at(0).expired == v);
+            CHECK(parsed->gaps.at(0).confirmations == expired.confirmations);
+            book.gaps[0].verdict = v; // the windows' pairs decide it again
+            book.gaps[0].gains.pairs = 4;
+            now += limit + 60;
+            CHECK(refresh_verdicts(book, now, 600s));
+            CHECK(book.gaps.at(0).learnt_at == now);
+            CHECK_FALSE(book.gaps.at(0).expired);
+        }
+        CHECK(book.gaps.at(0).confirmations == max_confirmations);
         auto parsed = parse_evidence(format_evidence(book), "e");
         REQUIRE(parsed);
-        CHECK(parsed->gaps.at(0).expired == Verdict::hold);
-        CHECK(parsed->gaps.at(0).confirmations == expired.confirmations);
-        book.gaps[0].verdict = Verdict::hold; // the windows' pairs decide it again
-        book.gaps[0].gains.pairs = 4;
-        now += limit + 60;
-        CHECK(refresh_verdicts(book, now, 600s));
-        CHECK(book.gaps.at(0).learnt_at == now);
-        CHECK_FALSE(book.gaps.at(0).expired);
-    }
-    CHECK(book.gaps.at(0).confirmations == max_confirmations);
-    auto parsed = parse_evidence(format_evidence(book), "e");
-    REQUIRE(parsed);
-    CHECK(parsed->gaps.at(0).confirmations == max_confirmations);
-    CHECK(verdict_age_limit(parsed->gaps.at(0), 600s) == 4800s);
+        CHECK(parsed->gaps.at(0).confirmations == max_confirmations);
+        CHECK(verdict_age_limit(parsed->gaps.at(0), 600s) == *std::prev(limits.end()) * 1s);
+        return book;
+    };
+    std::int64_t now = 0;
+    // A no-hold: after 2.5, 5, 10, 20 and then every 20 minutes (a wrong
+    // one costs the whole gain while it stands).
+    (void)confirm_again(Verdict::no_hold, {150, 300, 600, 1200, 1200}, now);
+    // A hold: after 10, 20, 40, 80 and then every 80 minutes.
+    EvidenceBook book = confirm_again(Verdict::hold, {600, 1200, 2400, 4800, 4800}, now);
 
     // Overturned: the next measurement comes after a first life again (a
     // no-hold's).
@@ -1013,6 +1007,7 @@ TEST_CASE("a verdict its own pairs confirm again lasts twice as long, up to 8 fi
     now += 2500;
     CHECK(refresh_verdicts(book, now, 600s));
     CHECK(book.gaps.at(0).confirmations == 0);
+    CHECK_FALSE(refresh_verdicts(book, now + 150, 600s));
     CHECK(refresh_verdicts(book, now + 151, 600s));
 
     // A file from before the count reads as never confirmed.

@@ -38,8 +38,9 @@ TEST_CASE("status: each learnt gap says when it was learnt, how often confirmed,
     book.gaps[0].confirmations = 1;
     book.gaps[4] = decided(Verdict::hold, 4, 1100);
     book.gaps[4].inferred_from = 0;
-    // Past its 40 minutes: refresh_verdicts expires it.
-    book.gaps[6] = decided(Verdict::no_hold, 16, 1100 - 2401);
+    // Past its 10 minutes (a no-hold confirmed twice): refresh_verdicts
+    // expires it.
+    book.gaps[6] = decided(Verdict::no_hold, 16, 1100 - 601);
     book.gaps[6].confirmations = 2;
     book.gaps[7].device = "vda";
     REQUIRE(refresh_verdicts(book, 1100, verdict_max_age));
@@ -71,9 +72,9 @@ TEST_CASE("status: each learnt gap says when it was learnt, how often confirmed,
     CHECK(evidence[1].at("confirmations") == 0);
     CHECK(evidence[1].at("measured_again_at") == 1100 + 1200 + 1);
     CHECK(evidence[1].at("waits_for").is_null());
-    // At the latest: 80 minutes while it waits.
+    // At the latest: 20 minutes while it waits (a no-hold's longest life).
     CHECK(evidence[2].at("waits_for") == "4096-8192 us");
-    CHECK(evidence[2].at("measured_again_at") == 1100 + 4800 + 1);
+    CHECK(evidence[2].at("measured_again_at") == 1100 + 1200 + 1);
     CHECK(evidence[3].at("verdict") == "uncertain");
     CHECK(evidence[3].at("pairs") == 0);
     CHECK(evidence[3].at("expired") == "no-hold");
@@ -88,7 +89,7 @@ TEST_CASE("status: each learnt gap says when it was learnt, how often confirmed,
     CHECK(contains(text, "on vda (as at gaps < 128 us), measured again in 12 min\n"));
     CHECK(contains(text, "on vda, measuring again (was no-hold)\n"));
     CHECK(contains(text, "on vda (as at gaps 4096-8192 us), waits while gaps 4096-8192 us are "
-                         "measured again (at most 72 min)\n"));
+                         "measured again (at most 12 min)\n"));
     CHECK(contains(format_status(document, 1000 + 1200), "measured again in 1 min\n"));
     CHECK(contains(format_status(document, 1000 + 1201), "measured again now\n"));
     // Without the time now, the text leaves the time out.

@@ -356,9 +356,14 @@ std::chrono::seconds verdict_age_limit(const EvidenceBook& book, int cls,
         unconfirmed.verdict = e.verdict;
         return verdict_age_limit(unconfirmed, max_age);
     }
-    // Waiting while the source is measured again (verdict_waits_for).
-    if (source->verdict == Verdict::uncertain)
-        return max_age * (1 << max_confirmations);
+    // Waiting while the source is measured again (verdict_waits_for): at
+    // most the longest life of its own kind.
+    if (source->verdict == Verdict::uncertain) {
+        GapEvidence longest;
+        longest.verdict = e.verdict;
+        longest.confirmations = max_confirmations;
+        return verdict_age_limit(longest, max_age);
+    }
     return verdict_age_limit(*source, max_age);
 }
 

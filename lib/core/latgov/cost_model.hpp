@@ -194,14 +194,15 @@ GapEvidence judge_at(const EvidenceBook& book, int cls, const Gains& gains,
                      const EvidenceRules& rules);
 
 // Stamps new verdicts with `now_s` and makes verdicts older than their age
-// limit uncertain again, to be measured afresh. The limit is `max_age`, and
+// limit uncertain again, to be measured afresh. The limit is a first life
+// (`max_age` for a "hold", a quarter of it for a "no-hold": below), and
 // doubles each time the class's own pairs, measured again, confirm the
-// verdict, up to 2^max_confirmations times `max_age`; a verdict overturned
-// lasts `max_age`. A verdict carried over from another class confirms nothing
-// of its own: it stands on that class's, lasts (from its own stamp) as long
-// as that class's own verdict does, waits while that class is measured again
-// (up to 2^max_confirmations times `max_age`), and falls as soon as that
-// class, or one between the two, decides otherwise. Each measurement runs
+// verdict, up to 2^max_confirmations first lives; a verdict overturned
+// lasts a first life. A verdict carried over from another class confirms
+// nothing of its own: it stands on that class's, lasts (from its own stamp)
+// as long as that class's own verdict does, waits while that class is
+// measured again (up to 2^max_confirmations first lives), and falls as soon
+// as that class, or one between the two, decides otherwise. Each measurement runs
 // half of its windows without the hold, so a machine whose verdicts stand is
 // not made to pay for them every `max_age`. What holding buys depends on how
 // idle the CPUs are: a "no-hold" taken while other work kept them busy
@@ -214,7 +215,7 @@ GapEvidence judge_at(const EvidenceBook& book, int cls, const Gains& gains,
 // when it changed.
 //
 // A "no-hold" lives a quarter as long (latgovd's: 2.5 minutes at first, up
-// to 20; carried over, as long as its source's, or 2.5 minutes): a
+// to 20, and waits up to 20 while its source is measured again): a
 // wrong one costs the whole gain until it is measured again, a wrong "hold"
 // costs polling only, and a measurement holds half of its windows. In the
 // bench run of 2026-12-07 (bench/results/2026-12-07-haltpoll-vda, a 2-vCPU
@@ -232,8 +233,9 @@ inline constexpr std::chrono::seconds verdict_max_age{600};
 std::chrono::seconds verdict_age_limit(const GapEvidence& evidence, std::chrono::seconds max_age);
 // The age limit of the verdict at gap class `cls` of `book`: its own, or
 // where it was carried over, that of the class it was carried over from
-// (the longest while that class is measured again; max_age where that
-// class holds another verdict, or none, or was carried over itself).
+// (the longest of its kind while that class is measured again; a first
+// life of its kind where that class holds another verdict, or none, or was
+// carried over itself).
 std::chrono::seconds verdict_age_limit(const EvidenceBook& book, int cls,
                                        std::chrono::seconds max_age);
 // The class the carried-over verdict at `cls` waits for while that class is
