@@ -230,8 +230,8 @@ Verdict judge(const Gains& gains, const EvidenceRules& rules) {
     // "no-hold" in 2 of 17 experiments, with mean wait gains of +56% and
     // +83% (bench/results/HISTORY.md), and some of that workload's windows
     // there counted a fifth more requests than their neighbours. Each such
-    // pair counts once here. The mean must still pass the margin for a hold, or
-    // be below zero for a loss.
+    // pair counts once here. The mean must still pass the margin for a
+    // hold, or be below zero for a loss.
     surely_better |= gains.wait_mean() > rules.margin && signs_show(gains, true, rules);
     surely_worse |= gains.wait_mean() < 0 && signs_show(gains, false, rules);
     if (surely_worse)

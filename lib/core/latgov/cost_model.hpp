@@ -63,8 +63,8 @@ constexpr double gap_class_slack = 1.25;
 // same side. One odd window is not a new workload: on the development
 // machine (a 2-vCPU KVM guest with the haltpoll cpuidle driver), the one
 // window with an odd gap as fio's ramp ended started an experiment that
-// released the hold for 310 ms (bench/results/HISTORY.md, the run at f7278c6,
-// bench/results/2026-12-01-haltpoll-vda-4/).
+// released the hold for 310 ms (bench/results/HISTORY.md, the run at
+// f7278c6, bench/results/2026-12-01-haltpoll-vda-4/).
 class GapClassTracker {
   public:
     // The class after one more window's gap; the first gap sets it.
@@ -202,21 +202,21 @@ GapEvidence judge_at(const EvidenceBook& book, int cls, const Gains& gains,
 // nothing of its own: it stands on that class's, lasts (from its own stamp)
 // as long as that class's own verdict does, waits while that class is
 // measured again (up to 2^max_confirmations first lives), and falls as soon
-// as that class, or one between the two, decides otherwise. Each measurement runs
-// half of its windows without the hold, so a machine whose verdicts stand is
-// not made to pay for them every `max_age`. What holding buys depends on how
-// idle the CPUs are: a "no-hold" taken while other work kept them busy
-// (README.md, on a 2-vCPU KVM guest with the haltpoll cpuidle driver: holding
-// cut QD1 read latency by a third at a load average of 3.9 and not at all at
-// 7.3) must not keep a quiet machine unheld for good, nor a "hold" taken on a
-// quiet one keep a busy one held; and a verdict that noise decided (judge
-// allows that at its confidence) must not stand for good either. A stamp in
-// the future (the clock stepped back) is an unknown age: expired too. True
-// when it changed.
+// as that class, or one between the two, decides otherwise. Each
+// measurement runs half of its windows without the hold, so a machine whose
+// verdicts stand is not made to pay for them every first life. What
+// holding buys depends on how idle the CPUs are: a "no-hold" taken while
+// other work kept them busy (README.md, on a 2-vCPU KVM guest with the
+// haltpoll cpuidle driver: holding cut QD1 read latency by a third at a
+// load average of 3.9 and not at all at 7.3) must not keep a quiet machine
+// unheld for good, nor a "hold" taken on a quiet one keep a busy one held;
+// and a verdict that noise decided (judge allows that at its confidence)
+// must not stand for good either. A stamp in the future (the clock stepped
+// back) is an unknown age: expired too. True when it changed.
 //
 // A "no-hold" lives a quarter as long (latgovd's: 2.5 minutes at first, up
-// to 20, and waits up to 20 while its source is measured again): a
-// wrong one costs the whole gain until it is measured again, a wrong "hold"
+// to 20, and waits up to 20 while its source is measured again): a wrong
+// one costs the whole gain until it is measured again, a wrong "hold"
 // costs polling only, and a measurement holds half of its windows. In the
 // bench run of 2026-12-07 (bench/results/2026-12-07-haltpoll-vda, a 2-vCPU
 // KVM guest with the haltpoll cpuidle driver) back-to-back IO learnt
