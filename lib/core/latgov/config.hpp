@@ -36,10 +36,10 @@ struct Policy {
     std::uint32_t min_limit_us = 0;
     std::optional<std::uint32_t> max_limit_us;
     // A queue stays active this long after its last IO: `linger` when set
-    // (linger_ms = N), else chosen from the gaps between requests (the
-    // default, linger_ms = "auto"), never below auto_linger_floor. Under
-    // "auto" `linger` is unused: a number [defaults] gave does not carry
-    // over to a [[device]] that says "auto".
+    // (linger_ms = N, 0 included), else chosen from the gaps between
+    // requests (the default, linger_ms = "auto"), never below
+    // auto_linger_floor. Under "auto" `linger` is unused: a number
+    // [defaults] gave does not carry over to a [[device]] that says "auto".
     std::chrono::milliseconds linger{auto_linger_floor};
     bool linger_auto = true;
     // Also hold the CPUs where tasks wait for the active queues' IO.
