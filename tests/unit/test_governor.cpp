@@ -747,6 +747,62 @@ TEST_CASE("prearm: a window's request the recorder lost, seen by the sample, is 
     CHECK(g.isolated_requests());
 }
 
+TEST_CASE("prearm: a window's request in flight at the close, unrecorded, is held until it "
+          "completes") {
+    // Another queue's stream ended the isolation while the window was open,
+    // and the recorder was disarmed: the device's count of requests in
+    // flight is all that tells of it.
+    Governor g(shared_queue_machine(), default_config(), declared_costs(machine()));
+    open_first_window(g);
+    const auto closes = g.window_closes();
+    REQUIRE(closes);
+    std::uint64_t irq11 = Governor::isolated_after;
+    CHECK_FALSE(g.observe(sample(0, irq11, irq11, irq11, 1), *closes, false));
+    CHECK(g.holds().percpu.count(1));
+    CHECK(g.periodic().misses() == 0);
+    // It completed: a hit, released at the next sample.
+    ++irq11;
+    g.observe(sample(0, irq11, irq11, irq11), *closes + 1ms, false);
+    CHECK(g.periodic().hits() == 1);
+    CHECK(g.periodic().misses() == 0);
+    g.observe(sample(0, irq11, irq11, irq11), *closes + 2ms, false);
+    CHECK_FALSE(g.any_active());
+    CHECK(g.isolated_requests());
+}
+
+TEST_CASE("prearm: a window opened long before its request holds while the request is in "
+          "flight") {
+    // Reads every 2 s, three in four within 60 ms of it: the window opens
+    // 120.5 ms ahead, and the device's count of requests in flight must
+    // count from the request, not from the opening.
+    Governor g(shared_queue_machine(), default_config(), declared_costs(machine()));
+    g.observe(sample(0, 0, 0, 0), t0);
+    std::uint64_t irq11 = 0;
+    TimePoint at = t0 + 20ms;
+    irq11 = isolated_read(g, at, irq11, 0);
+    for (const auto interval : {2000ms, 1940ms, 2060ms, 2000ms, 1940ms, 2060ms, 2000ms}) {
+        at += interval;
+        irq11 = isolated_read(g, at, irq11, 0);
+    }
+    REQUIRE(g.isolated_requests());
+    REQUIRE(g.periodic().period());
+    CHECK(g.periodic().lead() == 120500us);
+    const TimePoint expected = at + 2000ms;
+    const auto opens = g.window_opens(at + 11ms);
+    REQUIRE(opens);
+    CHECK(*opens == expected - 120500us);
+    REQUIRE(g.prearm(*opens));
+    g.on_recorded_request(nvme0n1, 0, expected);
+    // In flight 1 ms later, 121.5 ms after the window opened: held.
+    CHECK_FALSE(g.observe(sample(0, irq11, irq11, irq11, 1), expected + 1ms, false));
+    CHECK(g.holds().percpu.count(1));
+    // Completed: released at once, alone.
+    ++irq11;
+    CHECK(g.observe(sample(0, irq11, irq11, irq11), expected + 2ms, false));
+    CHECK_FALSE(g.any_active());
+    CHECK(g.lonely_onsets() == Governor::isolated_after + 1);
+}
+
 TEST_CASE("prearm: a completion the queue does not count on its own interrupt is no hit") {
     // Without an IRQ of its own, a queue counts its device's completions:
     // another queue's, of a request from another CPU, say nothing of the

@@ -270,17 +270,21 @@ bool Governor::observe_queue(const GovernedDevice& device, GovernedQueue& queue,
     // (the tag set of a queue whose IRQ is shared is shared too, so there
     // only while its own device has requests in flight); else the device's
     // count keeps an active queue so, within in_flight_bound of its own
-    // last completion or its activation, and stands for the queue's own
-    // where it has no IRQ.
+    // last completion, its activation or a pre-armed window's request (the
+    // window opens up to a tenth of a period before it), and stands for the
+    // queue's own where it has no IRQ.
     const bool busy_own = busy_here && *busy_here && (!queue.irq_shared || device_in_flight);
     bool in_flight = false;
-    if (busy_here)
+    if (busy_here) {
         in_flight = busy_own;
-    else if (!queue.irq)
+    } else if (!queue.irq) {
         in_flight = device_in_flight;
-    else if (queue.activity.active)
-        in_flight = device_in_flight &&
-                    now - std::max(queue.own_io, queue.activity.active_since) < in_flight_bound;
+    } else if (queue.activity.active) {
+        TimePoint since = std::max(queue.own_io, queue.activity.active_since);
+        if (queue.prearmed && queue.prearm_seen)
+            since = std::max(since, queue.prearm_seen_at);
+        in_flight = device_in_flight && now - since < in_flight_bound;
+    }
     bool io_seen = requests > 0 || in_flight;
     if (idle_wakes_on_events && !queue.activity.active)
         io_seen = false;
@@ -777,7 +781,11 @@ bool Governor::release_prearmed(GovernedQueue& queue, bool in_flight, bool sampl
             window_request_came();
             return false;
         }
-        if (now < queue.prearm_closes)
+        // Something in flight at the close may be its request, come while
+        // the recorder was disarmed (another queue's stream ended the
+        // isolation): held until it is not, within in_flight_bound of the
+        // window's opening, and then it counts as a hit or a miss.
+        if (now < queue.prearm_closes || in_flight)
             return false;
         // The window closed without its request: a miss, which is no
         // onset and leaves the streak of lonely ones as it is.

@@ -71,7 +71,8 @@ struct GovernedQueue {
     bool irq_shared = false;
     std::uint64_t shared_pending = 0; // its interrupts of the last sample, not yet its own
     // When its own completions last moved (its IRQ, or its device's where
-    // it has none); in_flight_bound runs from this or its activation.
+    // it has none); in_flight_bound runs from this, its activation or its
+    // pre-armed window's request.
     TimePoint own_io{};
 };
 
