@@ -405,6 +405,29 @@ TEST_CASE("an earlier run's journal that cannot be taken over yet holds nothing 
     CHECK_FALSE(fs::exists(tree.journal()));
 }
 
+TEST_CASE("a stop before an earlier run's journal is taken over says its CPUs may be held") {
+    // The daemon would log "every constraint released" and remove its
+    // status while the earlier run's 20 is still on the CPU.
+    Tree tree(1, "300\n");
+    const auto away = left_unreadable(tree);
+    std::vector<std::string> log;
+    PerCpuHolder holder(tree.sysroot(), tree.journal(),
+                        [&](const std::string& line) { log.push_back(line); });
+    holder.apply({{0, us(10)}}, t0);
+    CHECK(holder.held().empty());
+    CHECK_FALSE(holder.release_all());
+    CHECK(tree.value(0) == us(20));
+    REQUIRE(log.size() == 2);
+    CHECK(log[1].starts_with(tree.journal().string() +
+                             ", left by an earlier run, is not taken over ("));
+    CHECK(log[1].ends_with(": the CPUs it records may still be constrained, and `latgovd "
+                           "--restore` puts them back"));
+    // What the restore after the stop does.
+    make_readable(tree, away);
+    CHECK(restore_journal(tree.sysroot(), tree.journal(), ignore));
+    CHECK(tree.value(0) == us(300));
+}
+
 TEST_CASE("an earlier run's journal not taken over at first is by a later record check") {
     // An idle machine: apply() may not run again for hours.
     Tree tree(1, "300\n");

@@ -825,9 +825,28 @@ void PerCpuHolder::prepare(const std::map<int, LatencyLimit>& likely) {
     }
 }
 
+// An earlier run's journal this one has not taken over, and so has not put
+// back: the CPUs it records may hold that run's values still, unless it is
+// another tree's. One that cannot be read may be this tree's.
+bool PerCpuHolder::earlier_journal_left() const {
+    if (adopted_)
+        return false;
+    auto text = read_journal(journal_);
+    if (!text)
+        return true;
+    return !text->entries.empty() && check_journal_root(*text, root_, journal_.path());
+}
+
 bool PerCpuHolder::release_all() {
     while (!held_.empty())
         release(held_.begin()->first);
+    if (earlier_journal_left()) {
+        log_(journal_.path().string() + ", left by an earlier run, is not taken over" +
+             (adopt_error_.empty() ? std::string() : " (" + adopt_error_ + ")") +
+             ": the CPUs it records may still be constrained, and `latgovd --restore` puts "
+             "them back");
+        return false;
+    }
     retry_restores();
     const bool all_restored = std::all_of(records_.begin(), records_.end(),
                                           [](const auto& r) { return r.second.restored; });

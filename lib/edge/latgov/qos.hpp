@@ -189,7 +189,8 @@ class PerCpuHolder {
     // Puts back every original; removes the journal unless something could
     // not be put back or it has lines of an earlier run it cannot read.
     // False when an original could not be put back (logged; the journal
-    // keeps it for a restore).
+    // keeps it for a restore), or an earlier run's journal of this root was
+    // never taken over (its CPUs may still be constrained).
     [[nodiscard]] bool release_all();
 
     struct Held {
@@ -242,6 +243,7 @@ class PerCpuHolder {
     void hold_failed(int cpu, const std::string& why);
     void hold_succeeded(int cpu);
     bool adopt_journal(); // false while an earlier run's journal is not taken over
+    bool earlier_journal_left() const;
     bool drop_if_theirs(int cpu, LatencyLimit current);
     void release(int cpu);
     void retry_restores();
