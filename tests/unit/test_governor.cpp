@@ -749,25 +749,34 @@ TEST_CASE("prearm: a window's request the recorder lost, seen by the sample, is 
 
 TEST_CASE("prearm: a window's request in flight at the close, unrecorded, is held until it "
           "completes") {
-    // Another queue's stream ended the isolation while the window was open,
-    // and the recorder was disarmed: the device's count of requests in
-    // flight is all that tells of it.
+    // The recorder did not see it (disarmed, as when another queue's stream
+    // ends the isolation while a window is open): the device's count of
+    // requests in flight is all that tells of it.
     Governor g(shared_queue_machine(), default_config(), declared_costs(machine()));
-    open_first_window(g);
+    const TimePoint opened = open_first_window(g) + 20ms - g.periodic().lead();
     const auto closes = g.window_closes();
     REQUIRE(closes);
     std::uint64_t irq11 = Governor::isolated_after;
     CHECK_FALSE(g.observe(sample(0, irq11, irq11, irq11, 1), *closes, false));
     CHECK(g.holds().percpu.count(1));
     CHECK(g.periodic().misses() == 0);
-    // It completed: a hit, released at the next sample.
-    ++irq11;
-    g.observe(sample(0, irq11, irq11, irq11), *closes + 1ms, false);
-    CHECK(g.periodic().hits() == 1);
-    CHECK(g.periodic().misses() == 0);
-    g.observe(sample(0, irq11, irq11, irq11), *closes + 2ms, false);
-    CHECK_FALSE(g.any_active());
-    CHECK(g.isolated_requests());
+    SUBCASE("it completed: a hit, released at the next sample") {
+        ++irq11;
+        g.observe(sample(0, irq11, irq11, irq11), *closes + 1ms, false);
+        CHECK(g.periodic().hits() == 1);
+        CHECK(g.periodic().misses() == 0);
+        g.observe(sample(0, irq11, irq11, irq11), *closes + 2ms, false);
+        CHECK_FALSE(g.any_active());
+        CHECK(g.isolated_requests());
+    }
+    SUBCASE("still in flight 100 ms after the window opened: not its request, a miss") {
+        CHECK_FALSE(g.observe(sample(0, irq11, irq11, irq11, 1), opened + 99ms, false));
+        CHECK(g.any_active());
+        CHECK(g.observe(sample(0, irq11, irq11, irq11, 1), opened + 100ms, false));
+        CHECK_FALSE(g.any_active());
+        CHECK(g.periodic().hits() == 0);
+        CHECK(g.periodic().misses() == 1);
+    }
 }
 
 TEST_CASE("prearm: a window opened long before its request holds while the request is in "

@@ -271,7 +271,8 @@ bool Governor::observe_queue(const GovernedDevice& device, GovernedQueue& queue,
     // only while its own device has requests in flight); else the device's
     // count keeps an active queue so, within in_flight_bound of its own
     // last completion, its activation or a pre-armed window's request (the
-    // window opens up to a tenth of a period before it), and stands for the
+    // window opens up to a fifth of a period before it: twice the spread
+    // and latgovd's lateness, each up to a tenth), and stands for the
     // queue's own where it has no IRQ.
     const bool busy_own = busy_here && *busy_here && (!queue.irq_shared || device_in_flight);
     bool in_flight = false;
@@ -784,7 +785,9 @@ bool Governor::release_prearmed(GovernedQueue& queue, bool in_flight, bool sampl
         // Something in flight at the close may be its request, come while
         // the recorder was disarmed (another queue's stream ended the
         // isolation): held until it is not, within in_flight_bound of the
-        // window's opening, and then it counts as a hit or a miss.
+        // window's opening (unbounded on a queue without an IRQ, which
+        // goes by its device's count), and then it counts as a hit or a
+        // miss.
         if (now < queue.prearm_closes || in_flight)
             return false;
         // The window closed without its request: a miss, which is no
