@@ -827,14 +827,19 @@ void PerCpuHolder::prepare(const std::map<int, LatencyLimit>& likely) {
 
 // An earlier run's journal this one has not taken over, and so has not put
 // back: the CPUs it records may hold that run's values still, unless it is
-// another tree's. One that cannot be read may be this tree's.
+// another tree's or an earlier boot's, or every record of it says released.
+// One that cannot be read may be this tree's.
 bool PerCpuHolder::earlier_journal_left() const {
     if (adopted_)
         return false;
     auto text = read_journal(journal_);
     if (!text)
         return true;
-    return !text->entries.empty() && check_journal_root(*text, root_, journal_.path());
+    const bool this_boot =
+        text->boot_id.empty() || origin_.boot_id.empty() || text->boot_id == origin_.boot_id;
+    const bool holds = std::any_of(text->entries.begin(), text->entries.end(),
+                                   [](const JournalEntry& e) { return !e.released; });
+    return this_boot && holds && check_journal_root(*text, root_, journal_.path());
 }
 
 bool PerCpuHolder::release_all() {
