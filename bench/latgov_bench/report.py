@@ -53,10 +53,17 @@ def check_row(c: Check) -> str:
             return ("%.3f" if abs(v) >= 0.1 else "%.3g") % v
         shown = "%s (%s %s, %s %s)" % (r(c.value), t.mode, fmt(c.mode_median),
                                        t.reference, fmt(c.reference_median))
-        if len(c.round_ratios) >= 2:
-            shown += "; per round %s-%s%s" % (
-                r(min(c.round_ratios)), r(max(c.round_ratios)),
-                ", the bound inside" if c.bound_within_rounds() else "")
+        interval = c.round_interval()
+        if interval is not None:
+            lo, hi, _ = interval
+            shown += "; per round %s-%s" % (r(min(c.round_ratios)), r(max(c.round_ratios)))
+            if (lo, hi) != (min(c.round_ratios), max(c.round_ratios)):
+                shown += "; their median %s, 95%% interval %s-%s" % (
+                    r(statistics.median(c.round_ratios)), r(lo), r(hi))
+            if c.bound_unresolved():
+                shown += ", the bound inside"
+            elif c.interval_against_verdict():
+                shown += ", the interval on the other side of the bound"
     else:
         shown = fmt(c.value)
     verdict = {MET: "**met**", MISSED: "**missed**"}.get(c.verdict, c.verdict)
@@ -70,7 +77,7 @@ def check_row(c: Check) -> str:
 def targets_section(checks: list[Check]) -> list[str]:
     count = {v: sum(1 for c in checks if c.verdict == v)
              for v in (MET, MISSED, NOT_MEASURED, NOT_APPLICABLE)}
-    inside = sum(1 for c in checks if c.verdict in (MET, MISSED) and c.bound_within_rounds())
+    inside = sum(1 for c in checks if c.verdict in (MET, MISSED) and c.bound_unresolved())
     L = ["## Targets: met or missed", "",
          "From bench/latgov_bench/targets.toml, on the medians over rounds: %d checks "
          "met, %d missed, %d not measured in this run; %d targets do not apply to this "
@@ -79,9 +86,16 @@ def targets_section(checks: list[Check]) -> list[str]:
          "the medians) counts as not met.",
          "",
          "A ratio also shows its range over the rounds, each round's ratio taken "
-         "between runs minutes apart. Where the bound lies inside that range (%d of "
-         "the checks met or missed here), rounds fell on both sides of it: the "
-         "verdict rests on the medians and may turn in a rerun." % inside,
+         "between runs of that round, minutes apart at most. From 6 rounds on it "
+         "shows the median of those ratios too, with a 95%% interval for it that "
+         "assumes nothing of their distribution (the sign test's: the k-th smallest "
+         "and largest); up to 5 rounds that interval is the range (93.75%% with 5). "
+         "Where the bound lies inside the interval (%d of the checks met or missed "
+         "here), the run does not resolve the check: the ratio may lie on either "
+         "side of the bound, the verdict rests on the medians and may turn in a "
+         "rerun; more rounds narrow the interval. Where the interval lies wholly on "
+         "the other side of the bound than the verdict, which is on the ratio of the "
+         "medians, the two disagree and neither settles the check." % inside,
          "",
          "| target | workload | metric | measured | bound | verdict |",
          "|---|---|---|---|---|---|"]

@@ -3,6 +3,7 @@ Aggregate (pure)."""
 
 from __future__ import annotations
 
+import math
 import tomllib
 from dataclasses import dataclass
 from pathlib import Path
@@ -125,6 +126,28 @@ def load_targets(path: Path = DEFAULT_TARGETS) -> list[TargetSpec]:
 MET, MISSED, NOT_MEASURED, NOT_APPLICABLE = "met", "missed", "not measured", "not applicable"
 
 
+def median_interval(values: tuple[float, ...] | list[float],
+                    confidence: float = 0.95) -> tuple[float, float, float] | None:
+    """A distribution-free interval for the median of `values` (the sign
+    test's): their k-th smallest and k-th largest, with k the largest whose
+    coverage, 1 - 2 P(Binomial(n, 1/2) < k), is at least `confidence`.
+    Fewer than 6 values reach 95% at no k: the interval is then their
+    range, with the coverage it has (93.75% for 5). Returns (low, high,
+    coverage); None for fewer than 2 values."""
+    n = len(values)
+    if n < 2:
+        return None
+    s = sorted(values)
+
+    def coverage(k: int) -> float:
+        return 1 - 2 * sum(math.comb(n, i) for i in range(k)) / 2 ** n
+
+    k = 1
+    while k + 1 <= n - k and coverage(k + 1) >= confidence:
+        k += 1
+    return s[k - 1], s[n - k], coverage(k)
+
+
 @dataclass(frozen=True)
 class Check:
     target: TargetSpec
@@ -137,14 +160,30 @@ class Check:
     reason: str = ""
     round_ratios: tuple[float, ...] = ()  # a ratio target's ratio within each round
 
-    def bound_within_rounds(self) -> bool:
-        """The bound lies inside the per-round ratios' range: rounds fell on
-        both sides of it, so the verdict is as much the host's drift as
-        the modes' difference."""
-        if len(self.round_ratios) < 2:
+    def round_interval(self) -> tuple[float, float, float] | None:
+        """The 95% interval of the per-round ratios' median (their range
+        with 5 rounds or fewer): how far the host's drift between rounds
+        leaves the ratio uncertain."""
+        return median_interval(self.round_ratios)
+
+    def bound_unresolved(self) -> bool:
+        """The bound lies inside round_interval(): by the rounds, the ratio
+        may lie on either side of it, so the verdict is as much the host's
+        drift as the modes' difference, and may turn in a rerun."""
+        interval = self.round_interval()
+        if interval is None:
             return False
-        lo, hi = min(self.round_ratios), max(self.round_ratios)
+        lo, hi, _ = interval
         return any(b is not None and lo <= b <= hi for b in (self.target.min, self.target.max))
+
+    def interval_against_verdict(self) -> bool:
+        """round_interval() lies wholly on the other side of the bound than
+        the verdict, which is on the ratio of the medians: the two
+        statistics disagree, and neither settles the check."""
+        interval = self.round_interval()
+        if interval is None or self.verdict not in (MET, MISSED) or self.bound_unresolved():
+            return False
+        return self.target.within(interval[0]) != (self.verdict == MET)
 
 
 def evaluate(specs: list[TargetSpec], agg: Aggregate, host: HostInfo) -> list[Check]:

@@ -90,8 +90,8 @@ def test_haltpoll_targets(haltpoll):
     # the bound of 1.05 lies between them; the mean's 1.000 and 0.903 do not
     p99 = lat[("qd1-randread-4k", "read_clat_p99_us")]
     assert p99.round_ratios == pytest.approx((1.0870, 0.9424), abs=5e-5)
-    assert p99.bound_within_rounds()
-    assert not lat[("qd1-randread-4k", "read_clat_mean_us")].bound_within_rounds()
+    assert p99.bound_unresolved()
+    assert not lat[("qd1-randread-4k", "read_clat_mean_us")].bound_unresolved()
     # Round 1's latgov run of QD1 128k is kept out of the medians (someone
     # else's constraint held 2% of it): the ratio is round 2's alone. With
     # both rounds it was 1.460, per round 1.263-1.707.
@@ -121,7 +121,7 @@ def test_haltpoll_targets(haltpoll):
                "static 111.2) |" in r and "**missed**" in r for r in rows)
     assert any("qd1-randread-4k | read_clat_p99_us | 1.020" in r
                and "per round 0.942-1.087, the bound inside |" in r for r in rows)
-    assert "Where the bound lies inside that range (1 of the checks met or missed" in text
+    assert "Where the bound lies inside the interval (1 of the checks met or missed" in text
 
 
 def test_vda_without_cpuidle_driver_checks_latgov_against_off(vda):

@@ -6,7 +6,9 @@ import pytest
 
 from latgov_bench.aggregate import aggregate
 from latgov_bench.sysstate import HostInfo, IdleLayout
-from latgov_bench.targets import MET, NOT_MEASURED, TargetsError, evaluate, load_targets
+from latgov_bench.report import check_row
+from latgov_bench.targets import (MET, MISSED, NOT_MEASURED, TargetsError, evaluate,
+                                   load_targets, median_interval)
 from latgov_bench.workloads import WORKLOADS
 from conftest import BENCH
 
@@ -137,3 +139,80 @@ def test_a_target_over_every_latency_workload_is_not_measured_when_none_ran():
     checks = latency_checks(rows, ["idle"])
     assert [(c.workload, c.verdict, c.reason) for c in checks] == \
         [("-", NOT_MEASURED, "no latency workload run")]
+
+
+@pytest.mark.parametrize("n, k, coverage", [
+    # The sign test's order statistics for the median (any table of them):
+    # up to 5 values no k reaches 95%, and the range is the interval.
+    (2, 1, 0.5), (5, 1, 0.9375), (6, 1, 0.96875), (8, 1, 0.9921875),
+    (9, 2, 0.9609375), (20, 6, 0.9586105), (40, 14, 0.9615227)])
+def test_median_interval_is_the_sign_tests(n, k, coverage):
+    values = [float(v) for v in range(n, 0, -1)]  # given in any order
+    lo, hi, cov = median_interval(values)
+    assert (lo, hi) == (k, n + 1 - k)
+    assert cov == pytest.approx(coverage, abs=1e-7)
+    assert median_interval([1.0]) is None
+
+
+def ratio_rows(workload, ratios):
+    """Rounds whose latgov/static read mean is each of `ratios` in turn."""
+    rows = []
+    for r, x in enumerate(ratios, 1):
+        rows.append({"status": "ok", "round": str(r), "workload": workload,
+                     "mode": "static", "read_lat_mean_us": "100", "read_lat_p99_us": "100"})
+        rows.append({"status": "ok", "round": str(r), "workload": workload,
+                     "mode": "latgov", "read_lat_mean_us": str(100 * x),
+                     "read_lat_p99_us": "100"})
+    return rows
+
+
+def test_many_rounds_resolve_a_bound_their_range_straddles():
+    # 20 rounds, two of them far out: the range straddles 1.05 and the
+    # median's interval (6th to 15th of 20) lies below it.
+    ratios = [1.00, 1.01, 0.99, 1.02, 1.00, 0.98, 1.01, 1.03, 1.00, 0.99,
+              1.01, 1.02, 1.00, 0.97, 1.01, 1.00, 0.99, 1.02, 0.80, 1.25]
+    checks = latency_checks(ratio_rows("qd1-randread-4k", ratios), ["qd1-randread-4k"])
+    mean = next(c for c in checks if c.metric == "read_lat_mean_us")
+    assert mean.verdict == MET
+    assert min(mean.round_ratios) < 1.05 < max(mean.round_ratios)
+    lo, hi, cov = mean.round_interval()
+    assert (round(lo, 6), round(hi, 6), round(cov, 4)) == (0.99, 1.01, 0.9586)
+    assert not mean.bound_unresolved()
+    row = check_row(mean)
+    assert "per round 0.800-1.250; their median 1.000, 95% interval 0.990-1.010 |" in row
+    # The same ratios over 5 rounds: the interval is their range.
+    few = latency_checks(ratio_rows("qd1-randread-4k", [1.00, 0.80, 1.25, 1.01, 0.99]),
+                         ["qd1-randread-4k"])
+    mean = next(c for c in few if c.metric == "read_lat_mean_us")
+    assert mean.bound_unresolved()
+    assert "per round 0.800-1.250, the bound inside |" in check_row(mean)
+    # A ratio whose interval straddles the bound is missed or met on its
+    # median, and unresolved either way.
+    close = [1.04, 1.06] * 10
+    checks = latency_checks(ratio_rows("qd1-randread-4k", close), ["qd1-randread-4k"])
+    mean = next(c for c in checks if c.metric == "read_lat_mean_us")
+    assert mean.verdict in (MET, MISSED) and mean.bound_unresolved()
+    assert not mean.interval_against_verdict()
+
+
+def test_an_interval_wholly_past_the_bound_of_a_met_check_is_shown():
+    # latgov 1.06 of static in 15 of 20 rounds and half of it in the last
+    # 5, where static was slowest: the medians' ratio is 1.012 (met), while
+    # the median of the rounds' ratios and its interval (6th to 15th) are
+    # 1.06, above the bound.
+    rows = []
+    for r in range(1, 21):
+        static = 100 + r
+        latgov = static * (1.06 if r <= 15 else 0.5)
+        rows.append({"status": "ok", "round": str(r), "workload": "qd1-randread-4k",
+                     "mode": "static", "read_lat_mean_us": str(static),
+                     "read_lat_p99_us": "100"})
+        rows.append({"status": "ok", "round": str(r), "workload": "qd1-randread-4k",
+                     "mode": "latgov", "read_lat_mean_us": str(latgov),
+                     "read_lat_p99_us": "100"})
+    checks = latency_checks(rows, ["qd1-randread-4k"])
+    mean = next(c for c in checks if c.metric == "read_lat_mean_us")
+    lo, hi, _ = mean.round_interval()
+    assert mean.verdict == MET and round(mean.value, 3) == 1.012 and lo > 1.05
+    assert not mean.bound_unresolved() and mean.interval_against_verdict()
+    assert ", the interval on the other side of the bound |" in check_row(mean)
