@@ -205,15 +205,17 @@ void restore_before_exit(const Options& options, const Result<Config>& config) {
 // latgovd once its log is set up: a restore, a bad configuration's exit or
 // the daemon.
 int run(Options options, Result<Config> config) {
-    if (options.restore)
-        return restore(options, config);
-    if (!config) {
-        spdlog::error("{}", config.error().message);
-        sd_notifyf(0, "STATUS=Bad configuration: %s", config.error().message.c_str());
-        restore_before_exit(options, config);
-        return exit_config;
-    }
+    // An exception would end latgovd through std::terminate: an abort,
+    // with its log not flushed. It fails with the reason logged instead.
     try {
+        if (options.restore)
+            return restore(options, config);
+        if (!config) {
+            spdlog::error("{}", config.error().message);
+            sd_notifyf(0, "STATUS=Bad configuration: %s", config.error().message.c_str());
+            restore_before_exit(options, config);
+            return exit_config;
+        }
         Daemon daemon(std::move(options), std::move(*config));
         return daemon.run();
     } catch (...) {
