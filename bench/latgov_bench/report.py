@@ -55,9 +55,9 @@ def check_row(c: Check) -> str:
                                        t.reference, fmt(c.reference_median))
         interval = c.round_interval()
         if interval is not None:
-            lo, hi, _ = interval
+            lo, hi, coverage = interval
             shown += "; per round %s-%s" % (r(min(c.round_ratios)), r(max(c.round_ratios)))
-            if (lo, hi) != (min(c.round_ratios), max(c.round_ratios)):
+            if coverage >= 0.95:
                 shown += "; their median %s, 95%% interval %s-%s" % (
                     r(statistics.median(c.round_ratios)), r(lo), r(hi))
             if c.bound_unresolved():
@@ -89,7 +89,8 @@ def targets_section(checks: list[Check]) -> list[str]:
          "between runs of that round, minutes apart at most. From 6 rounds on it "
          "shows the median of those ratios too, with a 95%% interval for it that "
          "assumes nothing of their distribution (the sign test's: the k-th smallest "
-         "and largest); up to 5 rounds that interval is the range (93.75%% with 5). "
+         "and largest; the range itself up to 8 rounds). Up to 5 rounds no such "
+         "interval reaches 95%%, and the range stands for it (93.75%% with 5). "
          "Where the bound lies inside the interval (%d of the checks met or missed "
          "here), the run does not resolve the check: the ratio may lie on either "
          "side of the bound, the verdict rests on the medians and may turn in a "

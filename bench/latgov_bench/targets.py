@@ -161,9 +161,9 @@ class Check:
     round_ratios: tuple[float, ...] = ()  # a ratio target's ratio within each round
 
     def round_interval(self) -> tuple[float, float, float] | None:
-        """The 95% interval of the per-round ratios' median (their range
-        with 5 rounds or fewer): how far the host's drift between rounds
-        leaves the ratio uncertain."""
+        """The 95% interval of the per-round ratios' median, or with 5
+        rounds or fewer their range, at the coverage it has: how far the
+        host's drift between rounds leaves the ratio uncertain."""
         return median_interval(self.round_ratios)
 
     def bound_unresolved(self) -> bool:
@@ -174,7 +174,10 @@ class Check:
         if interval is None:
             return False
         lo, hi, _ = interval
-        return any(b is not None and lo <= b <= hi for b in (self.target.min, self.target.max))
+        # A bound at the interval's end still has all of it on one side:
+        # the bounds are inclusive.
+        t = self.target
+        return (t.max is not None and lo <= t.max < hi) or (t.min is not None and lo < t.min <= hi)
 
     def interval_against_verdict(self) -> bool:
         """round_interval() lies wholly on the other side of the bound than

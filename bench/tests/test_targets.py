@@ -195,6 +195,68 @@ def test_many_rounds_resolve_a_bound_their_range_straddles():
     assert not mean.interval_against_verdict()
 
 
+def test_six_rounds_show_the_median_with_the_range_as_its_interval():
+    checks = latency_checks(ratio_rows("qd1-randread-4k", [1.00, 0.80, 1.25, 1.01, 0.99, 1.02]),
+                            ["qd1-randread-4k"])
+    mean = next(c for c in checks if c.metric == "read_lat_mean_us")
+    assert mean.round_interval()[2] == pytest.approx(0.96875)
+    assert "per round 0.800-1.250; their median 1.005, 95% interval 0.800-1.250, " \
+        "the bound inside |" in check_row(mean)
+
+
+def test_a_bound_at_the_end_of_the_interval_is_resolved():
+    # The bounds are inclusive: an interval 1.00-1.05 is all within <= 1.05.
+    ratios = [1.05, 1.00, 1.05, 1.00, 1.02, 1.03, 1.04, 1.01, 1.02]
+    checks = latency_checks(ratio_rows("qd1-randread-4k", ratios), ["qd1-randread-4k"])
+    mean = next(c for c in checks if c.metric == "read_lat_mean_us")
+    assert mean.round_interval()[:2] == pytest.approx((1.00, 1.05))
+    assert mean.verdict == MET and not mean.bound_unresolved()
+    assert not mean.interval_against_verdict()
+
+
+def test_a_lower_bound_is_resolved_and_unresolved_as_an_upper_one():
+    def dry_run_iops(ratios):
+        rows = []
+        for r, x in enumerate(ratios, 1):
+            rows.append({"status": "ok", "round": str(r), "workload": "qd1-randread-4k",
+                         "mode": "off", "read_iops": "20000"})
+            rows.append({"status": "ok", "round": str(r), "workload": "qd1-randread-4k",
+                         "mode": "latgov-dryrun", "read_iops": str(20000 * x)})
+        agg = aggregate(rows, ["qd1-randread-4k"], ["off", "latgov-dryrun"], HOST)
+        return next(c for c in evaluate(load_targets(), agg, HOST)
+                    if c.target.id == "dry-run-iops")
+
+    # >= 0.98: 0.98 at the interval's low end is within it
+    resolved = dry_run_iops([0.98, 1.00, 0.99, 1.01, 0.98, 1.02, 0.97, 1.03, 1.00])
+    assert resolved.round_interval()[:2] == pytest.approx((0.98, 1.02))
+    assert resolved.verdict == MET and not resolved.bound_unresolved()
+    unresolved = dry_run_iops([0.97, 1.00, 0.96, 1.01, 0.98, 1.02, 0.97, 1.03, 1.00])
+    assert unresolved.round_interval()[:2] == pytest.approx((0.97, 1.02))
+    assert unresolved.bound_unresolved()
+
+
+def test_a_missed_check_whose_interval_lies_within_the_bound_is_shown():
+    # latgov 1.02 of static in 15 of 20 rounds and 3 times it in the 5
+    # where static was fastest: the medians' ratio is 1.066 (missed), the
+    # per-round ratios' median and its interval 1.02.
+    rows = []
+    for r in range(1, 21):
+        static = 100 + r
+        latgov = static * (3.0 if r <= 5 else 1.02)
+        rows.append({"status": "ok", "round": str(r), "workload": "qd1-randread-4k",
+                     "mode": "static", "read_lat_mean_us": str(static),
+                     "read_lat_p99_us": "100"})
+        rows.append({"status": "ok", "round": str(r), "workload": "qd1-randread-4k",
+                     "mode": "latgov", "read_lat_mean_us": str(latgov),
+                     "read_lat_p99_us": "100"})
+    mean = next(c for c in latency_checks(rows, ["qd1-randread-4k"])
+                if c.metric == "read_lat_mean_us")
+    assert mean.verdict == MISSED and round(mean.value, 3) == 1.066
+    assert mean.round_interval()[:2] == pytest.approx((1.02, 1.02))
+    assert mean.interval_against_verdict()
+    assert ", the interval on the other side of the bound |" in check_row(mean)
+
+
 def test_an_interval_wholly_past_the_bound_of_a_met_check_is_shown():
     # latgov 1.06 of static in 15 of 20 rounds and half of it in the last
     # 5, where static was slowest: the medians' ratio is 1.012 (met), while
