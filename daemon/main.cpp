@@ -220,7 +220,8 @@ int run(Options options, Result<Config> config) {
         return daemon.run();
     } catch (...) {
         spdlog::critical("Unexpected error: {}", current_exception_text());
-        return 1;
+        // A bad configuration's exit stays one: the unit does not restart it.
+        return !options.restore && !config ? exit_config : 1;
     }
 }
 
