@@ -154,14 +154,16 @@ def test_median_interval_is_the_sign_tests(n, k, coverage):
     assert median_interval([1.0]) is None
 
 
-def ratio_rows(workload, ratios):
-    """Rounds whose latgov/static read mean is each of `ratios` in turn."""
+def ratio_rows(workload, ratios, statics=None):
+    """Rounds whose latgov/static read mean is each of `ratios` in turn,
+    static's read mean each of `statics` (100 each by default)."""
     rows = []
-    for r, x in enumerate(ratios, 1):
+    for r, (x, static) in enumerate(zip(ratios, statics or [100] * len(ratios)), 1):
         rows.append({"status": "ok", "round": str(r), "workload": workload,
-                     "mode": "static", "read_lat_mean_us": "100", "read_lat_p99_us": "100"})
+                     "mode": "static", "read_lat_mean_us": str(static),
+                     "read_lat_p99_us": "100"})
         rows.append({"status": "ok", "round": str(r), "workload": workload,
-                     "mode": "latgov", "read_lat_mean_us": str(100 * x),
+                     "mode": "latgov", "read_lat_mean_us": str(static * x),
                      "read_lat_p99_us": "100"})
     return rows
 
@@ -239,16 +241,7 @@ def test_a_missed_check_whose_interval_lies_within_the_bound_is_shown():
     # latgov 1.02 of static in 15 of 20 rounds and 3 times it in the 5
     # where static was fastest: the medians' ratio is 1.066 (missed), the
     # per-round ratios' median and its interval 1.02.
-    rows = []
-    for r in range(1, 21):
-        static = 100 + r
-        latgov = static * (3.0 if r <= 5 else 1.02)
-        rows.append({"status": "ok", "round": str(r), "workload": "qd1-randread-4k",
-                     "mode": "static", "read_lat_mean_us": str(static),
-                     "read_lat_p99_us": "100"})
-        rows.append({"status": "ok", "round": str(r), "workload": "qd1-randread-4k",
-                     "mode": "latgov", "read_lat_mean_us": str(latgov),
-                     "read_lat_p99_us": "100"})
+    rows = ratio_rows("qd1-randread-4k", [3.0] * 5 + [1.02] * 15, range(101, 121))
     mean = next(c for c in latency_checks(rows, ["qd1-randread-4k"])
                 if c.metric == "read_lat_mean_us")
     assert mean.verdict == MISSED and round(mean.value, 3) == 1.066
@@ -262,16 +255,7 @@ def test_an_interval_wholly_past_the_bound_of_a_met_check_is_shown():
     # 5, where static was slowest: the medians' ratio is 1.012 (met), while
     # the median of the rounds' ratios and its interval (6th to 15th) are
     # 1.06, above the bound.
-    rows = []
-    for r in range(1, 21):
-        static = 100 + r
-        latgov = static * (1.06 if r <= 15 else 0.5)
-        rows.append({"status": "ok", "round": str(r), "workload": "qd1-randread-4k",
-                     "mode": "static", "read_lat_mean_us": str(static),
-                     "read_lat_p99_us": "100"})
-        rows.append({"status": "ok", "round": str(r), "workload": "qd1-randread-4k",
-                     "mode": "latgov", "read_lat_mean_us": str(latgov),
-                     "read_lat_p99_us": "100"})
+    rows = ratio_rows("qd1-randread-4k", [1.06] * 15 + [0.5] * 5, range(101, 121))
     checks = latency_checks(rows, ["qd1-randread-4k"])
     mean = next(c for c in checks if c.metric == "read_lat_mean_us")
     lo, hi, _ = mean.round_interval()
