@@ -163,6 +163,17 @@ TEST_CASE("split keeps empty pieces") {
     CHECK(split("", ',') == std::vector<std::string_view>{""});
 }
 
+TEST_CASE("an IRQ's per_cpu_count sums to the 32 bits of its /proc/stat count") {
+    CHECK(*parse_irq_per_cpu_count("0,17\n") == 17);
+    CHECK(*parse_irq_per_cpu_count("5\n") == 5);
+    // kstat_irqs_usr() sums in an unsigned int: past 2^32 it wraps.
+    CHECK(*parse_irq_per_cpu_count("4294967295,2\n") == 1);
+    CHECK_FALSE(parse_irq_per_cpu_count(""));
+    CHECK_FALSE(parse_irq_per_cpu_count("1,,2\n"));
+    CHECK_FALSE(parse_irq_per_cpu_count("1,x\n"));
+    CHECK_FALSE(parse_irq_per_cpu_count("4294967296\n"));
+}
+
 TEST_CASE("debugfs tags busy=") {
     CHECK(*parse_tags_busy("nr_tags=1023\nbitmap_tags:\ndepth=1023\nbusy=4\ncleared=0\n") == 4);
     CHECK_FALSE(parse_tags_busy("nr_tags=1023\n"));

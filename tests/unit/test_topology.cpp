@@ -612,6 +612,30 @@ TEST_CASE("multipath paths whose head is not there yet are left out with a warni
     CHECK(sampler->warnings().empty());
 }
 
+TEST_CASE("an onset's baseline reads one device's stat and single IRQs' per-CPU counts") {
+    MultipathTree tree;
+    tree.stat_files();
+    const SysRoot root(tree.root());
+    auto sampler = IoSampler::open(root, {"nvme0n1", "nullb0"});
+    REQUIRE(sampler);
+    std::ofstream(tree.root() / "sys/block/nullb0/stat") << "3 0 8 0 4 0 0 0 2 5 5 0 0 0 0 0 0\n";
+    auto stat = sampler->read_device(1);
+    REQUIRE(stat);
+    CHECK(stat->read_ios == 3);
+    CHECK(stat->write_ios == 4);
+    CHECK(stat->in_flight == 2);
+    CHECK_FALSE(sampler->read_device(2)); // no such slot
+    fs::create_directories(tree.root() / "sys/kernel/irq/33");
+    std::ofstream(tree.root() / "sys/kernel/irq/33/per_cpu_count") << "4,5\n";
+    auto irqs = IrqCounts::open(root, {33, 34});
+    REQUIRE(irqs.warnings().size() == 1); // 34 has no directory
+    CHECK(irqs.warnings()[0].find("sys/kernel/irq/34/per_cpu_count") != std::string::npos);
+    CHECK(irqs.read(33) == 9u);
+    CHECK_FALSE(irqs.read(34));
+    std::ofstream(tree.root() / "sys/kernel/irq/33/per_cpu_count") << "4,x\n";
+    CHECK_FALSE(irqs.read(33)); // not a count: no baseline
+}
+
 TEST_CASE("a drive's model that is not UTF-8 is dumped with its bytes replaced, not thrown on") {
     Topology topo;
     NvmeController nvme0;

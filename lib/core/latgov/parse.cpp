@@ -219,6 +219,26 @@ Result<void> parse_stat_intr(std::string_view proc_stat, std::vector<std::uint64
     return {};
 }
 
+Result<std::uint64_t> parse_irq_per_cpu_count(std::string_view text) {
+    const auto counts = trim(text);
+    if (counts.empty())
+        return make_error("no count");
+    std::uint32_t sum = 0; // kstat_irqs_usr() sums in an unsigned int
+    // Read at an onset: field by field, nothing allocated.
+    size_t start = 0;
+    for (;;) {
+        const size_t end = std::min(counts.find(',', start), counts.size());
+        const auto field = trim(counts.substr(start, end - start));
+        auto count = parse_u64(field);
+        if (!count || *count > UINT32_MAX)
+            return make_error("bad count " + in_quotes(field));
+        sum += static_cast<std::uint32_t>(*count);
+        if (end == counts.size())
+            return std::uint64_t{sum};
+        start = end + 1;
+    }
+}
+
 Result<std::uint64_t> parse_tags_busy(std::string_view text) {
     if (trim(text).empty())
         return 0; // hctx_tags_show prints nothing where hctx->tags is NULL

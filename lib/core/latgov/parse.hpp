@@ -114,6 +114,11 @@ BlockStatDelta block_stat_delta(const BlockStat& before, const BlockStat& after)
 // into `counts` (reused from tick to tick: no allocation once grown).
 Result<void> parse_stat_intr(std::string_view proc_stat, std::vector<std::uint64_t>& counts);
 
+// /sys/kernel/irq/<n>/per_cpu_count: the IRQ's count on each CPU, comma
+// separated. Their sum as /proc/stat's "intr" line shows it: 32 bits wide,
+// so that irq_count_delta() takes one against the other.
+Result<std::uint64_t> parse_irq_per_cpu_count(std::string_view text);
+
 // debugfs block/<disk>/hctxN/tags: the value of "busy=". A queue no CPU
 // maps to has no tags, and its file is empty: nothing is busy there.
 Result<std::uint64_t> parse_tags_busy(std::string_view text);

@@ -95,6 +95,48 @@ std::vector<std::size_t> IoSampler::reopen_left_out(const SysRoot& root) {
     return opened;
 }
 
+Result<BlockStat> IoSampler::read_device(std::size_t slot) {
+    if (slot >= device_stats_.size() || !device_stats_[slot])
+        return make_error("no statistics of device slot " + std::to_string(slot));
+    auto& file = *device_stats_[slot];
+    auto text = file.read();
+    if (!text)
+        return text.error();
+    auto stat = parse_block_stat(*text);
+    if (!stat)
+        return make_error("Failed to parse " + file.path() + ": " + stat.error().message);
+    return *stat;
+}
+
+IrqCounts IrqCounts::open(const SysRoot& root, const std::vector<int>& irqs) {
+    IrqCounts counts;
+    for (int irq : irqs) {
+        if (counts.files_.count(irq))
+            continue;
+        auto file =
+            PreadFile::open(root, "/sys/kernel/irq/" + std::to_string(irq) + "/per_cpu_count");
+        if (!file) {
+            counts.warnings_.push_back(file.error().message);
+            continue;
+        }
+        counts.files_.emplace(irq, std::move(*file));
+    }
+    return counts;
+}
+
+std::optional<std::uint64_t> IrqCounts::read(int irq) {
+    const auto file = files_.find(irq);
+    if (file == files_.end())
+        return std::nullopt;
+    auto text = file->second.read();
+    if (!text)
+        return std::nullopt;
+    auto count = parse_irq_per_cpu_count(*text);
+    if (!count)
+        return std::nullopt;
+    return *count;
+}
+
 Result<void> IoSampler::sample(IoSample& out) {
     auto text = proc_stat_.read();
     if (!text)

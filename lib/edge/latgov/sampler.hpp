@@ -10,6 +10,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <map>
 #include <optional>
 #include <string>
 #include <vector>
@@ -56,6 +57,9 @@ class IoSampler {
     std::vector<std::size_t> reopen_left_out(const SysRoot& root);
     // The devices asked for at open(), by slot.
     const std::vector<std::string>& devices() const { return devices_; }
+    // One device's stat alone (an onset's baseline): fails for a slot left
+    // out, or a file that cannot be read any more.
+    Result<BlockStat> read_device(std::size_t slot);
 
   private:
     IoSampler(PreadFile proc_stat, std::vector<std::string> devices,
@@ -68,6 +72,25 @@ class IoSampler {
     std::vector<std::string> devices_;                   // by slot
     std::vector<std::optional<PreadFile>> device_stats_; // nullopt: left out
     std::vector<PreadFile> queue_tags_;
+    std::vector<std::string> warnings_;
+};
+
+// Single IRQs' counts, each from /sys/kernel/irq/<n>/per_cpu_count: a few
+// bytes per CPU, where /proc/stat holds every IRQ and CPU of the machine.
+// For an onset's baseline, read on the CPU whose request is waited for.
+class IrqCounts {
+  public:
+    // An IRQ whose file cannot be opened (a kernel without sparse IRQs has
+    // no /sys/kernel/irq) is left out: read() gives nullopt for it, and
+    // warnings() says which, for the caller to log once.
+    static IrqCounts open(const SysRoot& root, const std::vector<int>& irqs);
+    // Its count, 32 bits wide as /proc/stat shows it; nullopt where it is
+    // left out, or its file fails (the next sample of /proc/stat says more).
+    std::optional<std::uint64_t> read(int irq);
+    const std::vector<std::string>& warnings() const { return warnings_; }
+
+  private:
+    std::map<int, PreadFile> files_;
     std::vector<std::string> warnings_;
 };
 
