@@ -471,6 +471,9 @@ bool Daemon::on_io_events(TimePoint now) {
             break;
         settle(take(more), false);
     }
+    // After the holds and kicks: the onset's request was not waiting for it.
+    if (activated)
+        read_onset_baselines(*state_);
     return activated;
 }
 

@@ -100,6 +100,22 @@ std::optional<IssueCounters> open_issue_counters(const SysRoot& root, const Topo
     return std::move(*counters);
 }
 
+// The counts an onset's baseline reads: the IRQs of the governed queues
+// that count their own completions on one. None without events: no
+// request then starts an activation.
+IrqCounts open_irq_counts(const SysRoot& root, const Governor& governor, bool have_events) {
+    std::vector<int> irqs;
+    if (have_events)
+        for (const auto& device : governor.devices())
+            for (const auto& queue : device.queues)
+                if (queue.irq && !queue.irq_shared)
+                    irqs.push_back(*queue.irq);
+    auto counts = IrqCounts::open(root, irqs);
+    for (const auto& warning : counts.warnings())
+        spdlog::warn("{}; an onset on its queue counts company from the tick before it", warning);
+    return counts;
+}
+
 } // namespace
 
 Result<GovernedState> build_governed_state(const SysRoot& root, const Config& config,
@@ -124,15 +140,12 @@ Result<GovernedState> build_governed_state(const SysRoot& root, const Config& co
     auto issue_counters = open_issue_counters(root, topology, governor);
     auto opened = open_io_events(root, config, topology, governor);
     auto recorder = open_recorder(root, topology, governor, opened.events.has_value());
-    return GovernedState{std::move(topology),
-                         std::move(governor),
-                         std::move(*sampler),
-                         std::move(issue_counters),
-                         std::move(opened.events),
-                         std::move(recorder),
-                         opened.kind,
-                         std::move(opened.state),
-                         std::move(costs.source)};
+    auto irq_counts = open_irq_counts(root, governor, opened.events.has_value());
+    return GovernedState{std::move(topology),       std::move(governor),
+                         std::move(*sampler),       std::move(irq_counts),
+                         std::move(issue_counters), std::move(opened.events),
+                         std::move(recorder),       opened.kind,
+                         std::move(opened.state),   std::move(costs.source)};
 }
 
 void read_issue_counters(GovernedState& state, IoSample& sample) {
@@ -155,6 +168,22 @@ void read_issue_counters(GovernedState& state, IoSample& sample) {
         spdlog::warn("{}; waiter CPUs from iowait only", read.error().message);
         state.issue_counters.reset();
         sample.cpu_issues.clear();
+    }
+}
+
+void read_onset_baselines(GovernedState& state) {
+    for (const auto& due : state.governor.onset_baselines_due()) {
+        // The stat first, then the interrupts: nothing in flight there
+        // means the onset's request completed, and is in the counts after.
+        // One that fails takes no baseline; the next sample says why.
+        auto stat = state.sampler.read_device(due.device);
+        if (!stat)
+            continue;
+        std::map<int, std::uint64_t> irq_counts;
+        for (int irq : due.irqs)
+            if (auto count = state.irq_counts.read(irq))
+                irq_counts.emplace(irq, *count);
+        state.governor.take_onset_baseline(due.device, *stat, irq_counts);
     }
 }
 

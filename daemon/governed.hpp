@@ -1,6 +1,7 @@
 // Everything latgovd governs with, built from one discovery of the machine:
-// the topology, the governor, the sampler that feeds it, the per-CPU issue
-// counters that find its waiter CPUs and the IO events that wake it. Built whole; the daemon swaps
+// the topology, the governor, the sampler that feeds it (and the single IRQ
+// counts of an onset's baseline), the per-CPU issue counters that find its
+// waiter CPUs and the IO events that wake it. Built whole; the daemon swaps
 // it in only when the build succeeded, so a new governor never pairs with an old sampler.
 #pragma once
 
@@ -22,6 +23,7 @@ struct GovernedState {
     Topology topology;
     Governor governor;
     IoSampler sampler;
+    IrqCounts irq_counts;                        // single IRQs' counts, for onsets' baselines
     std::optional<IssueCounters> issue_counters; // none: waiter CPUs from iowait only
     std::optional<IoIssueEvents> events;         // none: sample every idle_interval while idle
     // While requests are isolated: times them without waking the daemon,
@@ -50,6 +52,11 @@ Result<GovernedState> build_governed_state(const SysRoot& root, const Config& co
 // the CPUs that may hold waiters, so an idle daemon reads nothing and the
 // first active tick is a baseline. Counters that fail are dropped.
 void read_issue_counters(GovernedState& state, IoSample& sample);
+
+// The baselines of the onsets that request events just started
+// (Governor::onset_baselines_due): read right after their holds are
+// written, so the first sample counts their company from the onset on.
+void read_onset_baselines(GovernedState& state);
 
 // Logs what the state governs and how (one line per device), and warns of
 // each [[device]] name rule of `config` that matches no disk.

@@ -20,6 +20,7 @@ import random
 import re
 import subprocess
 import sys
+import threading
 import time
 
 from hostlib import (
@@ -474,8 +475,9 @@ class OnsetTest(HostTestCase):
 
     def start_on_loop(self, prearm=True, prefix=()):
         """latgovd governing a new loop device alone (loop_config), and a
-        function that reads a random 4 KiB block of it, O_DIRECT."""
-        loop = self.loop_device()
+        function that reads a random 4 KiB block of it, O_DIRECT. The
+        device's name is self.loop."""
+        loop = self.loop = self.loop_device()
         d = self.start_daemon(loop_config(loop, prearm=prearm), prefix=prefix)
         fd = os.open(f"/dev/{loop}", os.O_RDONLY | os.O_DIRECT)
         self.addCleanup(os.close, fd)
@@ -570,6 +572,66 @@ class OnsetTest(HostTestCase):
         read()
         self.wait_status(d, lambda s: s["onset_delay"]["count"] == before + 1,
                          "the first read after the burst held (an onset counted)")
+        self.assertEqual(d.stop(), 0)
+        self.assertEqual(read_all(), self.baseline)
+
+    def test_11_writes_that_wake_nobody_leave_isolated_reads_alone(self):
+        """test_04's isolated reads, each right after a 4 KiB direct write
+        to the same loop device from a thread named as the kernel's
+        writeback workers are ("kworker/..."). The IO events leave such
+        requests out, so the write wakes nobody, but the device's
+        completion count counts it. Counted from the sample before the
+        onset, which spans the idle time, the write passes for the read's
+        company and the wake-ups never stop on a disk with writeback;
+        counted from the baseline latgovd reads just after the onset's
+        holds, each read came alone, and latgovd pauses after 8."""
+        d, read = self.start_on_loop(prearm=False)
+        write_fd = os.open(f"/dev/{self.loop}", os.O_WRONLY | os.O_DIRECT)
+        self.addCleanup(os.close, write_fd)
+        block = mmap.mmap(-1, 4096)
+        self.addCleanup(block.close)
+        libc = ctypes.CDLL(None, use_errno=True)
+        PR_SET_NAME = 15
+
+        def write_as_writeback():
+            """One write, from a thread whose comm the events leave out (on
+            this CPU: the thread takes the test's affinity)."""
+            failed = []
+
+            def run():
+                if libc.prctl(PR_SET_NAME, b"kworker/u9:9", 0, 0, 0) != 0:
+                    failed.append(f"prctl: {os.strerror(ctypes.get_errno())}")
+                    return
+                os.pwritev(write_fd, [block], 4096 * random.randrange(16))
+            thread = threading.Thread(target=run)
+            thread.start()
+            thread.join()
+            self.assertEqual(failed, [])
+
+        def held():
+            return "n/a" in read_all().values()
+
+        def status():
+            return read_status(d)
+
+        time.sleep(0.5)
+        write_as_writeback()
+        time.sleep(0.2)
+        self.assertEqual(status()["onset_delay"]["count"], 0,
+                         "the write woke latgovd: its events do not leave it out")
+        for i in range(8):
+            self.assertNotIn("paused", status().get("io_events", ""),
+                             f"paused after {i} isolated reads: {status()}")
+            self.assertIsNotNone(self.wait_value(held, False, 1.0), "still held before a read")
+            write_as_writeback()
+            read()
+            self.wait_status(d, lambda s: s["onset_delay"]["count"] == i + 1,
+                             f"isolated read {i + 1} after a write held (onset counted)")
+            time.sleep(0.15)  # released, and the status rewritten
+        st = self.wait_status(d, lambda s: "paused" in s.get("io_events", ""),
+                              "io_events paused after 8 reads, each after a write")
+        log(f"  paused after 8 reads, each after a write: {st['io_events']!r}")
+        self.assertEqual(st["onset_delay"]["count"], 8, st)
         self.assertEqual(d.stop(), 0)
         self.assertEqual(read_all(), self.baseline)
 

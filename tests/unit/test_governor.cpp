@@ -497,6 +497,165 @@ TEST_CASE(
 
 namespace {
 
+// What latgovd reads right after an onset on queue 1 has its holds: the
+// device's stat (`in_flight` requests in flight, `ios` completed), then
+// IRQ 11's count.
+void onset_baseline(Governor& g, std::uint64_t irq11, std::uint64_t ios, std::uint64_t in_flight) {
+    const auto due = g.onset_baselines_due();
+    REQUIRE(due.size() == 1);
+    CHECK(due[0].device == 0);
+    CHECK(due[0].irqs == std::vector<int>{11});
+    BlockStat stat;
+    stat.read_ios = ios;
+    stat.in_flight = in_flight;
+    g.take_onset_baseline(0, stat, {{11, irq11}});
+    CHECK(g.onset_baselines_due().empty()); // once per onset
+}
+
+} // namespace
+
+TEST_CASE("isolated requests: IO that wakes nobody, completed before an onset, is no company") {
+    // Writeback between isolated reads: requests the events leave out, but
+    // the interrupt counts count, in the idle span before each onset. The
+    // linger is fixed: under "auto" the writes shorten the gaps learnt
+    // from the device's completions, and the linger that follows holds
+    // from one read to the next.
+    Config config = default_config();
+    config.defaults.linger = 3ms;
+    config.defaults.linger_auto = false;
+    Governor g(machine(), config, declared_costs(machine()));
+    g.observe(sample(0, 0, 0, 0), t0);
+    std::uint64_t irq11 = 0;
+    TimePoint at = t0;
+    SUBCASE("counted from the onset's baseline, each read came alone: the wake-ups stop") {
+        for (int i = 0; i < Governor::isolated_after; ++i) {
+            at += 20ms;
+            irq11 += 2; // two writes, no event
+            CHECK(g.on_request_issued(259u << 20, 1, at, std::nullopt, at));
+            onset_baseline(g, irq11, irq11, 1); // the read in flight
+            ++irq11;
+            g.observe(sample(0, irq11, irq11, irq11), at + 5ms, false);
+            g.observe(sample(0, irq11, irq11, irq11), at + 10ms, false);
+            CHECK_FALSE(g.any_active());
+            CHECK(g.lonely_onsets() == i + 1);
+        }
+        CHECK(g.isolated_requests());
+    }
+    SUBCASE("without a baseline (none could be read) they pass for company, as they did") {
+        for (int i = 0; i < Governor::isolated_after; ++i) {
+            at += 20ms;
+            irq11 += 2;
+            CHECK(g.on_request_issued(259u << 20, 1, at, std::nullopt, at));
+            ++irq11;
+            g.observe(sample(0, irq11, irq11, irq11), at + 5ms, false);
+            g.observe(sample(0, irq11, irq11, irq11), at + 10ms, false);
+            CHECK(g.lonely_onsets() == 0);
+        }
+        CHECK_FALSE(g.isolated_requests());
+    }
+}
+
+TEST_CASE("isolated requests: after an onset's baseline, completions besides its own are company") {
+    Governor g(machine(), default_config(), declared_costs(machine()));
+    g.observe(sample(0, 0, 0, 0), t0);
+    const std::uint64_t irq11 = isolated_read(g, t0 + 20ms, 0);
+    REQUIRE(g.lonely_onsets() == 1);
+    const TimePoint at = t0 + 40ms;
+    REQUIRE(g.on_request_issued(259u << 20, 1, at, std::nullopt, at));
+    // What completed by the first sample, since the baseline.
+    auto first_sample = [&](std::uint64_t after_base) {
+        const std::uint64_t n = irq11 + 5 + after_base; // 5 of writeback before
+        g.observe(sample(0, n, n, n), at + 5ms, false);
+        g.observe(sample(0, n, n, n), at + 10ms, false);
+        CHECK_FALSE(g.any_active());
+    };
+    SUBCASE("its request in flight at the baseline, one completion after: its own, alone") {
+        onset_baseline(g, irq11 + 5, irq11 + 5, 1);
+        first_sample(1);
+        CHECK(g.lonely_onsets() == 2);
+    }
+    SUBCASE("its request in flight at the baseline, two completions after: company") {
+        onset_baseline(g, irq11 + 5, irq11 + 5, 1);
+        first_sample(2);
+        CHECK(g.lonely_onsets() == 0);
+    }
+    SUBCASE("nothing in flight at the baseline: its own completed before, and is in it") {
+        // In the baseline, then: none after is a request alone, one is company.
+        onset_baseline(g, irq11 + 6, irq11 + 6, 0);
+        SUBCASE("none after") {
+            first_sample(1);
+            CHECK(g.lonely_onsets() == 2);
+        }
+        SUBCASE("one after") {
+            first_sample(2);
+            CHECK(g.lonely_onsets() == 0);
+        }
+    }
+}
+
+TEST_CASE("isolated requests: a second request's event while its queue is active is company") {
+    Governor g(machine(), default_config(), declared_costs(machine()));
+    g.observe(sample(0, 0, 0, 0), t0);
+    REQUIRE(g.on_request_issued(259u << 20, 1, t0 + 1ms));
+    onset_baseline(g, 0, 0, 1);
+    SUBCASE("another request fired an event: company, though its completion is not counted yet") {
+        CHECK_FALSE(g.on_request_issued(259u << 20, 1, t0 + 2ms)); // activates nothing
+        g.observe(sample(0, 1, 1, 1), t0 + 3ms, false);
+        g.observe(sample(0, 1, 1, 1), t0 + 10ms, false);
+        CHECK_FALSE(g.any_active());
+        CHECK(g.lonely_onsets() == 0);
+    }
+    SUBCASE("none did: the one completion is the onset's own") {
+        g.observe(sample(0, 1, 1, 1), t0 + 3ms, false);
+        g.observe(sample(0, 1, 1, 1), t0 + 10ms, false);
+        CHECK_FALSE(g.any_active());
+        CHECK(g.lonely_onsets() == 1);
+    }
+}
+
+TEST_CASE("an onset's baseline is due for request events' onsets alone, and read once") {
+    Config config = default_config();
+    DeviceRule rule;
+    rule.match.name = "loop*";
+    rule.origin = "t.toml:1:1";
+    config.devices.push_back(rule);
+    Governor g(machine(), config, declared_costs(machine()));
+    REQUIRE(g.devices().size() == 2);
+    IoSample idle = sample(0, 0, 0, 0);
+    idle.devices.push_back(BlockStat{});
+    g.observe(idle, t0);
+    CHECK(g.onset_baselines_due().empty());
+    // loop0 has no IRQ: its baseline is its stat's completions alone.
+    REQUIRE(g.on_request_issued(7u << 20, 0, t0 + 1ms));
+    auto due = g.onset_baselines_due();
+    REQUIRE(due.size() == 1);
+    CHECK(due[0].device == 1);
+    CHECK(due[0].irqs.empty());
+    BlockStat base;
+    base.write_ios = 40; // writeback before the onset
+    base.in_flight = 1;
+    g.take_onset_baseline(1, base, {});
+    CHECK(g.onset_baselines_due().empty());
+    // A queue whose IRQ count could not be read takes none, and stays due.
+    REQUIRE(g.on_request_issued(259u << 20, 1, t0 + 1ms));
+    g.take_onset_baseline(0, BlockStat{}, {});
+    REQUIRE(g.onset_baselines_due().size() == 1);
+    // The loop's read completes alone: 41 completions, 40 of them before it.
+    IoSample done = sample(0, 1, 1, 1);
+    BlockStat loop_done = base;
+    loop_done.read_ios = 1;
+    loop_done.in_flight = 0;
+    done.devices.push_back(loop_done);
+    g.observe(done, t0 + 5ms, false);
+    g.observe(done, t0 + 10ms, false);
+    CHECK_FALSE(g.any_active());
+    // Each came alone: loop0's counted from its baseline, nvme0n1's from
+    // the sample before it, with nothing between.
+    CHECK(g.lonely_onsets() == 2);
+}
+
+namespace {
+
 // machine() with queue 1 (IRQ 11, completes on CPU 1) taking the requests
 // of CPU 0 too: a submitter on CPU 0 waits there for a completion on CPU 1.
 Topology shared_queue_machine() {

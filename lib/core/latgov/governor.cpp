@@ -154,6 +154,7 @@ void Governor::rebase(const IoSample& sample, TimePoint now) {
 void Governor::forget_span(GovernedQueue& queue) {
     queue.shared_pending = 0;
     queue.onset_pending = false;
+    queue.onset_base.reset();
     if (!queue.prearmed)
         queue.lonely = false;
 }
@@ -189,6 +190,11 @@ bool Governor::observe(const IoSample& sample, TimePoint now, bool idle_wakes_on
             return 0;
         return irq_count_delta(before.irq_counts[i], sample.irq_counts[i]);
     };
+    // A count the sample lacks is one that went down: nothing since.
+    auto irq_count_now = [&](int irq) -> std::uint64_t {
+        auto i = static_cast<size_t>(irq);
+        return i < sample.irq_counts.size() ? sample.irq_counts[i] : 0;
+    };
     size_t tag_index = 0; // queue_busy follows queue_tags(): device by device, queue by queue
     bool missed = false;  // a pre-armed window closed without its request
     for (size_t s = 0; s < devices_.size(); ++s) {
@@ -209,9 +215,14 @@ bool Governor::observe(const IoSample& sample, TimePoint now, bool idle_wakes_on
             if (tag_index < sample.queue_busy.size())
                 busy_here = sample.queue_busy[tag_index] > 0;
             ++tag_index;
+            std::optional<std::uint64_t> since_onset;
+            if (queue.onset_base)
+                since_onset = queue.irq ? irq_count_delta(queue.onset_base->irq_count,
+                                                          irq_count_now(*queue.irq))
+                                        : block_stat_delta(queue.onset_base->stat, now_stat).ios;
             const bool was_active = queue.activity.active;
-            if (observe_queue(device, queue, requests, now_stat.in_flight > 0, busy_here,
-                              idle_wakes_on_events, now, missed))
+            if (observe_queue(device, queue, requests, since_onset, now_stat.in_flight > 0,
+                              busy_here, idle_wakes_on_events, now, missed))
                 changed = true;
             released = released || (was_active && !queue.activity.active);
         }
@@ -253,17 +264,30 @@ std::uint64_t Governor::own_share(GovernedQueue& queue, std::uint64_t interrupts
 }
 
 bool Governor::observe_queue(const GovernedDevice& device, GovernedQueue& queue,
-                             std::uint64_t requests, bool device_in_flight,
-                             std::optional<bool> busy_here, bool idle_wakes_on_events,
-                             TimePoint now, bool& missed) {
-    if (requests > 0)
+                             std::uint64_t requests, std::optional<std::uint64_t> since_onset,
+                             bool device_in_flight, std::optional<bool> busy_here,
+                             bool idle_wakes_on_events, TimePoint now, bool& missed) {
+    // The first sample after an onset counts from its baseline where one
+    // was read: the span before it holds the idle time up to the onset,
+    // and with it the IO the events leave out (writeback, journal commits,
+    // latgovd's own), which is neither the onset's company nor news.
+    // Nothing in flight at the baseline: the onset's request had completed
+    // by then, and is in the baseline, where this queue counted it.
+    const bool own_before_base =
+        since_onset && queue.onset_base->stat.in_flight == 0 && requests > 0;
+    if (since_onset) {
+        requests = *since_onset;
+        queue.onset_base.reset();
+    }
+    if (requests > 0 || own_before_base)
         queue.own_io = now;
     // The request that activated it. Its completion count and its in-flight
     // state are not read at one instant (not even within one stat file), so
     // the sample that counts its completion may find it in flight still.
-    const bool onset_completed_now = queue.onset_pending && requests > 0;
+    const bool onset_completed_now = queue.onset_pending && (own_before_base || requests > 0);
     if (onset_completed_now) {
-        --requests;
+        if (!own_before_base)
+            --requests;
         queue.onset_pending = false;
     }
     // Requests in flight: counted on this very queue where that is read
@@ -353,6 +377,7 @@ void Governor::end_activation(GovernedQueue& queue, Streak effect) {
         break;
     }
     queue.lonely = queue.onset_pending = false;
+    queue.onset_base.reset();
     queue.prearmed = queue.prearm_seen = false;
     queue.prearm_company = 0;
 }
@@ -570,6 +595,11 @@ bool Governor::on_request_issued(std::uint32_t dev, int cpu, TimePoint now,
                 Transition::activated) {
                 activated = started = true;
                 queue.onset_pending = queue.lonely = true;
+            } else if (!queue.prearmed) {
+                // Active already: this request is another one than the one
+                // that activated it (each request fires one event), and
+                // the events leave out the IO nobody waits for. Company.
+                queue.lonely = false;
             }
         }
         // A read's or a synchronous write's submitter waits where it is,
@@ -588,6 +618,45 @@ bool Governor::on_request_issued(std::uint32_t dev, int cpu, TimePoint now,
     }
     note_others_held(); // an onset, or a waiter's CPU, may hold what another learns at
     return activated;
+}
+
+std::vector<Governor::BaselineDue> Governor::onset_baselines_due() const {
+    std::vector<BaselineDue> due;
+    for (std::size_t d = 0; d < devices_.size(); ++d) {
+        std::optional<BaselineDue> device;
+        for (const auto& queue : devices_[d].queues) {
+            // An onset of a request event, its baseline not read yet. A
+            // shared IRQ counts another disk's completions too (own_share
+            // tells them apart sample by sample).
+            if (!queue.onset_pending || queue.onset_base || queue.prearmed || queue.irq_shared)
+                continue;
+            if (!device)
+                device = BaselineDue{d, {}};
+            if (queue.irq)
+                device->irqs.push_back(*queue.irq);
+        }
+        if (device)
+            due.push_back(std::move(*device));
+    }
+    return due;
+}
+
+void Governor::take_onset_baseline(std::size_t device, const BlockStat& stat,
+                                   const std::map<int, std::uint64_t>& irq_counts) {
+    if (device >= devices_.size())
+        return;
+    for (auto& queue : devices_[device].queues) {
+        if (!queue.onset_pending || queue.onset_base || queue.prearmed || queue.irq_shared)
+            continue;
+        OnsetBaseline base{0, stat};
+        if (queue.irq) {
+            const auto count = irq_counts.find(*queue.irq);
+            if (count == irq_counts.end())
+                continue;
+            base.irq_count = count->second;
+        }
+        queue.onset_base = base;
+    }
 }
 
 OnsetNeeds Governor::onset_needs(std::uint32_t dev, int cpu) const {

@@ -44,6 +44,14 @@ class LatencyEstimator {
 // is then lost too: one tick's interrupts, once in 2^32.
 std::uint64_t irq_count_delta(std::uint64_t before, std::uint64_t after);
 
+// What an onset's baseline read (Governor::take_onset_baseline): the
+// queue's completions just after its request event activated it, and
+// whether its device had requests in flight then.
+struct OnsetBaseline {
+    std::uint64_t irq_count = 0; // its IRQ's, where it has one of its own
+    BlockStat stat{};            // its device's (completions, and in flight)
+};
+
 struct GovernedQueue {
     int index = 0;
     std::optional<int> irq;
@@ -56,6 +64,11 @@ struct GovernedQueue {
     bool onset_pending = false;
     // Activated by one request and no other seen since.
     bool lonely = false;
+    // Its completions just after the event that activated it: the first
+    // sample counts from there, not from the sample before, which spans
+    // the idle time up to the onset, and with it the IO the events leave
+    // out (writeback, journal commits, latgovd's own).
+    std::optional<OnsetBaseline> onset_base{};
     // Activated ahead of a periodic request (PeriodicOnsets), which has
     // not been issued yet (or has: `prearm_seen`). Held until the window
     // closes without it, or until it completed.
@@ -179,6 +192,22 @@ class Governor {
     // active queues it went to, the completion CPUs and `cpu` where it is
     // held as its waiter's, or the global limit.
     OnsetNeeds onset_needs(std::uint32_t dev, int cpu) const;
+    // The baselines due after request events activated queues: per device
+    // (its slot of stat_sources()), the IRQs of those of its queues that
+    // count their own completions on one. A queue sharing its IRQ with
+    // another disk, or pre-armed, takes none.
+    struct BaselineDue {
+        std::size_t device = 0;
+        std::vector<int> irqs;
+    };
+    std::vector<BaselineDue> onset_baselines_due() const;
+    // What was read for one: the device's stat file first, then the IRQ
+    // counts (an IRQ missing from `irq_counts` was not read: its queue
+    // counts company as before, from the sample before the onset). In that
+    // order, nothing in flight in the stat means the onset's request had
+    // completed, its interrupt in the counts read after.
+    void take_onset_baseline(std::size_t device, const BlockStat& stat,
+                             const std::map<int, std::uint64_t>& irq_counts);
     // The devices whose requests wake an idle daemon. A hidden multipath
     // path disk whose dev_t discovery could not read (sysfs does not show
     // it; /proc/diskstats does) is told apart only as "not a disk we know"
@@ -311,9 +340,12 @@ class Governor {
     // counts are read, whether the queue itself has (`busy_here`). True
     // when its activity changed; `missed` when its pre-armed window closed
     // without its request.
+    // `since_onset`: its completions since its onset's baseline, where one
+    // was read.
     bool observe_queue(const GovernedDevice& device, GovernedQueue& queue, std::uint64_t requests,
-                       bool device_in_flight, std::optional<bool> busy_here,
-                       bool idle_wakes_on_events, TimePoint now, bool& missed);
+                       std::optional<std::uint64_t> since_onset, bool device_in_flight,
+                       std::optional<bool> busy_here, bool idle_wakes_on_events, TimePoint now,
+                       bool& missed);
     // The device's evidence, decision and waiters once its queues are
     // observed (`released`: one that was active before it is not now);
     // true when what it holds may have changed.
