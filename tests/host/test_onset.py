@@ -430,6 +430,29 @@ class OnsetTest(HostTestCase):
                 self.fail(f"cpu {self.comp} held for background IO before every attempt to read")
             self.watch_release(returned)
 
+    def eight_reads_then_paused(self, d, read, what="isolated reads"):
+        """8 calls of `read`, each with nothing held before it and held
+        after it (its onset counted), 150 ms apart: then io_events says
+        paused, with 8 onsets counted. The status then."""
+        def held():
+            return "n/a" in read_all().values()
+
+        for i in range(8):
+            self.assertNotIn("paused", read_status(d).get("io_events", ""),
+                             f"paused after {i} {what}: {read_status(d)}")
+            # Held: its onset counted. Not read back from the PM QoS files:
+            # a stall of the test's CPU may outlast the hold (3 ms linger).
+            self.assertIsNotNone(self.wait_value(held, False, 1.0), "still held before a read")
+            read()
+            self.wait_status(d, lambda s: s["onset_delay"]["count"] == i + 1,
+                             f"{what}: {i + 1} before the pause held (onset counted)")
+            time.sleep(0.15)  # released, and the status rewritten
+        st = self.wait_status(d, lambda s: "paused" in s.get("io_events", ""),
+                              f"io_events paused after 8 {what}")
+        log(f"  paused after 8 {what}: {st['io_events']!r}")
+        self.assertEqual(st["onset_delay"]["count"], 8, st)
+        return st
+
     def onset(self, d, min_count):
         st = self.wait_status(d, lambda s: s.get("onset_delay", {}).get("count", 0) >= min_count,
                               f"onset_delay.count >= {min_count}")
@@ -562,20 +585,7 @@ class OnsetTest(HostTestCase):
 
         time.sleep(0.5)
         self.assertEqual(status()["onset_delay"]["count"], 0, "an onset before the first read")
-        for i in range(8):
-            self.assertFalse(paused(), f"paused after {i} isolated reads: {status()}")
-            # Held: its onset counted. Not read back from the PM QoS files:
-            # a stall of the test's CPU may outlast the hold (3 ms linger).
-            self.assertIsNotNone(self.wait_value(held, False, 1.0), "still held before a read")
-            read()
-            self.wait_status(d, lambda s: s["onset_delay"]["count"] == i + 1,
-                             f"isolated read {i + 1} before the pause held (onset counted)")
-            time.sleep(0.15)  # released, and the status rewritten
-        st = self.wait_status(d, lambda s: "paused" in s.get("io_events", ""),
-                              "io_events paused after 8 isolated reads")
-        log(f"  paused after 8 isolated reads: {st['io_events']!r}")
-        onsets = st["onset_delay"]["count"]
-        self.assertEqual(onsets, 8, st)
+        onsets = self.eight_reads_then_paused(d, read)["onset_delay"]["count"]
 
         # Further isolated reads: no wake-up, no hold.
         for i in range(10):
@@ -625,30 +635,16 @@ class OnsetTest(HostTestCase):
         writer = WritebackWriter(f"/dev/{self.loop}")
         self.addCleanup(writer.close)
 
-        def held():
-            return "n/a" in read_all().values()
-
-        def status():
-            return read_status(d)
+        def write_then_read():
+            writer.write(4096 * random.randrange(16))
+            read()
 
         time.sleep(0.5)
         writer.write(4096 * random.randrange(16))
         time.sleep(0.2)
-        self.assertEqual(status()["onset_delay"]["count"], 0,
+        self.assertEqual(read_status(d)["onset_delay"]["count"], 0,
                          "the write woke latgovd: its events do not leave it out")
-        for i in range(8):
-            self.assertNotIn("paused", status().get("io_events", ""),
-                             f"paused after {i} isolated reads: {status()}")
-            self.assertIsNotNone(self.wait_value(held, False, 1.0), "still held before a read")
-            writer.write(4096 * random.randrange(16))
-            read()
-            self.wait_status(d, lambda s: s["onset_delay"]["count"] == i + 1,
-                             f"isolated read {i + 1} after a write held (onset counted)")
-            time.sleep(0.15)  # released, and the status rewritten
-        st = self.wait_status(d, lambda s: "paused" in s.get("io_events", ""),
-                              "io_events paused after 8 reads, each after a write")
-        log(f"  paused after 8 reads, each after a write: {st['io_events']!r}")
-        self.assertEqual(st["onset_delay"]["count"], 8, st)
+        self.eight_reads_then_paused(d, write_then_read, "reads, each after a write")
         self.assertEqual(d.stop(), 0)
         self.assertEqual(read_all(), self.baseline)
 
