@@ -444,6 +444,10 @@ bool Daemon::on_io_events(TimePoint now) {
         kick_held_anew();
         if (activating.empty())
             return;
+        // After the holds and kicks, which the request may wait for, and
+        // before the disarm: a request issued after it is counted from
+        // here, or drained as company by the rounds below.
+        read_onset_baselines(*state_);
         if (first_drain && spdlog::should_log(spdlog::level::debug)) {
             std::uint64_t first_ns = activating.front().time_ns;
             for (const auto& request : activating)
@@ -471,9 +475,6 @@ bool Daemon::on_io_events(TimePoint now) {
             break;
         settle(take(more), false);
     }
-    // After the holds and kicks: the onset's request was not waiting for it.
-    if (activated)
-        read_onset_baselines(*state_);
     return activated;
 }
 

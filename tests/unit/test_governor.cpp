@@ -628,10 +628,12 @@ TEST_CASE("an onset's baseline is due for request events' onsets alone, and read
     base.in_flight = 1;
     g.take_onset_baseline(1, base, {});
     CHECK(g.onset_baselines_due().empty());
-    // A queue whose IRQ count could not be read takes none, and stays due.
+    // A queue whose IRQ count could not be read takes none, and is due no
+    // more: one read later would drop what came between.
     REQUIRE(g.on_request_issued(259u << 20, 1, t0 + 1ms));
-    g.take_onset_baseline(0, BlockStat{}, {});
     REQUIRE(g.onset_baselines_due().size() == 1);
+    g.take_onset_baseline(0, BlockStat{}, {});
+    CHECK(g.onset_baselines_due().empty());
     // The loop's read completes alone: 41 completions, 40 of them before it.
     IoSample done = sample(0, 1, 1, 1);
     BlockStat loop_done = base;
@@ -644,6 +646,43 @@ TEST_CASE("an onset's baseline is due for request events' onsets alone, and read
     // Each came alone: loop0's counted from its baseline, nvme0n1's from
     // the sample before it, with nothing between.
     CHECK(g.lonely_onsets() == 2);
+}
+
+TEST_CASE("an onset's baseline not read by its first sample is not read after it") {
+    Governor g(machine(), default_config(), declared_costs(machine()));
+    g.observe(sample(0, 0, 0, 0), t0);
+    REQUIRE(g.on_request_issued(259u << 20, 1, t0 + 1ms));
+    REQUIRE(g.onset_baselines_due().size() == 1);
+    // The first sample finds the onset's request in flight, no baseline
+    // read: a wake-up for another request must not read one now, which
+    // would drop the company completed since that sample.
+    g.observe(sample(0, 0, 0, 0, 1), t0 + 2ms, false);
+    CHECK(g.any_active());
+    CHECK(g.onset_baselines_due().empty());
+}
+
+TEST_CASE("isolated requests: one request activating two queues is one lonely onset") {
+    // CPU 1 submits to queue 0 (IRQ 10) and queue 1 (IRQ 11); its read
+    // completes on queue 1 before the baseline, while writes completed on
+    // queue 0 before the onset. Nothing is in flight at the baseline, so
+    // each queue finds a completion of its own before it: the read still
+    // counts once.
+    Topology t = machine();
+    t.devices[0].queues[0].submit_cpus = {0, 1};
+    Governor g(t, default_config(), declared_costs(t));
+    g.observe(sample(0, 0, 0, 0), t0);
+    REQUIRE(g.on_request_issued(259u << 20, 1, t0 + 20ms));
+    const auto due = g.onset_baselines_due();
+    REQUIRE(due.size() == 1);
+    CHECK(due[0].irqs == std::vector<int>{10, 11});
+    BlockStat stat;
+    stat.read_ios = 1;
+    stat.write_ios = 2;
+    g.take_onset_baseline(0, stat, {{10, 2}, {11, 1}});
+    g.observe(sample(2, 1, 3, 3), t0 + 22ms, false);
+    g.observe(sample(2, 1, 3, 3), t0 + 30ms, false);
+    CHECK_FALSE(g.any_active());
+    CHECK(g.lonely_onsets() == 1);
 }
 
 namespace {

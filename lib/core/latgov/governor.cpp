@@ -153,7 +153,7 @@ void Governor::rebase(const IoSample& sample, TimePoint now) {
 // company.
 void Governor::forget_span(GovernedQueue& queue) {
     queue.shared_pending = 0;
-    queue.onset_pending = false;
+    queue.onset_pending = queue.baseline_due = false;
     queue.onset_base.reset();
     if (!queue.prearmed)
         queue.lonely = false;
@@ -275,6 +275,7 @@ bool Governor::observe_queue(const GovernedDevice& device, GovernedQueue& queue,
     // by then, and is in the baseline, where this queue counted it.
     const bool own_before_base =
         since_onset && queue.onset_base->stat.in_flight == 0 && requests > 0;
+    queue.baseline_due = false; // not read by now: this sample is the first
     if (since_onset) {
         requests = *since_onset;
         queue.onset_base.reset();
@@ -348,6 +349,8 @@ bool Governor::observe_queue(const GovernedDevice& device, GovernedQueue& queue,
     if (queue.prearmed && (!queue.prearm_seen || queue.prearm_seen_at >= now))
         io_seen = true;
     const Transition t = update_activity(queue.activity, io_seen, now, linger_of(device));
+    if (t == Transition::activated)
+        queue.activation = ++activations_;
     if (t == Transition::released) {
         // A pair in a window lingered, and no third request came: it leaves
         // the streak as it is.
@@ -366,17 +369,23 @@ void Governor::end_activation(GovernedQueue& queue, Streak effect) {
     // once, on the queue that completed it.
     if (queue.own_io < queue.activity.active_since)
         effect = Streak::keep;
+    // Nor twice where both took a completion for their own (each counted
+    // one before its baseline, the request's or the background's): one
+    // activation's lonely end counts once. Company counts on either.
+    if (effect == Streak::lonely && queue.activation == streak_counted_)
+        effect = Streak::keep;
     switch (effect) {
     case Streak::keep:
         break;
     case Streak::lonely:
         lonely_streak_ = one_more(lonely_streak_);
+        streak_counted_ = queue.activation;
         break;
     case Streak::company:
         lonely_streak_ = 0;
         break;
     }
-    queue.lonely = queue.onset_pending = false;
+    queue.lonely = queue.onset_pending = queue.baseline_due = false;
     queue.onset_base.reset();
     queue.prearmed = queue.prearm_seen = false;
     queue.prearm_company = 0;
@@ -581,6 +590,7 @@ void Governor::time_request(std::size_t device, int cpu, TimePoint issued) {
 bool Governor::on_request_issued(std::uint32_t dev, int cpu, TimePoint now,
                                  std::optional<bool> waited, std::optional<TimePoint> issued) {
     bool activated = false;
+    std::uint64_t activation = 0; // of every queue this request activates
     for (std::size_t d = 0; d < devices_.size(); ++d) {
         auto& device = devices_[d];
         if (!takes_requests_of(device, dev))
@@ -595,6 +605,10 @@ bool Governor::on_request_issued(std::uint32_t dev, int cpu, TimePoint now,
                 Transition::activated) {
                 activated = started = true;
                 queue.onset_pending = queue.lonely = true;
+                queue.activation = activation ? activation : (activation = ++activations_);
+                // A shared IRQ counts another disk's completions too
+                // (own_share tells them apart sample by sample).
+                queue.baseline_due = !queue.irq_shared;
             } else if (!queue.prearmed) {
                 // Active already: this request is another one than the one
                 // that activated it (each request fires one event), and
@@ -625,10 +639,7 @@ std::vector<Governor::BaselineDue> Governor::onset_baselines_due() const {
     for (std::size_t d = 0; d < devices_.size(); ++d) {
         std::optional<BaselineDue> device;
         for (const auto& queue : devices_[d].queues) {
-            // An onset of a request event, its baseline not read yet. A
-            // shared IRQ counts another disk's completions too (own_share
-            // tells them apart sample by sample).
-            if (!queue.onset_pending || queue.onset_base || queue.prearmed || queue.irq_shared)
+            if (!queue.baseline_due)
                 continue;
             if (!device)
                 device = BaselineDue{d, {}};
@@ -646,7 +657,7 @@ void Governor::take_onset_baseline(std::size_t device, const BlockStat& stat,
     if (device >= devices_.size())
         return;
     for (auto& queue : devices_[device].queues) {
-        if (!queue.onset_pending || queue.onset_base || queue.prearmed || queue.irq_shared)
+        if (!std::exchange(queue.baseline_due, false))
             continue;
         OnsetBaseline base{0, stat};
         if (queue.irq) {
@@ -711,6 +722,7 @@ bool Governor::prearm(TimePoint now) {
     auto& device = devices_[d];
     bool activated = false;
     bool mapped = false;
+    const std::uint64_t activation = ++activations_;
     // Every queue the CPU of the last request submits to (a read queue and
     // the default one, where a device has both).
     for (auto& queue : device.queues) {
@@ -722,6 +734,7 @@ bool Governor::prearm(TimePoint now) {
             continue;
         activated = true;
         queue.prearmed = queue.lonely = true;
+        queue.activation = activation;
         queue.prearm_seen = queue.onset_pending = false;
         queue.prearm_opened = now;
         queue.prearm_closes = window->closes;

@@ -64,10 +64,17 @@ struct GovernedQueue {
     bool onset_pending = false;
     // Activated by one request and no other seen since.
     bool lonely = false;
+    // Which activation started it: one request activates every queue its
+    // CPU submits to (a read queue and the default one), one window those
+    // of its CPU, and each counts once in the streak of lonely ones.
+    std::uint64_t activation = 0;
     // Its completions just after the event that activated it: the first
     // sample counts from there, not from the sample before, which spans
     // the idle time up to the onset, and with it the IO the events leave
-    // out (writeback, journal commits, latgovd's own).
+    // out (writeback, journal commits, latgovd's own). Due from the
+    // activation to the baseline's read or the first sample, whichever
+    // comes first: a baseline read later would drop what came between.
+    bool baseline_due = false;
     std::optional<OnsetBaseline> onset_base{};
     // Activated ahead of a periodic request (PeriodicOnsets), which has
     // not been issued yet (or has: `prearm_seen`). Held until the window
@@ -203,9 +210,9 @@ class Governor {
     std::vector<BaselineDue> onset_baselines_due() const;
     // What was read for one: the device's stat file first, then the IRQ
     // counts (an IRQ missing from `irq_counts` was not read: its queue
-    // counts company as before, from the sample before the onset). In that
-    // order, nothing in flight in the stat means the onset's request had
-    // completed, its interrupt in the counts read after.
+    // counts as before, from the sample before the onset, and is due no
+    // more). In that order, nothing in flight in the stat means the onset's
+    // request had completed, its interrupt in the counts read after.
     void take_onset_baseline(std::size_t device, const BlockStat& stat,
                              const std::map<int, std::uint64_t>& irq_counts);
     // The devices whose requests wake an idle daemon. A hidden multipath
@@ -397,6 +404,8 @@ class Governor {
     // Activations in a row that saw one request only (a pair in a window
     // is skipped).
     int lonely_streak_ = 0;
+    std::uint64_t activations_ = 0;    // GovernedQueue::activation, numbered
+    std::uint64_t streak_counted_ = 0; // the last one the streak counted lonely
     PeriodicOnsets periodic_;
     int periodic_cpu_ = -1;   // the CPU of the series' last request: its waiter
     bool window_hit_ = false; // the open window saw its request
