@@ -389,7 +389,10 @@ def smoke_checks(rows: list[dict], host: ss.HostInfo) -> list[str]:
             if deeper > 0.01 * len(ours) * window * 1e6:
                 problems.append("%s: %s let CPU %s spend %.0f us in states deeper than POLL"
                                 % (tag, r["mode"], ",".join(map(str, ours)), deeper))
-        if r["mode"] == "latgov" and wl.name == "onset-isolated-reads" and \
+        if wl.background and not num(r.get("background_ios")):
+            problems.append("%s: no IO beside the job in fio's output (%s)" % (
+                tag, wl.background))
+        if r["mode"] == "latgov" and wl.job == "onset-isolated-reads.fio" and \
                 num(r.get("onset_count")) is None:
             problems.append("%s: latgovd's status gave no onset_delay" % tag)
     return problems

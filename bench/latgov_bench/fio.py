@@ -33,7 +33,7 @@ def fio_columns() -> list[str]:
     for d in DIRECTIONS:
         cols += ["%s_%s" % (d, f) for f in LAT_FIELDS]
     cols += ["sync_%s" % f for f in SYNC_FIELDS]
-    return cols + ["fio_ios"]
+    return cols + ["fio_ios", "background_ios"]
 
 
 def _latency(stats: dict, prefix: str, key: str) -> dict:
@@ -53,13 +53,17 @@ def parse_fio_json(text: str, source: str = "fio output") -> dict:
     """Row fields of the first job: per direction IOPS, the whole
     request's latency (lat) and the completion latency (clat), and the
     fsync/fdatasync latency when the job synced. A run made without
-    --lat_percentiles has lat's mean and max, no percentiles."""
+    --lat_percentiles has lat's mean and max, no percentiles. The requests
+    of jobs in other reporting groups (Workload.background) are counted in
+    background_ios, and nothing else of theirs is kept."""
     start = text.find("{")
     if start < 0:
         raise FioOutputError("no JSON in %s" % source)
     try:
-        job = json.loads(text[start:])["jobs"][0]
-    except (ValueError, KeyError, IndexError) as e:
+        jobs = json.loads(text[start:])["jobs"]
+        job = jobs[0]
+        beside = [j for j in jobs[1:] if j.get("groupid") != job.get("groupid")]
+    except (ValueError, KeyError, IndexError, TypeError) as e:
         raise FioOutputError("bad JSON in %s: %s" % (source, e)) from e
     out: dict = {c: "" for c in fio_columns()}
     total = 0
@@ -80,6 +84,9 @@ def parse_fio_json(text: str, source: str = "fio output") -> dict:
         out["sync_ios"] = sync_ios
         out.update(_latency(sync.get("lat_ns", {}), "sync_lat_", "lat"))
     out["fio_ios"] = total
+    if beside:
+        out["background_ios"] = sum(int(j.get(d, {}).get("total_ios", 0))
+                                    for j in beside for d in DIRECTIONS)
     return out
 
 
@@ -108,14 +115,16 @@ def round_seed(rnd: int) -> int:
     return SEED_BASE + rnd
 
 
-def fio_command(fio: str, job: Path, json_path: Path, seed: int | None = None) -> list[str]:
-    # A job option before the job file sets fio's defaults for its jobs:
-    # the job files set no randseed of their own.
+def fio_command(fio: str, job: Path, json_path: Path, seed: int | None = None,
+                beside: Path | None = None) -> list[str]:
+    # A job option before the job files sets fio's defaults for their jobs:
+    # the job files set no randseed of their own. The job comes first, so
+    # that it is the output's first job (parse_fio_json).
     cmd = [fio, "--output-format=json", "--output=%s" % json_path,
            "--percentile_list=" + PERCENTILE_LIST, "--lat_percentiles=1"]
     if seed is not None:
         cmd.append("--randseed=%d" % seed)
-    return cmd + [str(job)]
+    return cmd + [str(job)] + ([str(beside)] if beside is not None else [])
 
 
 # --------------------------------------------------------------------------

@@ -544,9 +544,9 @@ class Session:
                 "run measures constrained CPUs (the journal is kept in %s)"
                 % ("; ".join(left), self.runtime_dir))
 
-    def run_fio(self, job: Path, json_path: Path, env: dict,
-                seed: int | None = None) -> tuple[int, str]:
-        self.fio = subprocess.Popen(fio_command(self.tools.fio, job, json_path, seed),
+    def run_fio(self, job: Path, json_path: Path, env: dict, seed: int | None = None,
+                beside: Path | None = None) -> tuple[int, str]:
+        self.fio = subprocess.Popen(fio_command(self.tools.fio, job, json_path, seed, beside),
                                     env=env, start_new_session=True,
                                     stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
                                     text=True)
@@ -895,7 +895,8 @@ class Runner:
                 a = snapshot(self.root, host, self.target.disk, daemon_pid)
                 sampler.start()
                 rc, err = s.run_fio(job, json_path,
-                                    self.fio_env(*self.measured_length(wl), waiter), seed)
+                                    self.fio_env(*self.measured_length(wl), waiter), seed,
+                                    JOBS / wl.background if wl.background else None)
             b = snapshot(self.root, host, self.target.disk, daemon_pid)
             window_end = time.time()
             sampler.finish()

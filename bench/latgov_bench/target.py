@@ -134,7 +134,7 @@ def resolve_target(root: SysRoot, spec: str, size: int, workloads: list[Workload
             bsize = int(root.read("/sys/class/block/%s/size" % name, "0") or 0) * 512
             if bsize == 0:
                 raise HarnessError("block device %s has size 0" % path)
-            writers = [w.name for w in workloads if w.writes]
+            writers = [w.name for w in workloads if w.writes_target]
             if writers:
                 reasons = block_device_users(root, name, path)
                 if reasons:

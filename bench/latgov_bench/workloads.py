@@ -20,6 +20,16 @@ class Workload:
     # Run after fio's ramp_time (--ramp). Not a job paced by thinktime
     # (NO_RAMP_WHY).
     ramp: bool = True
+    # A job file (in bench/jobs) that fio runs beside the job in measured
+    # runs, as a reporting group of its own: IO nobody waits for, which the
+    # statistics leave out (results.csv counts it in background_ios). Not in
+    # the warm-up.
+    background: str = ""
+
+    @property
+    def writes_target(self) -> bool:
+        """It writes to the target: its job, or the IO beside it."""
+        return self.writes or bool(self.background)
 
     @property
     def without_ramp(self) -> bool:
@@ -63,5 +73,8 @@ WORKLOADS = [
              writes=True, pin_waiter=True, reads=False, syncs=True),
     Workload("onset-isolated-reads", "onset-isolated-reads.fio",
              "6: onset: single 4k reads 20 ms apart", pin_waiter=True, pin_optional=True),
+    Workload("reads-beside-writeback", "onset-isolated-reads.fio",
+             "7: workload 6's reads beside 4k writes written back, never waited for",
+             pin_waiter=True, pin_optional=True, background="background-writeback.fio"),
 ]
 WORKLOAD_BY_NAME = {w.name: w for w in WORKLOADS}

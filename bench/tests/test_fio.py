@@ -85,6 +85,34 @@ def test_fio_is_asked_for_the_whole_requests_percentiles():
     assert "--lat_percentiles=1" in fio_command("fio", Path("job.fio"), Path("out.json"))
 
 
+def test_the_jobs_of_another_group_are_counted_and_left_out():
+    text = fio_json(read_ios=500)
+    doc = json.loads(text[text.find("{"):])
+    reader = dict(doc["jobs"][0], groupid=0)
+    writer = json.loads(fio_json(write_ios=250).split("\n", 1)[1])["jobs"][0]
+    writer.update(jobname="background-writeback", groupid=1)
+    doc["jobs"] = [reader, writer]
+    r = parse_fio_json(json.dumps(doc))
+    assert r["read_ios"] == 500 and r["fio_ios"] == 500
+    assert r["write_ios"] == "" and r["write_lat_mean_us"] == ""
+    assert r["background_ios"] == 250
+    # a job of the reader's own group is the reader's (fio reports it as one)
+    doc["jobs"] = [reader, dict(writer, groupid=0)]
+    assert parse_fio_json(json.dumps(doc))["background_ios"] == ""
+    assert parse_fio_json(fio_json(read_ios=500))["background_ios"] == ""
+
+
+def test_the_job_beside_comes_after_the_job():
+    cmd = fio_command("fio", Path("job.fio"), Path("out.json"), round_seed(3), Path("bg.fio"))
+    assert cmd[-2:] == ["job.fio", "bg.fio"]
+
+
+def test_every_job_file_is_a_workloads_job_or_what_runs_beside_one():
+    from latgov_bench.workloads import WORKLOADS
+    used = {w.job for w in WORKLOADS} | {w.background for w in WORKLOADS if w.background}
+    assert {p.name for p in (BENCH / "jobs").glob("*.fio")} == used
+
+
 def test_the_seed_is_given_before_the_job_file():
     cmd = fio_command("fio", Path("job.fio"), Path("out.json"), round_seed(3))
     assert cmd[-1] == "job.fio" and "--randseed=%d" % round_seed(3) in cmd
@@ -179,7 +207,12 @@ def io_offsets(log):
     return out
 
 
-@pytest.mark.parametrize("job", sorted(p.name for p in (BENCH / "jobs").glob("*.fio")))
+def workload_jobs():
+    from latgov_bench.workloads import WORKLOADS
+    return sorted({w.job for w in WORKLOADS})
+
+
+@pytest.mark.parametrize("job", workload_jobs())
 def test_the_warmup_goes_through_the_runs_offsets_in_their_order(job, tmp_path):
     """With fio at hand: the measured job's IOs (ramp included) are the
     first IOs of its warm-up, with the same seed. A job that both reads and
@@ -210,3 +243,32 @@ def test_the_warmup_goes_through_the_runs_offsets_in_their_order(job, tmp_path):
     run, warmup = logs
     assert run and len(warmup) >= len(run), (len(run), len(warmup))
     assert warmup[:len(run)] == run
+
+
+def test_a_job_beside_runs_with_the_job_in_a_group_of_its_own(tmp_path):
+    """With fio at hand: a workload's job beside (Workload.background) runs
+    with its job in one fio, at the same time (one after the other, the two
+    1 s jobs would take 2 s at least), and its requests are counted apart
+    (background_ios), none of them in the job's own figures."""
+    import os
+    import subprocess
+    import time
+    from latgov_bench.fio import parse_fio_file
+    from latgov_bench.workloads import WORKLOADS
+    data = fio_target(tmp_path)
+    env = dict(os.environ, LATGOV_AB_TARGET=str(data), LATGOV_AB_RUNTIME="1",
+               LATGOV_AB_RAMP="0", LATGOV_AB_WAITER_CPU=str(min(os.sched_getaffinity(0))))
+    beside = [w for w in WORKLOADS if w.background]
+    assert beside
+    for wl in beside:
+        out = tmp_path / (wl.name + ".json")
+        cmd = fio_command("fio", BENCH / "jobs" / wl.job, out, round_seed(1),
+                          BENCH / "jobs" / wl.background)
+        started = time.monotonic()
+        p = subprocess.run(cmd, env=env, capture_output=True, text=True)
+        took = time.monotonic() - started
+        assert p.returncode == 0, p.stderr
+        assert took < 2.0, "%s: the job beside ran after the job (%.1f s)" % (wl.name, took)
+        r = parse_fio_file(out)
+        assert r["read_ios"] and r["background_ios"], (wl.name, r)
+        assert r["write_ios"] == "" and r["fio_ios"] == r["read_ios"], (wl.name, r)

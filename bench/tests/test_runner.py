@@ -81,8 +81,9 @@ FIO_JSON = {"jobs": [{"write": {"total_ios": 10, "iops": 5.0, "clat_ns": {"mean"
 class FakeSession(Session):
     """fio writes its JSON at once; latgovd is a status file."""
 
-    def run_fio(self, job, json_path, env, seed=None):
+    def run_fio(self, job, json_path, env, seed=None, beside=None):
         self.fio_calls.append((job.name, seed, env.get("LATGOV_AB_WAITER_CPU")))
+        self.besides.append(beside.name if beside else None)
         self.ramps.append(env.get("LATGOV_AB_RAMP"))
         self.qos_at_fio.append(read_percpu_qos(self.root, [0, 1]))
         self.jobs.append(job.read_text())
@@ -117,6 +118,7 @@ def fake_runner(tmp_path, monkeypatch):
     host = HostInfo([0, 1], IdleLayout({0: [], 1: []}), "haltpoll", "haltpoll")
     s = FakeSession(root, Tools("fio", "latgovd", "latgov", None, 0))
     s.fio_calls = []
+    s.besides = []
     s.ramps = []
     s.qos_at_fio = []
     s.jobs = []
@@ -209,6 +211,18 @@ def test_a_warmup_goes_through_the_rounds_offsets_before_its_runs(tmp_path, monk
     assert "runtime=%dms" % round(max(0.5, WARMUP_MARGIN * need / 5000) * 1000) in s.jobs[-1]
     row = r.one_run(2, 4, 1, wl, "latgov")
     assert (row["warmup_ios"], row["warmup_covered"]) == (20, "no")  # 10 + ramp + queue
+
+
+def test_the_io_beside_a_job_runs_in_its_measured_runs_not_its_warmup(tmp_path, monkeypatch):
+    r, s, _ = fake_runner(tmp_path, monkeypatch)
+    r.settings = Settings(["off"], ["reads-beside-writeback"], 1, 10, 1, 1, 10)
+    wl = WORKLOAD_BY_NAME["reads-beside-writeback"]
+    assert r.one_run(1, 1, 0, wl, "warm-up")["status"] == "ok"
+    assert r.one_run(1, 2, 1, wl, "off")["status"] == "ok"
+    assert [c[0] for c in s.fio_calls] == ["r1-reads-beside-writeback-warm-up.fio",
+                                           "onset-isolated-reads.fio"]
+    assert s.besides == [None, "background-writeback.fio"]
+    assert "background" not in s.jobs[0]  # the warm-up is the job's alone
 
 
 def test_a_workload_paced_by_thinktime_runs_without_fios_ramp(tmp_path, monkeypatch):

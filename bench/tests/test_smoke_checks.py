@@ -39,6 +39,9 @@ def test_good_rows_pass():
             # where every CPU completes its own IO the isolated reads run unpinned
             row(workload="onset-isolated-reads", mode="off", read_ios="500",
                 read_lat_p99_us="200"),
+            row(workload="reads-beside-writeback", mode="latgov", onset_count="10",
+                waiter_cpu="0", completion_cpus="1", read_ios="500", read_lat_p99_us="200",
+                background_ios="250"),
             row(read_ios="5000", read_lat_p99_us="80")]
     assert smoke_checks(rows, HOST) == []
 
@@ -67,10 +70,15 @@ def test_each_requirement_can_fail():
                cpu1_percpu_held_frac="1", cpu1_haltpoll_idle_time_us="900000"),
            # unpinned (every CPU completes its own IO), and no reads
            row(workload="onset-isolated-reads", mode="off", read_ios=""),
+           # the writes beside the reads did not run
+           row(workload="reads-beside-writeback", mode="off", waiter_cpu="0",
+               completion_cpus="1", read_ios="500", read_lat_p99_us="200", background_ios=""),
            # reads without the whole request's percentiles (fio not asked)
            row(read_ios="5000", read_lat_mean_us="60")]
     problems = smoke_checks(bad, HOST)
-    assert len(problems) == 11, problems
+    assert len(problems) == 12, problems
+    assert ("r1 reads-beside-writeback off: no IO beside the job in fio's output "
+            "(background-writeback.fio)") in problems
     assert ("r1 onset-isolated-reads static-completion: static-completion let CPU 1 spend "
             "900000 us in states deeper than POLL") in problems
     assert ("r1 onset-isolated-reads static-waiter: static-waiter did not hold "
