@@ -379,8 +379,9 @@ void Daemon::take_recorded_requests() {
     std::sort(requests.begin(), requests.end(),
               [](const auto& a, const auto& b) { return a.time_ns < b.time_ns; });
     for (const auto& request : requests)
-        state_->governor.on_recorded_request(request.dev, request.cpu,
-                                             TimePoint{std::chrono::nanoseconds(request.time_ns)});
+        if (request.waited.value_or(true)) // as on_request_issued
+            state_->governor.on_recorded_request(
+                request.dev, request.cpu, TimePoint{std::chrono::nanoseconds(request.time_ns)});
 }
 
 void Daemon::count_windows() {

@@ -317,6 +317,29 @@ class WritebackWriter:
         self.buf.close()
 
 
+class AsyncWriter:
+    """Single 4k buffered writes to `path`, each sent to the disk at once by
+    sync_file_range(SYNC_FILE_RANGE_WRITE) from the caller: write-back an
+    application starts and nobody waits for, an asynchronous write
+    (rwbs "W") issued by an ordinary task."""
+
+    SYNC_FILE_RANGE_WRITE = 2
+
+    def __init__(self, path):
+        self.fd = os.open(path, os.O_WRONLY)
+        self.libc = ctypes.CDLL(None, use_errno=True)
+        self.libc.sync_file_range.argtypes = [ctypes.c_int, ctypes.c_int64, ctypes.c_int64,
+                                              ctypes.c_uint]
+
+    def write(self, offset=0):
+        os.pwrite(self.fd, os.urandom(4096), offset)
+        if self.libc.sync_file_range(self.fd, offset, 4096, self.SYNC_FILE_RANGE_WRITE) != 0:
+            raise AssertionError(f"sync_file_range: {os.strerror(ctypes.get_errno())}")
+
+    def close(self):
+        os.close(self.fd)
+
+
 class OnsetTest(HostTestCase):
     suite = "host.onset"
 
@@ -647,6 +670,42 @@ class OnsetTest(HostTestCase):
         self.eight_reads_then_paused(d, write_then_read, "reads, each after a write")
         self.assertEqual(d.stop(), 0)
         self.assertEqual(read_all(), self.baseline)
+
+    def test_13_asynchronous_writes_wake_nobody(self):
+        """Write-back an application starts itself (4 KiB buffered writes,
+        each sent to a loop device at once by sync_file_range, no wait) has
+        nobody waiting for it: its requests must not wake latgovd, hold a
+        CPU, or be timed as periodic requests. Then test_04's isolated
+        reads, each right after such a write: each read came alone, and
+        latgovd pauses after 8."""
+        d, read = self.start_on_loop(prearm=False)
+        writer = AsyncWriter(f"/dev/{self.loop}")
+        self.addCleanup(writer.close)
+        blocks = (64 << 20) // 4096
+
+        def write_then_read():
+            writer.write(4096 * random.randrange(blocks))
+            read()
+
+        time.sleep(0.5)
+        before = self.loop_writes()
+        for _ in range(10):  # 40 ms apart, as bench/ab's write-back beside reads
+            writer.write(4096 * random.randrange(blocks))
+            time.sleep(0.04)
+        time.sleep(0.2)
+        self.assertGreaterEqual(self.loop_writes() - before, 10,
+                                "the writes did not reach the disk: the case is not made")
+        self.assertEqual(read_status(d)["onset_delay"]["count"], 0,
+                         "an asynchronous write woke latgovd")
+        self.eight_reads_then_paused(d, write_then_read,
+                                     "reads, each after an asynchronous write")
+        self.assertEqual(d.stop(), 0)
+        self.assertEqual(read_all(), self.baseline)
+
+    def loop_writes(self):
+        """Writes completed on self.loop (its stat's fifth field)."""
+        with open(f"/sys/block/{self.loop}/stat") as f:
+            return int(f.read().split()[4])
 
     def test_12_writes_that_wake_nobody_on_a_queue_with_its_own_irq(self):
         """test_11 on vda, whose queue counts its completions on an IRQ of

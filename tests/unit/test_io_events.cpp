@@ -109,12 +109,20 @@ TEST_CASE("the wake-up filter names the governed disks and leaves out latgovd's 
     const WatchedDevs two{{266338304, 8388608}, false, {}};
     CHECK(request_filter_terms(two) ==
           std::vector<std::string>{"dev == 8388608", "dev == 266338304"});
+    // And the requests nobody waits for: asynchronous writes.
+    const std::string waited = R"((rwbs ~ "R*" || rwbs ~ "*S*"))";
     CHECK(wakeup_filters(two, 4095) ==
           std::vector<std::string>{"(dev == 8388608 || dev == 266338304) && " + self + " && " +
-                                   kernel});
-    // Nothing to tell disks apart by: only the writers are left out.
+                                   kernel + " && " + waited});
+    // Nothing to tell disks apart by: only the writers and the kind.
     CHECK(own_requests_excluded("") == self + " && " + kernel);
-    CHECK(wakeup_filters(WatchedDevs{}, 4095) == std::vector<std::string>{self + " && " + kernel});
+    CHECK(wakeup_filters(WatchedDevs{}, 4095) ==
+          std::vector<std::string>{self + " && " + kernel + " && " + waited});
+    // The passthrough event beside: the same disks and writers, and
+    // passthrough's kind, whose submitter always waits.
+    CHECK(passthrough_filter("dev == 1 || dev == 2") ==
+          "(dev == 1 || dev == 2) && " + self + " && " + kernel + R"( && rwbs ~ "N*")");
+    CHECK(passthrough_filter("") == self + " && " + kernel + R"( && rwbs ~ "N*")");
 }
 
 TEST_CASE("disks with consecutive dev_t are one range term") {
@@ -139,10 +147,13 @@ TEST_CASE("250 governed disks are split over filters that each fit in a page") {
     CHECK(filters.size() == 2);
     for (const auto& f : filters)
         CHECK(f.size() <= 4095);
-    const auto parts = device_filters(watched, own_requests_excluded("").size(), 4095);
+    const auto parts = device_filters(watched, wakeup_filter("").size(), 4095);
     REQUIRE(parts.size() == filters.size());
-    for (std::size_t i = 0; i < parts.size(); ++i)
-        CHECK(filters[i] == own_requests_excluded(parts[i]));
+    for (std::size_t i = 0; i < parts.size(); ++i) {
+        CHECK(filters[i] == wakeup_filter(parts[i]));
+        // The passthrough event's filter fits beside it.
+        CHECK(passthrough_filter(parts[i]).size() <= 4095);
+    }
     // Every governed disk wakes the daemon, its partitions' numbers and the
     // ungoverned loop0 do not.
     for (int i = 0; i < 250; ++i) {
@@ -151,19 +162,6 @@ TEST_CASE("250 governed disks are split over filters that each fit in a page") {
         CHECK_FALSE(any_matches(parts, disk + 1));
     }
     CHECK_FALSE(any_matches(parts, dev_of(7, 0)));
-
-    // With room for the passthrough narrowing, each event's passthrough
-    // filter fits too, and names the same disks.
-    const auto roomy = wakeup_filters(watched, 4095, true);
-    CHECK(roomy.size() == 2);
-    for (const auto& f : roomy) {
-        CHECK(passthrough_filter(f).size() <= 4095);
-        CHECK(passthrough_filter(f) == "(" + f + R"() && rwbs ~ "N*")");
-    }
-    // Devices alone (where latgovd has no name to leave out) are a chain of
-    // ||: the narrowing must apply to all of it.
-    CHECK(passthrough_filter("dev == 1 || dev == 2") == R"((dev == 1 || dev == 2) && rwbs ~ "N*")");
-    CHECK(passthrough_filter("") == R"(rwbs ~ "N*")");
 
     // The per-CPU request counters' filters (a longer suffix) fit as well.
     const std::string waited = R"((rwbs ~ "R*" || rwbs ~ "*S*"))";
@@ -265,7 +263,7 @@ TEST_CASE("hundreds of multipath namespaces beside ungoverned NVMe disks still f
     watched.hidden_paths = true;
     for (std::uint32_t i = 0; i < 300; ++i)
         watched.others.push_back(dev_of(259, 2 * i + 1));
-    const auto parts = device_filters(watched, own_requests_excluded("").size(), 4095);
+    const auto parts = device_filters(watched, wakeup_filter("").size(), 4095);
     CHECK(parts.size() > 1);
     for (const auto& f : wakeup_filters(watched, 4095))
         CHECK(f.size() <= 4095);

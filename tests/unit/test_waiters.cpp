@@ -159,17 +159,23 @@ TEST_CASE("at onset the submitting CPU is held with the completion CPU, before a
 TEST_CASE("a request's kind decides its submitter: a read or sync write waits, writeback not") {
     Governor g(virtio_machine(), fixed_zero(), declared_costs(virtio_machine()));
     g.observe(vda_sample(0, 0, 0, {0, 0}), t0);
-    // Writeback starts the queue from CPU 1: its completion CPU only.
-    CHECK(g.on_request_issued(253u << 20, 1, t0 + 1ms, false));
+    // Writeback from CPU 0 after idle: nobody waits for it, nothing starts.
+    CHECK_FALSE(g.on_request_issued(253u << 20, 0, t0 + 1ms, false));
+    CHECK_FALSE(g.any_active());
+    CHECK(g.holds().percpu.empty());
+    // A synchronous write from CPU 1 starts the queue: CPU 1 completes and
+    // waits.
+    CHECK(g.on_request_issued(253u << 20, 1, t0 + 2ms, true));
     Holds h = g.holds();
     REQUIRE(h.percpu.size() == 1);
-    CHECK(h.percpu.at(1).held_for == std::vector<QueueKey>{{"vda", 0, HoldRole::completes}});
+    CHECK(h.percpu.at(1).held_for ==
+          std::vector<QueueKey>{{"vda", 0, HoldRole::completes}, {"vda", 0, HoldRole::waits}});
     // More writeback from CPU 0 while it runs: nobody waits there.
-    CHECK_FALSE(g.on_request_issued(253u << 20, 0, t0 + 2ms, false));
+    CHECK_FALSE(g.on_request_issued(253u << 20, 0, t0 + 3ms, false));
     CHECK(g.holds().percpu.size() == 1);
     // A read from CPU 0 (a CPU whose event was still armed): held at once,
     // not at the next sample's counters.
-    CHECK_FALSE(g.on_request_issued(253u << 20, 0, t0 + 3ms, true));
+    CHECK_FALSE(g.on_request_issued(253u << 20, 0, t0 + 4ms, true));
     h = g.holds();
     REQUIRE(h.percpu.size() == 2);
     CHECK(h.percpu.at(0).held_for == std::vector<QueueKey>{{"vda", 0, HoldRole::waits}});
@@ -183,11 +189,8 @@ TEST_CASE("a request's kind decides its submitter: a read or sync write waits, w
 TEST_CASE("an onset needs what holds() holds for its queue: completion CPU, waiter, global") {
     Governor g(virtio_machine(), fixed_zero(), declared_costs(virtio_machine()));
     g.observe(vda_sample(0, 0, 0, {0, 0}), t0);
-    // Writeback from CPU 0: nobody waits there, the completion CPU alone.
-    CHECK(g.on_request_issued(253u << 20, 0, t0 + 1ms, false));
-    CHECK(g.onset_needs(253u << 20, 0).cpus == CpuSet{1});
-    // A read from CPU 0: held as its waiter's too.
-    CHECK_FALSE(g.on_request_issued(253u << 20, 0, t0 + 2ms, true));
+    // A read from CPU 0: its completion CPU, and CPU 0 as its waiter's.
+    CHECK(g.on_request_issued(253u << 20, 0, t0 + 2ms, true));
     const auto needs = g.onset_needs(253u << 20, 0);
     CHECK(needs.cpus == CpuSet{0, 1});
     CHECK_FALSE(needs.global);

@@ -589,6 +589,12 @@ void Governor::time_request(std::size_t device, int cpu, TimePoint issued) {
 
 bool Governor::on_request_issued(std::uint32_t dev, int cpu, TimePoint now,
                                  std::optional<bool> waited, std::optional<TimePoint> issued) {
+    // An asynchronous write (write-back started by sync_file_range, say)
+    // wakes no task as it completes: a hold for it buys nothing, and it is
+    // neither an onset, nor company, nor a period's request. Where the
+    // kernel filters on rwbs its event never fires (wakeup_filter).
+    if (waited && !*waited)
+        return false;
     bool activated = false;
     std::uint64_t activation = 0; // of every queue this request activates
     for (std::size_t d = 0; d < devices_.size(); ++d) {
@@ -618,11 +624,10 @@ bool Governor::on_request_issued(std::uint32_t dev, int cpu, TimePoint now,
         }
         // A read's or a synchronous write's submitter waits where it is,
         // at an onset or from a CPU still armed while the queue runs: held
-        // now rather than at the next tick's counters. Nobody waits for an
-        // asynchronous write. Where the kind is unknown, the submitter of a
-        // request that starts a queue most likely waits, and while the
-        // queue runs the issue counters tell.
-        if (waited ? *waited && mapped : started)
+        // now rather than at the next tick's counters. Where the kind is
+        // unknown, the submitter of a request that starts a queue most
+        // likely waits, and while the queue runs the issue counters tell.
+        if (waited ? mapped : started)
             waiters_.observe_submit(cpu, now);
         update_waiters(device, now);
         // An onset's time is one of a period's, should the requests after

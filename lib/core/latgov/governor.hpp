@@ -188,7 +188,8 @@ class Governor {
     // A request was issued on `dev` from `cpu`: activate the queue it went
     // to at once, before the next sample. True if a queue became active.
     // `waited` says whether its submitter waits for it (a read or a
-    // synchronous write), where the request's kind is known.
+    // synchronous write), where the request's kind is known: one nobody
+    // waits for changes nothing.
     // `issued`: when it was issued, where known (the event's time), for
     // the period of requests after idle.
     bool on_request_issued(std::uint32_t dev, int cpu, TimePoint now,

@@ -30,6 +30,12 @@ inline constexpr std::string_view request_tracepoint = "block_getrq";
 inline constexpr std::string_view passthrough_tracepoint = "block_rq_issue";
 inline constexpr std::string_view passthrough_only = "rwbs ~ \"N*\"";
 
+// The requests someone waits for, as a filter of block_getrq: reads and
+// synchronous writes. An asynchronous write (rwbs "W" without "S": write-back
+// started by sync_file_range or the kernel's flusher) has nobody waiting
+// for it. rwbs_waited() is the same rule in C++; change both together.
+inline constexpr std::string_view waited_only = "(rwbs ~ \"R*\" || rwbs ~ \"*S*\")";
+
 // A tracepoint's id and where the `dev` and `rwbs` fields sit in its raw
 // record, from tracefs events/block/<name>/{id,format}. rwbs (the request's
 // kind, "R", "WS", "FWFS"...) is char[8] on older kernels, char[10] on
@@ -52,15 +58,14 @@ struct IssuedRequest {
     int cpu = 0;
     std::uint32_t dev = 0;
     std::uint64_t time_ns = 0; // CLOCK_MONOTONIC
-    // A read or a synchronous write (rwbs "R*" or "*S*", as the issue
-    // counters filter), or a passthrough request: its submitter waits for
-    // it. Asynchronous writeback has nobody waiting. Unknown where the
-    // format has no rwbs.
+    // A read or a synchronous write (waited_only), or a passthrough request:
+    // its submitter waits for it. Asynchronous writeback has nobody
+    // waiting. Unknown where the format has no rwbs.
     std::optional<bool> waited;
 };
 
 // Whether a request of this rwbs (NUL-terminated within `size`) has a waiter:
-// the rule of the issue counters' kernel filter (issue_counts.cpp), in C++.
+// the rule of waited_only, the kernel filter, in C++.
 bool rwbs_waited(const char* rwbs, std::size_t size);
 
 // Pure: the samples in a perf ring's data area (`size` bytes, positions

@@ -82,7 +82,7 @@ std::vector<std::string> device_filters(const WatchedDevs& watched, std::size_t 
 std::string own_requests_excluded(const std::string& filter) {
     char comm[17] = {};
     if (::prctl(PR_GET_NAME, comm) != 0 || comm[0] == '\0')
-        return filter;
+        return filter.empty() ? filter : "(" + filter + ")";
     // latgovd's kick threads (cpu_kick.hpp) write too. Kernel writeback and
     // journal commits (ext4's jbd2) are what latgovd's own writes turn
     // into; no task sleeps on them at the moment they start.
@@ -94,29 +94,40 @@ std::string own_requests_excluded(const std::string& filter) {
 
 namespace {
 
-// What follows the devices in a wake-up filter, with room for the
-// passthrough narrowing after it where asked.
-std::size_t wakeup_suffix_length(bool passthrough_room) {
-    // What passthrough_filter adds to a filter.
-    return own_requests_excluded("").size() +
-           (passthrough_room ? passthrough_filter("x").size() - 1 : 0);
+// What follows the devices in a wake-up filter. The passthrough filter
+// beside it has the same start and a shorter kind: a part that fits the one
+// fits the other.
+static_assert(passthrough_only.size() <= waited_only.size());
+std::size_t wakeup_suffix_length() {
+    return wakeup_filter("").size();
 }
 
 } // namespace
 
-std::vector<std::string> wakeup_filters(const WatchedDevs& watched, std::size_t max_length,
-                                        bool passthrough_room) {
+std::vector<std::string> wakeup_filters(const WatchedDevs& watched, std::size_t max_length) {
     std::vector<std::string> filters;
-    for (const auto& part :
-         device_filters(watched, wakeup_suffix_length(passthrough_room), max_length))
-        filters.push_back(own_requests_excluded(part));
+    for (const auto& part : device_filters(watched, wakeup_suffix_length(), max_length))
+        filters.push_back(wakeup_filter(part));
     return filters;
 }
 
-std::string passthrough_filter(const std::string& wakeup_filter) {
-    // Parenthesised: a filter of devices alone is a chain of ||.
-    return wakeup_filter.empty() ? std::string(passthrough_only)
-                                 : "(" + wakeup_filter + ") && " + std::string(passthrough_only);
+namespace {
+
+// own_requests_excluded() is empty or a chain of && (its devices
+// parenthesised): one more term needs no parentheses.
+std::string with_kind(const std::string& part, std::string_view kind) {
+    const std::string own = own_requests_excluded(part);
+    return own.empty() ? std::string(kind) : own + " && " + std::string(kind);
+}
+
+} // namespace
+
+std::string wakeup_filter(const std::string& part) {
+    return with_kind(part, waited_only);
+}
+
+std::string passthrough_filter(const std::string& part) {
+    return with_kind(part, passthrough_only);
 }
 
 Result<Fd> open_tracepoint_event(perf_event_attr attr, std::uint64_t id, int cpu,
@@ -169,11 +180,12 @@ Result<IoIssueEvents> IoIssueEvents::open(const SysRoot& root, const std::vector
     // wake it: where its runtime directory sits on a governed disk, each
     // write would take a hold whose release is written again, for ever.
     // ext4 submits a file replaced by rename in the renaming task, so the
-    // request carries our comm; writeback by kernel threads still counts.
-    // Devices that need more than a page of filter get several events, each
-    // with room for the passthrough narrowing too where it is added.
-    const auto parts =
-        device_filters(watched, wakeup_suffix_length(passthrough.ok()), max_filter_length());
+    // request carries our comm; what the kernel's threads write back later
+    // is left out with all their requests (own_requests_excluded). Nor does
+    // an asynchronous write wake it, whoever issued it (wakeup_filter).
+    // Devices that need more than a page of filter get several events; the
+    // passthrough filter of each fits too.
+    const auto parts = device_filters(watched, wakeup_suffix_length(), max_filter_length());
     bool narrowed = true; // false once the kernel refused to filter on comm
 
     perf_event_attr attr{};
@@ -196,9 +208,10 @@ Result<IoIssueEvents> IoIssueEvents::open(const SysRoot& root, const std::vector
     std::vector<std::string> filters(parts.size());
     for (int cpu : cpus) {
         for (std::size_t i = 0; i < parts.size(); ++i) {
-            // The devices alone where the kernel cannot filter on comm.
-            auto event = open_request_event(attr, *tp, cpu, own_requests_excluded(parts[i]),
-                                            parts[i], narrowed, filters[i]);
+            // The devices alone where the kernel cannot filter on comm:
+            // then the samples' rwbs tells what has a waiter.
+            auto event = open_request_event(attr, *tp, cpu, wakeup_filter(parts[i]), parts[i],
+                                            narrowed, filters[i]);
             if (!event)
                 return event.error();
             auto ring = PerfRing::map(std::move(*event), ring_pages);
@@ -219,13 +232,13 @@ Result<IoIssueEvents> IoIssueEvents::open(const SysRoot& root, const std::vector
         // The kernel that refused the comm globs refuses the rwbs glob too.
         events.passthrough_unseen_ =
             "the kernel refused to filter " + std::string(passthrough_tracepoint) + " events";
-    else if (events.add_passthrough_events(*passthrough, filters, attr))
+    else if (events.add_passthrough_events(*passthrough, parts, attr))
         events.formats_.push_back(*passthrough);
     return events;
 }
 
 bool IoIssueEvents::add_passthrough_events(const TracepointFormat& tp,
-                                           const std::vector<std::string>& filters,
+                                           const std::vector<std::string>& parts,
                                            const perf_event_attr& ring_attr) {
     // In the ring event's group, enabled with it: enabling or disabling
     // that one event takes both, in one interrupt of its CPU. The same
@@ -235,7 +248,7 @@ bool IoIssueEvents::add_passthrough_events(const TracepointFormat& tp,
     std::string why;
     for (std::size_t i = 0; i < events_.size() && why.empty(); ++i) {
         auto& e = events_[i];
-        const std::string filter = passthrough_filter(filters[i % filters.size()]);
+        const std::string filter = passthrough_filter(parts[i % parts.size()]);
         auto event =
             open_tracepoint_event(attr, tp.id, e.cpu, passthrough_tracepoint, nullptr, e.ring.fd());
         if (!event)

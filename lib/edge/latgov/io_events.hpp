@@ -57,17 +57,23 @@ std::vector<std::string> device_filters(const WatchedDevs& watched, std::size_t 
 // `filter` narrowed to requests that this process did not issue
 // ("(...) && comm != \"latgovd\"", its kick threads and the kernel's
 // writeback and journal threads left out too); "" (every disk) gives the
-// narrowing alone.
+// narrowing alone. Empty, or a chain of && whose first term is `filter`
+// parenthesised.
 std::string own_requests_excluded(const std::string& filter);
+// A part of device_filters() made a wake-up event's filter: the requests
+// latgovd did not issue (own_requests_excluded) that someone waits for
+// (waited_only). An asynchronous write wakes nobody: no task sleeps on it,
+// so a hold for it would buy nothing.
+std::string wakeup_filter(const std::string& part);
 // The filters of the wake-up events: one perf event per filter and CPU,
 // each within `max_length`, together matching the requests of `watched`
-// that latgovd did not issue; with `passthrough_room`, the passthrough
-// filter of each fits too.
-std::vector<std::string> wakeup_filters(const WatchedDevs& watched, std::size_t max_length,
-                                        bool passthrough_room = false);
-// A wake-up filter narrowed to passthrough requests, for the
-// passthrough_tracepoint event beside its event: "(filter) && rwbs ~ ...".
-std::string passthrough_filter(const std::string& wakeup_filter);
+// that wake latgovd (wakeup_filter). The passthrough filter of each part
+// fits too.
+std::vector<std::string> wakeup_filters(const WatchedDevs& watched, std::size_t max_length);
+// A part of device_filters() made the filter of the passthrough_tracepoint
+// event beside its wake-up event: the requests latgovd did not issue, of
+// passthrough's kind ("... && rwbs ~ \"N*\"", whose submitter waits).
+std::string passthrough_filter(const std::string& part);
 
 // A perf event on the tracepoint `id` on `cpu` (`attr` says the rest),
 // `name` its name for errors, in the group of `group_fd` if not -1;
@@ -144,8 +150,9 @@ class IoIssueEvents {
     Result<void> disable_if(const std::function<bool(int cpu)>& which);
     // Adds the passthrough event to each ring's group; false, with
     // passthrough_unseen_ set and none added, where the kernel refuses one.
-    // `filters`: the wake-up filters of a CPU's events, in their order.
-    bool add_passthrough_events(const TracepointFormat& tp, const std::vector<std::string>& filters,
+    // `parts`: the devices of a CPU's events (device_filters), in their
+    // order.
+    bool add_passthrough_events(const TracepointFormat& tp, const std::vector<std::string>& parts,
                                 const perf_event_attr& attr);
     std::string filter_;
     std::string passthrough_unseen_;

@@ -15,21 +15,19 @@ Result<IssueCounters> IssueCounters::open(const SysRoot& root, const std::vector
     auto tp = read_request_format(root);
     if (!tp)
         return tp.error();
-    // Reads and synchronous writes only: asynchronous writeback (rwbs "W"
-    // without "S") has nobody waiting for it. The same rule as
-    // rwbs_waited() (perf_records.hpp) applies to the wake-up samples;
-    // change both together.
-    constexpr std::string_view waited = "(rwbs ~ \"R*\" || rwbs ~ \"*S*\")";
+    // Reads and synchronous writes only (waited_only): asynchronous
+    // writeback has nobody waiting for it.
     // Devices that need more than a page of filter get several counters.
-    const auto parts = device_filters(watched, waited.size(), max_filter_length());
+    const auto parts = device_filters(watched, waited_only.size(), max_filter_length());
     bool narrowed = true; // false once the kernel refused to glob
 
     IssueCounters counters;
     for (int cpu : cpus) {
         CpuCounter counter{cpu, {}};
         for (const auto& part : parts) {
-            const std::string filter =
-                part.empty() ? std::string(waited) : "(" + part + ") && " + std::string(waited);
+            const std::string filter = part.empty()
+                                           ? std::string(waited_only)
+                                           : "(" + part + ") && " + std::string(waited_only);
             std::string applied;
             // Where the kernel cannot glob: every request of the disks.
             auto event =
