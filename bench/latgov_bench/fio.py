@@ -117,9 +117,11 @@ def round_seed(rnd: int) -> int:
 
 def fio_command(fio: str, job: Path, json_path: Path, seed: int | None = None,
                 beside: Path | None = None) -> list[str]:
-    # A job option before the job files sets fio's defaults for their jobs:
-    # the job files set no randseed of their own. The job comes first, so
-    # that it is the output's first job (parse_fio_json).
+    # A job option before the job files sets fio's defaults for the first
+    # file's jobs (fio resets them before each further file, so the job
+    # beside gets none: the same offsets in every run, and it is not
+    # measured); the job files set no randseed of their own. The job comes
+    # first, so that it is the output's first job (parse_fio_json).
     cmd = [fio, "--output-format=json", "--output=%s" % json_path,
            "--percentile_list=" + PERCENTILE_LIST, "--lat_percentiles=1"]
     if seed is not None:

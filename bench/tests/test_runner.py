@@ -222,7 +222,8 @@ def test_the_io_beside_a_job_runs_in_its_measured_runs_not_its_warmup(tmp_path, 
     assert [c[0] for c in s.fio_calls] == ["r1-reads-beside-writeback-warm-up.fio",
                                            "onset-isolated-reads.fio"]
     assert s.besides == [None, "background-writeback.fio"]
-    assert "background" not in s.jobs[0]  # the warm-up is the job's alone
+    # the warm-up is the job's alone
+    assert "[onset-isolated-reads]" in s.jobs[0] and "[background-writeback]" not in s.jobs[0]
 
 
 def test_a_workload_paced_by_thinktime_runs_without_fios_ramp(tmp_path, monkeypatch):
