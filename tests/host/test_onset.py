@@ -674,17 +674,20 @@ class OnsetTest(HostTestCase):
     def test_13_asynchronous_writes_wake_nobody(self):
         """Write-back an application starts itself (4 KiB buffered writes,
         each sent to a loop device at once by sync_file_range, no wait) has
-        nobody waiting for it: its requests must not wake latgovd, hold a
-        CPU, or be timed as periodic requests. Then test_04's isolated
-        reads, each right after such a write: each read came alone, and
-        latgovd pauses after 8."""
+        nobody waiting for it as it is issued: its requests must not wake
+        latgovd or hold a CPU. Then test_04's isolated reads, each right
+        after such a write has completed: each read came alone (the write
+        is in the onset's baseline), and latgovd pauses after 8."""
         d, read = self.start_on_loop(prearm=False)
         writer = AsyncWriter(f"/dev/{self.loop}")
         self.addCleanup(writer.close)
         blocks = (64 << 20) // 4096
 
         def write_then_read():
+            done = self.loop_writes()
             writer.write(4096 * random.randrange(blocks))
+            self.assertIsNotNone(self.wait_value(lambda: self.loop_writes() > done, True, 1.0),
+                                 "a write did not complete within 1 s")
             read()
 
         time.sleep(0.5)

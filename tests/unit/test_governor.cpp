@@ -610,7 +610,8 @@ TEST_CASE("isolated requests: a second request's event while its queue is active
     }
 }
 
-TEST_CASE("isolated requests: an asynchronous write's event is no onset and no company") {
+TEST_CASE(
+    "isolated requests: an asynchronous write's event is no onset, and no company by itself") {
     Governor g(machine(), default_config(), declared_costs(machine()));
     g.observe(sample(0, 0, 0, 0), t0);
     SUBCASE("after idle: nothing starts, no baseline is due") {
@@ -619,7 +620,7 @@ TEST_CASE("isolated requests: an asynchronous write's event is no onset and no c
         CHECK(g.onset_baselines_due().empty());
         CHECK(g.holds().percpu.empty());
     }
-    SUBCASE("during a read's onset: the read still came alone") {
+    SUBCASE("during a read's onset, its completion not counted: the read came alone") {
         REQUIRE(g.on_request_issued(259u << 20, 1, t0 + 1ms, true));
         onset_baseline(g, 0, 0, 1);
         CHECK_FALSE(g.on_request_issued(259u << 20, 1, t0 + 2ms, false));

@@ -189,8 +189,12 @@ TEST_CASE("a request's kind decides its submitter: a read or sync write waits, w
 TEST_CASE("an onset needs what holds() holds for its queue: completion CPU, waiter, global") {
     Governor g(virtio_machine(), fixed_zero(), declared_costs(virtio_machine()));
     g.observe(vda_sample(0, 0, 0, {0, 0}), t0);
-    // A read from CPU 0: its completion CPU, and CPU 0 as its waiter's.
-    CHECK(g.on_request_issued(253u << 20, 0, t0 + 2ms, true));
+    // A read from CPU 1 starts the queue. A request from CPU 0, where
+    // nobody was seen waiting yet, needs the completion CPU alone.
+    CHECK(g.on_request_issued(253u << 20, 1, t0 + 1ms, true));
+    CHECK(g.onset_needs(253u << 20, 0).cpus == CpuSet{1});
+    // A read from CPU 0: held as its waiter's too.
+    CHECK_FALSE(g.on_request_issued(253u << 20, 0, t0 + 2ms, true));
     const auto needs = g.onset_needs(253u << 20, 0);
     CHECK(needs.cpus == CpuSet{0, 1});
     CHECK_FALSE(needs.global);

@@ -590,9 +590,9 @@ void Governor::time_request(std::size_t device, int cpu, TimePoint issued) {
 bool Governor::on_request_issued(std::uint32_t dev, int cpu, TimePoint now,
                                  std::optional<bool> waited, std::optional<TimePoint> issued) {
     // An asynchronous write (write-back started by sync_file_range, say)
-    // wakes no task as it completes: a hold for it buys nothing, and it is
-    // neither an onset, nor company, nor a period's request. Where the
-    // kernel filters on rwbs its event never fires (wakeup_filter).
+    // has no task sleeping on it as it is issued: it is neither an onset,
+    // nor company, nor a period's request. Where the kernel filters on
+    // rwbs its event never fires (wakeup_filter).
     if (waited && !*waited)
         return false;
     bool activated = false;

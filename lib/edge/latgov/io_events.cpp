@@ -209,9 +209,12 @@ Result<IoIssueEvents> IoIssueEvents::open(const SysRoot& root, const std::vector
     for (int cpu : cpus) {
         for (std::size_t i = 0; i < parts.size(); ++i) {
             // The devices alone where the kernel cannot filter on comm:
-            // then the samples' rwbs tells what has a waiter.
-            auto event = open_request_event(attr, *tp, cpu, wakeup_filter(parts[i]), parts[i],
-                                            narrowed, filters[i]);
+            // then the samples' rwbs tells what has a waiter. A format
+            // without rwbs (no kernel seen here) could not take its glob.
+            const std::string narrowing =
+                tp->rwbs_size > 0 ? wakeup_filter(parts[i]) : own_requests_excluded(parts[i]);
+            auto event =
+                open_request_event(attr, *tp, cpu, narrowing, parts[i], narrowed, filters[i]);
             if (!event)
                 return event.error();
             auto ring = PerfRing::map(std::move(*event), ring_pages);

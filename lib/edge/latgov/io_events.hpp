@@ -62,8 +62,8 @@ std::vector<std::string> device_filters(const WatchedDevs& watched, std::size_t 
 std::string own_requests_excluded(const std::string& filter);
 // A part of device_filters() made a wake-up event's filter: the requests
 // latgovd did not issue (own_requests_excluded) that someone waits for
-// (waited_only). An asynchronous write wakes nobody: no task sleeps on it,
-// so a hold for it would buy nothing.
+// (waited_only). An asynchronous write wakes nobody: no task sleeps on it
+// as it is issued (one that waits for it later is not seen).
 std::string wakeup_filter(const std::string& part);
 // The filters of the wake-up events: one perf event per filter and CPU,
 // each within `max_length`, together matching the requests of `watched`
