@@ -992,9 +992,16 @@ void Daemon::schedule_wake(TimePoint now) {
     // every status write's own IO on a governed disk (seen by the counters
     // at the next tick) a reason for the next write.
     const bool status_pending = status_dirty_ || (status_shows_activity_ && events_armed);
-    const ScheduleState schedule{active,       events_armed,       !state_->governor.can_hold(),
-                                 last_change_, cadence_.base(),    status_pending,
-                                 last_status_, watchdog_interval_, rescan_at()};
+    const ScheduleState schedule{.active = active,
+                                 .sparse = state_->governor.sparse_requests(),
+                                 .events_armed = events_armed,
+                                 .watch_only = !state_->governor.can_hold(),
+                                 .last_change = last_change_,
+                                 .next_tick = cadence_.base(),
+                                 .status_dirty = status_pending,
+                                 .last_status = last_status_,
+                                 .watchdog = watchdog_interval_,
+                                 .rescan_at = rescan_at()};
     const auto deadline = next_deadline(schedule, config_.daemon, now);
     cadence_.armed(deadline.next_tick);
     wake_at_ = deadline.wake;

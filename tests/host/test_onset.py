@@ -555,12 +555,13 @@ class OnsetTest(HostTestCase):
         self.assertEqual(d.stop(), 0)
         self.assertEqual(read_all(), self.baseline)
 
-    def start_on_loop(self, prearm=True, prefix=()):
+    def start_on_loop(self, prearm=True, prefix=(), linger_ms=None):
         """latgovd governing a new loop device alone (loop_config), and a
         function that reads a random 4 KiB block of it, O_DIRECT. The
         device's name is self.loop."""
         loop = self.loop = self.loop_device()
-        d = self.start_daemon(loop_config(loop, prearm=prearm), prefix=prefix)
+        d = self.start_daemon(loop_config(loop, linger_ms=linger_ms, prearm=prearm),
+                              prefix=prefix)
         fd = os.open(f"/dev/{loop}", os.O_RDONLY | os.O_DIRECT)
         self.addCleanup(os.close, fd)
         buf = mmap.mmap(-1, 4096)
@@ -702,6 +703,38 @@ class OnsetTest(HostTestCase):
                          "an asynchronous write woke latgovd")
         self.eight_reads_then_paused(d, write_then_read,
                                      "reads, each after an asynchronous write")
+        self.assertEqual(d.stop(), 0)
+        self.assertEqual(read_all(), self.baseline)
+
+    def test_14_sparse_reads_after_a_burst_are_released_between(self):
+        """Reads back to back for 300 ms keep the loop device's queue active
+        with nothing changing, so latgovd stretches its tick to
+        steady_interval (20 ms). Then reads come alone, 15 ms apart: the
+        3 ms linger must release the hold between them. A 20 ms tick sees
+        a read in every tick and never releases it; a tick that saw fewer
+        requests than one per linger must bring the 5 ms ticks back. Held
+        or not is read just before each of 60 such reads: free before at
+        least half of them."""
+        d, read = self.start_on_loop(prearm=False, linger_ms=3)
+
+        def held():
+            return "n/a" in read_all().values()
+
+        time.sleep(0.5)
+        start = time.monotonic()
+        while time.monotonic() - start < 0.3:
+            read()
+        self.assertTrue(held(), "a 300 ms burst of reads was not held")
+        free, period, n = 0, 0.015, 60
+        due = time.monotonic() + period
+        for _ in range(n):
+            time.sleep(max(0.0, due - time.monotonic() - 0.0002))
+            free += not held()
+            read()
+            due += period
+        log(f"  reads 15 ms apart after a burst: nothing held before {free} of {n}")
+        self.assertGreaterEqual(free, n // 2, f"held before {n - free} of {n} reads 15 ms "
+                                              f"apart with a 3 ms linger: {read_status(d)}")
         self.assertEqual(d.stop(), 0)
         self.assertEqual(read_all(), self.baseline)
 

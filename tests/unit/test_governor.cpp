@@ -132,6 +132,38 @@ TEST_CASE("an active queue stays held while its device has IO in flight") {
     CHECK(g.holds().percpu.empty());
 }
 
+TEST_CASE("a tick that counts fewer requests than one per linger says they are sparse") {
+    // One request in a 20 ms tick (steady_interval) may have a gap longer
+    // than the 3 ms linger on either side: the daemon keeps sample_interval
+    // (5 ms), whose ticks see the gap and release the queue in it.
+    for (const auto linger : {3ms, 30ms}) {
+        CAPTURE(linger.count());
+        Config config = default_config();
+        config.defaults.linger = linger;
+        config.defaults.linger_auto = false;
+        Governor g(machine(), config, declared_costs(machine()));
+        g.observe(sample(0, 0, 0, 0), t0);
+        g.observe(sample(100, 0, 100, 10), t0 + 5ms); // 100 in 5 ms
+        REQUIRE(g.any_active());
+        CHECK_FALSE(g.sparse_requests());
+        g.observe(sample(110, 0, 110, 11), t0 + 25ms); // 10 in 20 ms, one per 2 ms
+        CHECK_FALSE(g.sparse_requests());
+        g.observe(sample(111, 0, 111, 11), t0 + 45ms); // one in 20 ms
+        CHECK(g.any_active());
+        // A 30 ms linger holds through any gap a 20 ms tick may hide.
+        CHECK(g.sparse_requests() == (linger == 3ms));
+        // One in a 5 ms tick is as fine as sample_interval sees.
+        g.observe(sample(112, 0, 112, 11), t0 + 50ms);
+        CHECK_FALSE(g.sparse_requests());
+    }
+    // Nothing active is sparse.
+    Governor g(machine(), default_config(), declared_costs(machine()));
+    g.observe(sample(0, 0, 0, 0), t0);
+    g.observe(sample(0, 0, 0, 0), t0 + 20ms);
+    CHECK_FALSE(g.any_active());
+    CHECK_FALSE(g.sparse_requests());
+}
+
 TEST_CASE("statistics opened late are a new baseline for their device, not its IO") {
     // IRQ 10 (queue 0) and IRQ 11 (queue 1) stand still throughout.
     for (const bool rebased : {false, true}) {

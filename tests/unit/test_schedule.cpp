@@ -48,6 +48,16 @@ TEST_CASE("active queues unchanged for steady_after are sampled every steady_int
     CHECK(ms(next_deadline(state, settings(), t0).next_tick) == 20);
 }
 
+TEST_CASE("requests sparser than the linger keep active queues at sample_interval") {
+    auto state = at_t0();
+    state.active = true;
+    state.last_change = t0 - 1s;
+    state.sparse = true;
+    CHECK(ms(next_deadline(state, settings(), t0).next_tick) == 5);
+    state.sparse = false;
+    CHECK(ms(next_deadline(state, settings(), t0).next_tick) == 20);
+}
+
 TEST_CASE("steady sampling is never faster than sample_interval") {
     auto state = at_t0();
     state.active = true;

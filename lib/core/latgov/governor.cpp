@@ -65,7 +65,7 @@ Governor::Governor(const Topology& topology, const Config& config,
                    std::map<int, std::vector<IdleCost>> costs, EvidenceBook evidence)
     : costs_(std::move(costs)),
       kind_(idle_governor_kind(topology.cpuidle_driver, topology.cpuidle_governor)),
-      book_(std::move(evidence)) {
+      sample_interval_(config.daemon.sample_interval), book_(std::move(evidence)) {
     // A CPU whose idle table could not be read may have a deep state no
     // limit chosen from the rest would exclude: every state but POLL is
     // taken to cost too much there, so an active queue holds it at 0.
@@ -183,6 +183,7 @@ bool Governor::observe(const IoSample& sample, TimePoint now, bool idle_wakes_on
         return true;
     }
     bool changed = false;
+    sparse_ = false;
     const IoSample& before = *previous_;
     auto irq_delta = [&](int irq) -> std::uint64_t {
         auto i = static_cast<size_t>(irq);
@@ -348,7 +349,14 @@ bool Governor::observe_queue(const GovernedDevice& device, GovernedQueue& queue,
     // sample tells whether it completed.
     if (queue.prearmed && (!queue.prearm_seen || queue.prearm_seen_at >= now))
         io_seen = true;
-    const Transition t = update_activity(queue.activity, io_seen, now, linger_of(device));
+    const auto linger = linger_of(device);
+    const Transition t = update_activity(queue.activity, io_seen, now, linger);
+    // Fewer requests than one per linger: see sparse_requests().
+    const auto spacing = std::max<std::chrono::nanoseconds>(linger, sample_interval_);
+    if (queue.activity.active &&
+        static_cast<double>(requests) * static_cast<double>(spacing.count()) <
+            static_cast<double>((now - previous_time_).count()))
+        sparse_ = true;
     if (t == Transition::activated)
         queue.activation = ++activations_;
     if (t == Transition::released) {

@@ -230,6 +230,13 @@ class Governor {
     WatchedDevs waiter_devs() const;
     Holds holds() const;
     bool any_active() const;
+    // An active queue saw fewer requests at the last sample than one per
+    // its linger (per sample_interval, if that is longer): a gap longer
+    // than the linger may hide between them. A tick of steady_interval
+    // would then see a request in every tick and never release the queue
+    // (requests 15 ms apart with a 3 ms linger); the daemon keeps ticking
+    // every sample_interval, which sees the gaps, instead.
+    bool sparse_requests() const { return sparse_; }
     // The submit CPUs of the active queues whose waiters are held (sorted):
     // where waiter evidence is worth reading.
     CpuSet waiter_bound() const;
@@ -399,6 +406,8 @@ class Governor {
     IdleGovernorKind kind_;
     std::optional<IoSample> previous_;
     TimePoint previous_time_{};
+    std::chrono::milliseconds sample_interval_; // the daemon's shortest tick
+    bool sparse_ = false;                       // sparse_requests()
     EvidenceBook book_;
     bool evidence_changed_ = false;
     WaiterCpus waiters_;

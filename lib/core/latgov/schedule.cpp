@@ -7,7 +7,7 @@ namespace latgov {
 Deadline next_deadline(const ScheduleState& state, const DaemonSettings& settings, TimePoint now) {
     using std::chrono::milliseconds;
     milliseconds interval = state.active ? settings.sample_interval : settings.idle_interval;
-    if (state.active && now - state.last_change >= steady_after)
+    if (state.active && !state.sparse && now - state.last_change >= steady_after)
         interval = std::max(settings.sample_interval, settings.steady_interval);
     const auto fed = [&](milliseconds period) {
         if (state.watchdog.count() == 0)

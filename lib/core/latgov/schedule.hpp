@@ -32,6 +32,7 @@ constexpr std::chrono::microseconds watchdog_feed_period(std::chrono::microsecon
 
 struct ScheduleState {
     bool active = false;                   // some governed queue is active
+    bool sparse = false;                   // Governor::sparse_requests()
     bool events_armed = false;             // idle, and the first request wakes the daemon
     bool watch_only = false;               // nothing can be held: samples serve the status
     TimePoint last_change{};               // when what the CPUs hold last changed
@@ -48,7 +49,8 @@ struct Deadline {
 };
 
 // The period: sample_interval while a queue is active, stretched to
-// steady_interval once nothing changed for steady_after; idle_interval while
+// steady_interval once nothing changed for steady_after, unless the last
+// tick saw requests sparser than the linger (`sparse`); idle_interval while
 // idle, or housekeeping_interval (at most the watchdog feed period) when IO
 // events wake the daemon. Where nothing can be held (watch_only),
 // status_interval (at most the watchdog feed period) whatever the IO.
