@@ -152,8 +152,15 @@ TEST_CASE("a tick that counts fewer requests than one per linger says they are s
         CHECK(g.any_active());
         // A 30 ms linger holds through any gap a 20 ms tick may hide.
         CHECK(g.sparse_requests() == (linger == 3ms));
-        // One in a 5 ms tick is as fine as sample_interval sees.
-        g.observe(sample(112, 0, 112, 11), t0 + 50ms);
+        // One in a 5 ms tick, a little longer or shorter than 5 ms, is
+        // sparse all the same; two are not.
+        g.observe(sample(112, 0, 112, 11), t0 + 50ms - 20us);
+        CHECK(g.sparse_requests() == (linger == 3ms));
+        g.observe(sample(114, 0, 114, 11), t0 + 55ms);
+        CHECK_FALSE(g.sparse_requests());
+        // Still in flight at the sample: no tick releases the queue then.
+        g.observe(sample(115, 0, 115, 11, 1), t0 + 75ms);
+        CHECK(g.any_active());
         CHECK_FALSE(g.sparse_requests());
     }
     // Nothing active is sparse.

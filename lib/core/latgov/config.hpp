@@ -101,8 +101,8 @@ struct DaemonSettings {
     std::chrono::milliseconds sample_interval{5};
     // Once the set of active queues has not changed for 100 ms, the period
     // stretches to this (a steady stream needs no 5 ms watch; its end is then
-    // seen within linger + steady_interval), unless the requests are sparser
-    // than the linger (Governor::sparse_requests).
+    // seen within linger + steady_interval), unless the last tick saw the
+    // requests sparser than the linger (Governor::sparse_requests).
     std::chrono::milliseconds steady_interval{20};
     // Sampling period while everything is idle (when no event source wakes us).
     std::chrono::milliseconds idle_interval{50};

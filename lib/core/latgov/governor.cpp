@@ -136,6 +136,7 @@ void Governor::rebase(const IoSample& sample, TimePoint now) {
     waiters_.rebase(sample.cpu_iowait, sample.cpu_issues, now);
     previous_ = sample;
     previous_time_ = now;
+    sparse_ = false; // a blind span says nothing of the requests' spacing
     for (auto& device : devices_) {
         device.evidence.idle();
         device.was_active = false; // the next tick spans the blind one too
@@ -351,11 +352,12 @@ bool Governor::observe_queue(const GovernedDevice& device, GovernedQueue& queue,
         io_seen = true;
     const auto linger = linger_of(device);
     const Transition t = update_activity(queue.activity, io_seen, now, linger);
-    // Fewer requests than one per linger: see sparse_requests().
+    // Fewer requests than one per linger: see sparse_requests(). A request
+    // in flight keeps the queue whatever the tick.
     const auto spacing = std::max<std::chrono::nanoseconds>(linger, sample_interval_);
-    if (queue.activity.active &&
+    if (queue.activity.active && !in_flight &&
         static_cast<double>(requests) * static_cast<double>(spacing.count()) <
-            static_cast<double>((now - previous_time_).count()))
+            sparse_margin * static_cast<double>((now - previous_time_).count()))
         sparse_ = true;
     if (t == Transition::activated)
         queue.activation = ++activations_;

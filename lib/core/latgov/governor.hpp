@@ -230,13 +230,19 @@ class Governor {
     WatchedDevs waiter_devs() const;
     Holds holds() const;
     bool any_active() const;
-    // An active queue saw fewer requests at the last sample than one per
-    // its linger (per sample_interval, if that is longer): a gap longer
-    // than the linger may hide between them. A tick of steady_interval
-    // would then see a request in every tick and never release the queue
-    // (requests 15 ms apart with a 3 ms linger); the daemon keeps ticking
-    // every sample_interval, which sees the gaps, instead.
+    // An active queue with nothing in flight saw fewer requests at the last
+    // sample than one per its linger (per sample_interval, if that is
+    // longer) on average, with sparse_margin: a gap longer than the linger
+    // may hide between them. A tick of steady_interval would then see a
+    // request in every tick and never release the queue (requests 15 ms
+    // apart with a 3 ms linger); the daemon keeps ticking every
+    // sample_interval, which sees the gaps, instead. Requests that come in
+    // bunches may still hide their gaps: the test is on the average.
     bool sparse_requests() const { return sparse_; }
+    // A tick is a little shorter or longer than its period: one request in
+    // a tick of sample_interval is sparse (with a 3 ms linger), whatever
+    // the jitter; two are not.
+    static constexpr double sparse_margin = 1.25;
     // The submit CPUs of the active queues whose waiters are held (sorted):
     // where waiter evidence is worth reading.
     CpuSet waiter_bound() const;
