@@ -704,6 +704,48 @@ TEST_CASE("an onset's baseline is due for request events' onsets alone, and read
     CHECK(g.lonely_onsets() == 2);
 }
 
+TEST_CASE("isolated requests: a loop device's read off its tag but not yet counted at the "
+          "baseline came alone") {
+    // The kernel frees a request's tag, ends its bios and only then counts
+    // its completion; a loop device completes in a worker that may be
+    // preempted between. Nothing in flight at the baseline, then, while
+    // the stat does not count the read yet: its count after the baseline
+    // is its own. Writeback completed before the onset either way.
+    Governor g(machine(), loop_governed(), declared_costs(machine()));
+    IoSample idle = sample(0, 0, 0, 0);
+    idle.devices.push_back(BlockStat{});
+    g.observe(idle, t0);
+    REQUIRE(g.on_request_issued(7u << 20, 0, t0 + 20ms));
+    BlockStat base;
+    base.write_ios = 40;
+    base.in_flight = 0;
+    auto first_sample = [&](std::uint64_t reads_after) {
+        IoSample s = sample(0, 0, 0, 0);
+        BlockStat loop = base;
+        loop.read_ios += reads_after;
+        s.devices.push_back(loop);
+        g.observe(s, t0 + 25ms, false);
+        g.observe(s, t0 + 30ms, false);
+        CHECK_FALSE(g.any_active());
+    };
+    SUBCASE("counted after the baseline: one completion is its own") {
+        g.take_onset_baseline(1, base, {});
+        first_sample(1);
+        CHECK(g.lonely_onsets() == 1);
+    }
+    SUBCASE("counted after the baseline with another one: company") {
+        g.take_onset_baseline(1, base, {});
+        first_sample(2);
+        CHECK(g.lonely_onsets() == 0);
+    }
+    SUBCASE("counted in the baseline, nothing after: alone") {
+        base.read_ios = 1;
+        g.take_onset_baseline(1, base, {});
+        first_sample(0);
+        CHECK(g.lonely_onsets() == 1);
+    }
+}
+
 TEST_CASE("an onset's baseline not read by its first sample is not read after it") {
     Governor g(machine(), default_config(), declared_costs(machine()));
     g.observe(sample(0, 0, 0, 0), t0);

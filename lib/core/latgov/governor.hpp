@@ -213,7 +213,8 @@ class Governor {
     // counts (an IRQ missing from `irq_counts` was not read: its queue
     // counts as before, from the sample before the onset, and is due no
     // more). In that order, nothing in flight in the stat means the onset's
-    // request had completed, its interrupt in the counts read after.
+    // request had completed, its interrupt in the counts read after; not
+    // that the stat's completions count it (see observe_queue).
     void take_onset_baseline(std::size_t device, const BlockStat& stat,
                              const std::map<int, std::uint64_t>& irq_counts);
     // The devices whose requests wake an idle daemon. A hidden multipath
