@@ -896,7 +896,10 @@ class HostTestCase(unittest.TestCase):
                     write_cpu(cpu, value)
             except OSError as e:
                 log(f"tearDown: could not restore cpu {cpu} to {value}: {e}")
-        if self._failed():
+        if failure := self._failure():
+            # What failed first: the daemons' logs that follow can be long
+            # enough for a CI excerpt to cut off the report at the end.
+            log(f"--- {self.id()} failed:\n{failure[-2000:]}")
             for d in self.daemons:
                 try:
                     log(f"--- latgovd log {d.log_path}:\n{d.log()}")
@@ -908,12 +911,13 @@ class HostTestCase(unittest.TestCase):
         self.assertEqual(tree_state(MACHINE_METRICS), self.machine_metrics,
                          f"the test wrote the machine's {MACHINE_METRICS}")
 
-    def _failed(self):
+    def _failure(self):
+        """The traceback of this test's failure or error so far, or None."""
         outcome = getattr(self, "_outcome", None)
         result = getattr(outcome, "result", None)
         if result is None:
-            return False
-        return any(t is self for t, _ in result.failures + result.errors)
+            return None
+        return next((text for t, text in result.failures + result.errors if t is self), None)
 
     # helpers ---------------------------------------------------------------
 
