@@ -110,7 +110,8 @@ TEST_CASE("the wake-up filter names the governed disks and leaves out latgovd's 
     CHECK(request_filter_terms(two) ==
           std::vector<std::string>{"dev == 8388608", "dev == 266338304"});
     // And the requests nobody waits for: asynchronous writes.
-    const std::string waited = R"((rwbs ~ "R*" || rwbs ~ "*S*"))";
+    const std::string waited =
+        R"((rwbs ~ "R*" || rwbs ~ "WS*" || rwbs ~ "WFS*" || rwbs ~ "FWS*" || rwbs ~ "FWFS*"))";
     CHECK(wakeup_filters(two, 4095) ==
           std::vector<std::string>{"(dev == 8388608 || dev == 266338304) && " + self + " && " +
                                    kernel + " && " + waited});
@@ -164,7 +165,8 @@ TEST_CASE("250 governed disks are split over filters that each fit in a page") {
     CHECK_FALSE(any_matches(parts, dev_of(7, 0)));
 
     // The per-CPU request counters' filters (a longer suffix) fit as well.
-    const std::string waited = R"((rwbs ~ "R*" || rwbs ~ "*S*"))";
+    const std::string waited =
+        R"((rwbs ~ "R*" || rwbs ~ "WS*" || rwbs ~ "WFS*" || rwbs ~ "FWS*" || rwbs ~ "FWFS*"))";
     for (const auto& part : device_filters(watched, waited.size(), 4095))
         CHECK(("(" + part + ") && " + waited).size() <= 4095);
 }

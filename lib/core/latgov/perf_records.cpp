@@ -91,7 +91,8 @@ Result<TracepointFormat> parse_tracepoint_format(std::string_view id_text,
 
 bool rwbs_waited(const char* rwbs, std::size_t size) {
     const std::string_view kind(rwbs, ::strnlen(rwbs, size));
-    return kind.starts_with('R') || kind.find('S') != std::string_view::npos;
+    return std::any_of(waited_kinds.begin(), waited_kinds.end(),
+                       [&](std::string_view waited) { return kind.starts_with(waited); });
 }
 
 std::uint64_t read_issue_samples(const unsigned char* data, std::uint64_t size, std::uint64_t tail,

@@ -4,6 +4,7 @@
 
 #include "latgov/result.hpp"
 
+#include <array>
 #include <cstddef>
 #include <cstdint>
 #include <optional>
@@ -30,11 +31,20 @@ inline constexpr std::string_view request_tracepoint = "block_getrq";
 inline constexpr std::string_view passthrough_tracepoint = "block_rq_issue";
 inline constexpr std::string_view passthrough_only = "rwbs ~ \"N*\"";
 
-// The requests someone waits for, as a filter of block_getrq: reads and
-// synchronous writes. An asynchronous write (rwbs "W" without "S": write-back
-// started by sync_file_range or the kernel's flusher) has nobody waiting
-// for it. rwbs_waited() is the same rule in C++; change both together.
-inline constexpr std::string_view waited_only = "(rwbs ~ \"R*\" || rwbs ~ \"*S*\")";
+// The requests someone waits for, by how rwbs begins: reads, and
+// synchronous writes (blk_fill_rwbs writes a preflush "F", the operation,
+// a FUA "F", then "S" for REQ_SYNC). An asynchronous write (rwbs "W" with
+// no "S": write-back started by sync_file_range or the kernel's flusher)
+// has nobody waiting for it. rwbs_waited() takes these.
+inline constexpr std::array<std::string_view, 5> waited_kinds = {"R", "WS", "WFS", "FWS", "FWFS"};
+
+// waited_kinds as a filter of block_getrq (a unit test holds them equal).
+// Each pattern matches from the field's start: the kernel matches one with
+// a leading '*' ("*S*") over the whole 8-byte field, past the NUL that ends
+// rwbs, over bytes an earlier record left in the CPU's buffer. So filtered,
+// a CPU's counter counted asynchronous writes issued beside reads.
+inline constexpr std::string_view waited_only =
+    "(rwbs ~ \"R*\" || rwbs ~ \"WS*\" || rwbs ~ \"WFS*\" || rwbs ~ \"FWS*\" || rwbs ~ \"FWFS*\")";
 
 // A tracepoint's id and where the `dev` and `rwbs` fields sit in its raw
 // record, from tracefs events/block/<name>/{id,format}. rwbs (the request's
