@@ -183,7 +183,18 @@ void read_onset_baselines(GovernedState& state) {
         for (int irq : due.irqs)
             if (auto count = state.irq_counts.read(irq))
                 irq_counts.emplace(irq, *count);
-        state.governor.take_onset_baseline(due.device, *stat, irq_counts);
+        // The onset CPU's issue count, after its request's: one that
+        // fails takes none, and the tick's read says why.
+        std::map<int, std::uint64_t> issue_counts;
+        if (state.issue_counters && !due.issue_cpus.empty()) {
+            std::vector<std::uint64_t> counts;
+            if (state.issue_counters->read(due.issue_cpus, counts))
+                for (int cpu : due.issue_cpus)
+                    if (const auto i = static_cast<std::size_t>(cpu);
+                        i < counts.size() && counts[i] != issues_unread)
+                        issue_counts.emplace(cpu, counts[i]);
+        }
+        state.governor.take_onset_baseline(due.device, *stat, irq_counts, issue_counts);
     }
 }
 

@@ -80,9 +80,10 @@ def read_status(d):
         return json.load(f)
 
 
-def loop_config(loop, linger_ms=None, prearm=True):
+def loop_config(loop, linger_ms=None, prearm=True, waiter_cpus=False):
     """Governs the loop device `loop` alone (poll only while active; the
-    reader's CPU keeps its value), with linger_ms if given."""
+    reader's CPU keeps its value unless waiter_cpus), with linger_ms if
+    given."""
     linger = "" if linger_ms is None else f"linger_ms = {linger_ms}\n"
     if not prearm:
         linger += "prearm = false\n"
@@ -98,7 +99,7 @@ mode = "off"
 name = "{loop}"
 mode = "fixed"
 limit_us = 0
-{linger}waiter_cpus = false
+{linger}waiter_cpus = {"true" if waiter_cpus else "false"}
 """
 
 
@@ -555,12 +556,13 @@ class OnsetTest(HostTestCase):
         self.assertEqual(d.stop(), 0)
         self.assertEqual(read_all(), self.baseline)
 
-    def start_on_loop(self, prearm=True, prefix=(), linger_ms=None):
+    def start_on_loop(self, prearm=True, prefix=(), linger_ms=None, waiter_cpus=False):
         """latgovd governing a new loop device alone (loop_config), and a
         function that reads a random 4 KiB block of it, O_DIRECT. The
         device's name is self.loop."""
         loop = self.loop = self.loop_device()
-        d = self.start_daemon(loop_config(loop, linger_ms=linger_ms, prearm=prearm),
+        d = self.start_daemon(loop_config(loop, linger_ms=linger_ms, prearm=prearm,
+                                          waiter_cpus=waiter_cpus),
                               prefix=prefix)
         fd = os.open(f"/dev/{loop}", os.O_RDONLY | os.O_DIRECT)
         self.addCleanup(os.close, fd)
@@ -752,6 +754,39 @@ class OnsetTest(HostTestCase):
         log(f"  reads 15 ms apart after a burst: nothing held before {free} of {n}")
         self.assertGreaterEqual(free, n // 2, f"held before {n - free} of {n} reads 15 ms "
                                               f"apart with a 3 ms linger: {read_status(d)}")
+        self.assertEqual(d.stop(), 0)
+        self.assertEqual(read_all(), self.baseline)
+
+    def test_15_writes_that_complete_beside_a_read_leave_it_alone(self):
+        """test_04's isolated reads, each followed 2 ms later by a 4 KiB
+        asynchronous write (test_13's) that completes while the read is
+        still held, after the onset's baseline: the loop device's
+        completions count it. Nobody waits for it, and the reading CPU's
+        issue counter, which counts only requests someone waits for, stays
+        as it was at the onset: each read came alone, and latgovd pauses
+        after 8. Taken for company, the writes would never let it pause,
+        as write-back beside reads did not. The counter is read where
+        waiter CPUs are held (the default), as here."""
+        d, read = self.start_on_loop(prearm=False, waiter_cpus=True)
+        writer = AsyncWriter(f"/dev/{self.loop}")
+        self.addCleanup(writer.close)
+        blocks = (64 << 20) // 4096
+        beside = []
+
+        def read_then_write():
+            read()
+            time.sleep(0.002)
+            done = self.loop_writes()
+            writer.write(4096 * random.randrange(blocks))
+            self.assertIsNotNone(self.wait_value(lambda: self.loop_writes() > done, True, 1.0),
+                                 "a write did not complete within 1 s")
+            beside.append("n/a" in read_all().values())
+
+        time.sleep(0.5)
+        self.eight_reads_then_paused(d, read_then_write, "reads, each with a write beside")
+        log(f"  still held when the write completed: {sum(beside)} of {len(beside)}")
+        # The case is made only where the writes came while the reads were held.
+        self.assertGreaterEqual(sum(beside), len(beside) // 2, beside)
         self.assertEqual(d.stop(), 0)
         self.assertEqual(read_all(), self.baseline)
 

@@ -629,6 +629,55 @@ TEST_CASE("isolated requests: after an onset's baseline, completions besides its
     }
 }
 
+TEST_CASE("isolated requests: where the onset CPU's issue count is read it tells company") {
+    // Writeback completes on the read's queue while the read is held. The
+    // onset CPU's count of requests someone waits for (reads and
+    // synchronous writes) says whether another came: other CPUs' would
+    // fire their events.
+    Governor g(machine(), default_config(), declared_costs(machine()));
+    g.observe(sample(0, 0, 0, 0), t0);
+    const TimePoint at = t0 + 20ms;
+    REQUIRE(g.on_request_issued(259u << 20, 1, at, std::nullopt, at));
+    const auto due = g.onset_baselines_due();
+    REQUIRE(due.size() == 1);
+    CHECK(due[0].issue_cpus == CpuSet{1});
+    BlockStat stat;
+    stat.in_flight = 1;
+    g.take_onset_baseline(0, stat, {{11, 0}}, {{1, 7}}); // CPU 1's 7th: the read
+    // The read and two writes completed on IRQ 11 by the first sample.
+    auto first_samples = [&](std::uint64_t cpu1_issues) {
+        IoSample s = sample(0, 3, 3, 3);
+        s.cpu_issues = {issues_unread, cpu1_issues};
+        g.observe(s, at + 5ms, false);
+        g.observe(s, at + 10ms, false);
+        CHECK_FALSE(g.any_active());
+    };
+    SUBCASE("nothing more issued from CPU 1: the writes are no company") {
+        first_samples(7);
+        CHECK(g.lonely_onsets() == 1);
+    }
+    SUBCASE("another request issued from CPU 1: company") {
+        first_samples(8);
+        CHECK(g.lonely_onsets() == 0);
+    }
+    SUBCASE("CPU 1's count not read: the completions tell as without it") {
+        first_samples(issues_unread);
+        CHECK(g.lonely_onsets() == 0);
+    }
+}
+
+TEST_CASE("an onset's issue count is due only where the device holds waiter CPUs") {
+    Config config = default_config();
+    config.defaults.waiter_cpus = false;
+    Governor g(machine(), config, declared_costs(machine()));
+    g.observe(sample(0, 0, 0, 0), t0);
+    REQUIRE(g.on_request_issued(259u << 20, 1, t0 + 1ms));
+    const auto due = g.onset_baselines_due();
+    REQUIRE(due.size() == 1);
+    CHECK(due[0].irqs == std::vector<int>{11});
+    CHECK(due[0].issue_cpus.empty()); // its counter is not read every tick
+}
+
 TEST_CASE("isolated requests: a second request's event while its queue is active is company") {
     Governor g(machine(), default_config(), declared_costs(machine()));
     g.observe(sample(0, 0, 0, 0), t0);

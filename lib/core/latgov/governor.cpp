@@ -156,6 +156,7 @@ void Governor::forget_span(GovernedQueue& queue) {
     queue.shared_pending = 0;
     queue.onset_pending = queue.baseline_due = false;
     queue.onset_base.reset();
+    queue.onset_issues.reset();
     if (!queue.prearmed)
         queue.lonely = false;
 }
@@ -217,11 +218,16 @@ bool Governor::observe(const IoSample& sample, TimePoint now, bool idle_wakes_on
             if (tag_index < sample.queue_busy.size())
                 busy_here = sample.queue_busy[tag_index] > 0;
             ++tag_index;
-            std::optional<std::uint64_t> since_onset;
+            SinceOnset since_onset;
             if (queue.onset_base)
-                since_onset = queue.irq ? irq_count_delta(queue.onset_base->irq_count,
-                                                          irq_count_now(*queue.irq))
-                                        : block_stat_delta(queue.onset_base->stat, now_stat).ios;
+                since_onset.completions =
+                    queue.irq
+                        ? irq_count_delta(queue.onset_base->irq_count, irq_count_now(*queue.irq))
+                        : block_stat_delta(queue.onset_base->stat, now_stat).ios;
+            if (const auto cpu = static_cast<std::size_t>(queue.onset_cpu);
+                queue.onset_issues && cpu < sample.cpu_issues.size() &&
+                sample.cpu_issues[cpu] != issues_unread)
+                since_onset.issued = sample.cpu_issues[cpu] > *queue.onset_issues;
             const bool was_active = queue.activity.active;
             if (observe_queue(device, queue, requests, since_onset, now_stat.in_flight > 0,
                               busy_here, idle_wakes_on_events, now, missed))
@@ -266,9 +272,9 @@ std::uint64_t Governor::own_share(GovernedQueue& queue, std::uint64_t interrupts
 }
 
 bool Governor::observe_queue(const GovernedDevice& device, GovernedQueue& queue,
-                             std::uint64_t requests, std::optional<std::uint64_t> since_onset,
-                             bool device_in_flight, std::optional<bool> busy_here,
-                             bool idle_wakes_on_events, TimePoint now, bool& missed) {
+                             std::uint64_t requests, SinceOnset since_onset, bool device_in_flight,
+                             std::optional<bool> busy_here, bool idle_wakes_on_events,
+                             TimePoint now, bool& missed) {
     // The first sample after an onset counts from its baseline where one
     // was read: the span before it holds the idle time up to the onset,
     // and with it the IO the events leave out (writeback, journal commits,
@@ -282,11 +288,12 @@ bool Governor::observe_queue(const GovernedDevice& device, GovernedQueue& queue,
     // about 1 of 20 falls of its in-flight count to 0). Where the stat is
     // the queue's count, one completion after the baseline may still be
     // its own, and only a second one is company.
-    const bool own_before_base = since_onset && queue.onset_base->stat.in_flight == 0 &&
-                                 requests > 0 && (queue.irq || *since_onset == 0);
+    const auto& base_count = since_onset.completions;
+    const bool own_before_base = base_count && queue.onset_base->stat.in_flight == 0 &&
+                                 requests > 0 && (queue.irq || *base_count == 0);
     queue.baseline_due = false; // not read by now: this sample is the first
-    if (since_onset) {
-        requests = *since_onset;
+    if (base_count) {
+        requests = *base_count;
         queue.onset_base.reset();
     }
     if (requests > 0 || own_before_base)
@@ -337,12 +344,18 @@ bool Governor::observe_queue(const GovernedDevice& device, GovernedQueue& queue,
     }
     // Company for the onset request: another one completed, or one in
     // flight in a sample after the one that counted the onset's own
-    // completion. While a window is open the events record every request
-    // (on_recorded_request): a second one makes a pair, a third a stream;
-    // the counters would count completions since the last sample, before
-    // the window.
-    if (!queue.prearmed &&
-        (requests > 0 || (in_flight && !queue.onset_pending && !onset_completed_now)))
+    // completion. Where the onset CPU's issue count is read, that tells
+    // instead: any other CPU's request someone waits for fires its event
+    // (still armed: on_request_issued), the onset CPU's own is counted,
+    // and a completion or a request in flight besides is IO nobody waits
+    // for (writeback, asynchronous writes). While a window is open the
+    // events record every request (on_recorded_request): a second one
+    // makes a pair, a third a stream; the counters would count completions
+    // since the last sample, before the window.
+    const bool company = since_onset.issued ? *since_onset.issued
+                                            : requests > 0 || (in_flight && !queue.onset_pending &&
+                                                               !onset_completed_now);
+    if (!queue.prearmed && company)
         queue.lonely = false;
     // A completion counted by a sample whose span began in the window is
     // the window's request's (the window opens with no sample), where the
@@ -404,6 +417,7 @@ void Governor::end_activation(GovernedQueue& queue, Streak effect) {
     }
     queue.lonely = queue.onset_pending = queue.baseline_due = false;
     queue.onset_base.reset();
+    queue.onset_issues.reset();
     queue.prearmed = queue.prearm_seen = false;
     queue.prearm_company = 0;
 }
@@ -628,6 +642,8 @@ bool Governor::on_request_issued(std::uint32_t dev, int cpu, TimePoint now,
                 Transition::activated) {
                 activated = started = true;
                 queue.onset_pending = queue.lonely = true;
+                queue.onset_cpu = cpu;
+                queue.onset_issues.reset();
                 queue.activation = activation ? activation : (activation = ++activations_);
                 // A shared IRQ counts another disk's completions too
                 // (own_share tells them apart sample by sample).
@@ -664,18 +680,25 @@ std::vector<Governor::BaselineDue> Governor::onset_baselines_due() const {
             if (!queue.baseline_due)
                 continue;
             if (!device)
-                device = BaselineDue{d, {}};
+                device = BaselineDue{d, {}, {}};
             if (queue.irq)
                 device->irqs.push_back(*queue.irq);
+            if (holds_waiters(devices_[d]) && queue.onset_cpu >= 0)
+                device->issue_cpus.push_back(queue.onset_cpu);
         }
-        if (device)
+        if (device) {
+            auto& cpus = device->issue_cpus;
+            std::sort(cpus.begin(), cpus.end());
+            cpus.erase(std::unique(cpus.begin(), cpus.end()), cpus.end());
             due.push_back(std::move(*device));
+        }
     }
     return due;
 }
 
 void Governor::take_onset_baseline(std::size_t device, const BlockStat& stat,
-                                   const std::map<int, std::uint64_t>& irq_counts) {
+                                   const std::map<int, std::uint64_t>& irq_counts,
+                                   const std::map<int, std::uint64_t>& issue_counts) {
     if (device >= devices_.size())
         return;
     for (auto& queue : devices_[device].queues) {
@@ -689,6 +712,8 @@ void Governor::take_onset_baseline(std::size_t device, const BlockStat& stat,
             base.irq_count = count->second;
         }
         queue.onset_base = base;
+        if (const auto issues = issue_counts.find(queue.onset_cpu); issues != issue_counts.end())
+            queue.onset_issues = issues->second;
     }
 }
 

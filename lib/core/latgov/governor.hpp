@@ -76,6 +76,13 @@ struct GovernedQueue {
     // comes first: a baseline read later would drop what came between.
     bool baseline_due = false;
     std::optional<OnsetBaseline> onset_base{};
+    // The CPU whose request activated it, and that CPU's count of issued
+    // requests someone waits for (IssueCounters) just after the onset,
+    // where one was read: while the count stays, the queue's other
+    // completions (writeback, asynchronous writes) are no company. Kept
+    // for the activation.
+    int onset_cpu = -1;
+    std::optional<std::uint64_t> onset_issues{};
     // Activated ahead of a periodic request (PeriodicOnsets), which has
     // not been issued yet (or has: `prearm_seen`). Held until the window
     // closes without it, or until it completed.
@@ -202,11 +209,14 @@ class Governor {
     OnsetNeeds onset_needs(std::uint32_t dev, int cpu) const;
     // The baselines due after request events activated queues: per device
     // (its slot of stat_sources()), the IRQs of those of its queues that
-    // count their own completions on one. A queue sharing its IRQ with
-    // another disk, or pre-armed, takes none.
+    // count their own completions on one, and the CPUs whose requests
+    // activated them, whose issue counters are read every tick while they
+    // run (waiter_bound). A queue sharing its IRQ with another disk, or
+    // pre-armed, takes none.
     struct BaselineDue {
         std::size_t device = 0;
         std::vector<int> irqs;
+        CpuSet issue_cpus;
     };
     std::vector<BaselineDue> onset_baselines_due() const;
     // What was read for one: the device's stat file first, then the IRQ
@@ -214,9 +224,12 @@ class Governor {
     // counts as before, from the sample before the onset, and is due no
     // more). In that order, nothing in flight in the stat means the onset's
     // request had completed, its interrupt in the counts read after; not
-    // that the stat's completions count it (see observe_queue).
+    // that the stat's completions count it (see observe_queue). Then the
+    // issue counts of `issue_cpus` (one missing was not read: its queue's
+    // company is told by completions, as without).
     void take_onset_baseline(std::size_t device, const BlockStat& stat,
-                             const std::map<int, std::uint64_t>& irq_counts);
+                             const std::map<int, std::uint64_t>& irq_counts,
+                             const std::map<int, std::uint64_t>& issue_counts = {});
     // The devices whose requests wake an idle daemon. A hidden multipath
     // path disk whose dev_t discovery could not read (sysfs does not show
     // it; /proc/diskstats does) is told apart only as "not a disk we know"
@@ -362,12 +375,15 @@ class Governor {
     // counts are read, whether the queue itself has (`busy_here`). True
     // when its activity changed; `missed` when its pre-armed window closed
     // without its request.
-    // `since_onset`: its completions since its onset's baseline, where one
-    // was read.
+    // `since_onset`: what counted from its onset's baseline, where one was
+    // read.
+    struct SinceOnset {
+        std::optional<std::uint64_t> completions; // the queue's, in the first sample after
+        std::optional<bool> issued; // its onset CPU issued a request someone waits for
+    };
     bool observe_queue(const GovernedDevice& device, GovernedQueue& queue, std::uint64_t requests,
-                       std::optional<std::uint64_t> since_onset, bool device_in_flight,
-                       std::optional<bool> busy_here, bool idle_wakes_on_events, TimePoint now,
-                       bool& missed);
+                       SinceOnset since_onset, bool device_in_flight, std::optional<bool> busy_here,
+                       bool idle_wakes_on_events, TimePoint now, bool& missed);
     // The device's evidence, decision and waiters once its queues are
     // observed (`released`: one that was active before it is not now);
     // true when what it holds may have changed.
