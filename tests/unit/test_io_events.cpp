@@ -111,7 +111,8 @@ TEST_CASE("the wake-up filter names the governed disks and leaves out latgovd's 
           std::vector<std::string>{"dev == 8388608", "dev == 266338304"});
     // And the requests nobody waits for: asynchronous writes.
     const std::string waited =
-        R"((rwbs ~ "R*" || rwbs ~ "WS*" || rwbs ~ "WFS*" || rwbs ~ "FWS*" || rwbs ~ "FWFS*"))";
+        R"((rwbs ~ "R*" || rwbs ~ "WS*" || rwbs ~ "WFS*" || rwbs ~ "FWS*" || rwbs ~ "FWFS*" || )"
+        R"(rwbs ~ "DS*" || rwbs ~ "DES*" || rwbs ~ "NS*"))";
     CHECK(wakeup_filters(two, 4095) ==
           std::vector<std::string>{"(dev == 8388608 || dev == 266338304) && " + self + " && " +
                                    kernel + " && " + waited});
@@ -166,7 +167,8 @@ TEST_CASE("250 governed disks are split over filters that each fit in a page") {
 
     // The per-CPU request counters' filters (a longer suffix) fit as well.
     const std::string waited =
-        R"((rwbs ~ "R*" || rwbs ~ "WS*" || rwbs ~ "WFS*" || rwbs ~ "FWS*" || rwbs ~ "FWFS*"))";
+        R"((rwbs ~ "R*" || rwbs ~ "WS*" || rwbs ~ "WFS*" || rwbs ~ "FWS*" || rwbs ~ "FWFS*" || )"
+        R"(rwbs ~ "DS*" || rwbs ~ "DES*" || rwbs ~ "NS*"))";
     for (const auto& part : device_filters(watched, waited.size(), 4095))
         CHECK(("(" + part + ") && " + waited).size() <= 4095);
 }

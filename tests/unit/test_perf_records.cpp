@@ -214,14 +214,14 @@ TEST_CASE("an issue sample says whether someone waits for its request, from rwbs
     REQUIRE(format);
     Ring ring(1024, 1000); // wraps inside the records
     const std::uint64_t tail = ring.head;
-    // Reads, synchronous writes and flushes are waited for; writeback is
-    // not, nor a "W" whose field holds an "S" past its end (a byte an
-    // earlier record left there).
+    // Reads, synchronous writes and flushes, and a synchronous discard,
+    // are waited for; writeback is not, nor a "W" whose field holds an "S"
+    // past its end (a byte an earlier record left there).
     using namespace std::string_view_literals;
     const std::vector<std::pair<std::string_view, bool>> kinds = {
-        {"R", true},       {"RA", true},  {"WS", true},      {"WSM", true},
-        {"FWFS", true},    {"FWS", true}, {"W", false},      {"WM", false},
-        {"W\0S"sv, false}, {"DS", false}, {"WF\0S"sv, false}};
+        {"R", true},       {"RA", true},  {"WS", true},       {"WSM", true},
+        {"FWFS", true},    {"FWS", true}, {"W", false},       {"WM", false},
+        {"W\0S"sv, false}, {"DS", true},  {"WF\0S"sv, false}, {"D", false}};
     for (const auto& [rwbs, waited] : kinds)
         ring.issue_sample(1, 0xfd00000, *format, rwbs);
     std::vector<IssuedRequest> out;

@@ -31,12 +31,14 @@ inline constexpr std::string_view request_tracepoint = "block_getrq";
 inline constexpr std::string_view passthrough_tracepoint = "block_rq_issue";
 inline constexpr std::string_view passthrough_only = "rwbs ~ \"N*\"";
 
-// The requests someone waits for, by how rwbs begins: reads, and
-// synchronous writes (blk_fill_rwbs writes a preflush "F", the operation,
-// a FUA "F", then "S" for REQ_SYNC). An asynchronous write (rwbs "W" with
-// no "S": write-back started by sync_file_range or the kernel's flusher)
-// has nobody waiting for it. rwbs_waited() takes these.
-inline constexpr std::array<std::string_view, 5> waited_kinds = {"R", "WS", "WFS", "FWS", "FWFS"};
+// The requests someone waits for, by how rwbs begins: reads, synchronous
+// writes, and the synchronous discards, secure erases and zero-outs that
+// submit_bio_wait() makes (blk_fill_rwbs writes a preflush "F", the
+// operation, a FUA "F", then "S" for REQ_SYNC). An asynchronous write
+// (rwbs "W" with no "S": write-back started by sync_file_range or the
+// kernel's flusher) has nobody waiting for it. rwbs_waited() takes these.
+inline constexpr std::array<std::string_view, 8> waited_kinds = {"R",    "WS", "WFS", "FWS",
+                                                                 "FWFS", "DS", "DES", "NS"};
 
 // waited_kinds as a filter of block_getrq (a unit test holds them equal).
 // Each pattern matches from the field's start: the kernel matches one with
@@ -44,7 +46,8 @@ inline constexpr std::array<std::string_view, 5> waited_kinds = {"R", "WS", "WFS
 // rwbs, over bytes an earlier record left in the CPU's buffer. So filtered,
 // a CPU's counter counted asynchronous writes issued beside reads.
 inline constexpr std::string_view waited_only =
-    "(rwbs ~ \"R*\" || rwbs ~ \"WS*\" || rwbs ~ \"WFS*\" || rwbs ~ \"FWS*\" || rwbs ~ \"FWFS*\")";
+    "(rwbs ~ \"R*\" || rwbs ~ \"WS*\" || rwbs ~ \"WFS*\" || rwbs ~ \"FWS*\" || rwbs ~ \"FWFS*\" || "
+    "rwbs ~ \"DS*\" || rwbs ~ \"DES*\" || rwbs ~ \"NS*\")";
 
 // A tracepoint's id and where the `dev` and `rwbs` fields sit in its raw
 // record, from tracefs events/block/<name>/{id,format}. rwbs (the request's
