@@ -5,6 +5,7 @@
 #include "latgov/idle_costs.hpp"
 #include "logging.hpp"
 
+#include <algorithm>
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
@@ -183,13 +184,21 @@ void read_onset_baselines(GovernedState& state) {
         for (int irq : due.irqs)
             if (auto count = state.irq_counts.read(irq))
                 irq_counts.emplace(irq, *count);
-        // The onset CPU's issue count, after its request's: one that
-        // fails takes none, and the tick's read says why.
+        // The issue counts of the onset CPUs, after their requests', and
+        // of the submit CPUs whose events are disarmed (an armed one fires
+        // instead): read every tick from here on. One that fails takes
+        // none, and the tick's read says why.
         std::map<int, std::uint64_t> issue_counts;
-        if (state.issue_counters && !due.issue_cpus.empty()) {
+        if (state.issue_counters && state.events && !due.onset_cpus.empty()) {
+            CpuSet cpus = due.onset_cpus;
+            for (int cpu : due.submit_cpus)
+                if (!state.events->armed_on(cpu))
+                    cpus.push_back(cpu);
+            std::sort(cpus.begin(), cpus.end());
+            cpus.erase(std::unique(cpus.begin(), cpus.end()), cpus.end());
             std::vector<std::uint64_t> counts;
-            if (state.issue_counters->read(due.issue_cpus, counts))
-                for (int cpu : due.issue_cpus)
+            if (state.issue_counters->read(cpus, counts))
+                for (int cpu : cpus)
                     if (const auto i = static_cast<std::size_t>(cpu);
                         i < counts.size() && counts[i] != issues_unread)
                         issue_counts.emplace(cpu, counts[i]);

@@ -556,10 +556,13 @@ class OnsetTest(HostTestCase):
         self.assertEqual(d.stop(), 0)
         self.assertEqual(read_all(), self.baseline)
 
-    def start_on_loop(self, prearm=True, prefix=(), linger_ms=None, waiter_cpus=False):
+    def start_on_loop(self, prearm=True, prefix=(), linger_ms=None, waiter_cpus=True):
         """latgovd governing a new loop device alone (loop_config), and a
         function that reads a random 4 KiB block of it, O_DIRECT. The
-        device's name is self.loop."""
+        device's name is self.loop. Waiter CPUs held by default, as
+        latgovd's default: their per-CPU request counts tell an onset's
+        company, where the loop device's stat can count a read's completion
+        after it no longer shows it in flight (docs/design.md)."""
         loop = self.loop = self.loop_device()
         d = self.start_daemon(loop_config(loop, linger_ms=linger_ms, prearm=prearm,
                                           waiter_cpus=waiter_cpus),
@@ -767,7 +770,7 @@ class OnsetTest(HostTestCase):
         after 8. Taken for company, the writes would never let it pause,
         as write-back beside reads did not. The counter is read where
         waiter CPUs are held (the default), as here."""
-        d, read = self.start_on_loop(prearm=False, waiter_cpus=True)
+        d, read = self.start_on_loop(prearm=False)
         writer = AsyncWriter(f"/dev/{self.loop}")
         self.addCleanup(writer.close)
         blocks = (64 << 20) // 4096

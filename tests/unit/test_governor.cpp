@@ -640,7 +640,8 @@ TEST_CASE("isolated requests: where the onset CPU's issue count is read it tells
     REQUIRE(g.on_request_issued(259u << 20, 1, at, std::nullopt, at));
     const auto due = g.onset_baselines_due();
     REQUIRE(due.size() == 1);
-    CHECK(due[0].issue_cpus == CpuSet{1});
+    CHECK(due[0].onset_cpus == CpuSet{1});
+    CHECK(due[0].submit_cpus == CpuSet{1});
     BlockStat stat;
     stat.in_flight = 1;
     g.take_onset_baseline(0, stat, {{11, 0}}, {{1, 7}}); // CPU 1's 7th: the read
@@ -666,7 +667,60 @@ TEST_CASE("isolated requests: where the onset CPU's issue count is read it tells
     }
 }
 
-TEST_CASE("an onset's issue count is due only where the device holds waiter CPUs") {
+TEST_CASE("isolated requests: a submit CPU whose event is disarmed is counted too") {
+    // Queue 1 takes CPU 0's requests too. CPU 0's event fired earlier
+    // (for another queue while something stayed active) and is disarmed:
+    // a request of it fires nothing, and its count tells instead.
+    Topology t = machine();
+    t.devices[0].queues[0].submit_cpus = {};
+    t.devices[0].queues[1].submit_cpus = {0, 1};
+    Governor g(t, loop_governed(), declared_costs(t));
+    IoSample idle = sample(0, 0, 0, 0);
+    idle.devices.push_back(BlockStat{});
+    g.observe(idle, t0);
+    const TimePoint at = t0 + 20ms;
+    REQUIRE(g.on_request_issued(259u << 20, 1, at, std::nullopt, at));
+    const auto due = g.onset_baselines_due();
+    REQUIRE(due.size() == 1);
+    CHECK(due[0].onset_cpus == CpuSet{1});
+    CHECK(due[0].submit_cpus == CpuSet{0, 1});
+    BlockStat stat;
+    stat.in_flight = 1;
+    auto first_samples = [&](std::uint64_t cpu0_issues) {
+        IoSample s = sample(0, 3, 3, 3);
+        s.devices.push_back(BlockStat{});
+        s.cpu_issues = {cpu0_issues, 7};
+        g.observe(s, at + 5ms, false);
+        g.observe(s, at + 10ms, false);
+        CHECK_FALSE(g.any_active());
+    };
+    SUBCASE("CPU 0 counted at the onset, nothing issued since: alone") {
+        g.take_onset_baseline(0, stat, {{11, 0}}, {{0, 3}, {1, 7}});
+        first_samples(3);
+        CHECK(g.lonely_onsets() == 1);
+    }
+    SUBCASE("CPU 0 counted at the onset, a request issued since: company") {
+        g.take_onset_baseline(0, stat, {{11, 0}}, {{0, 3}, {1, 7}});
+        first_samples(4);
+        CHECK(g.lonely_onsets() == 0);
+    }
+    SUBCASE("CPU 0 armed at the onset, then its event fired") {
+        // For a write nobody waits for (a kernel that would not filter on
+        // rwbs): disarmed from there with no count, so the completions
+        // tell, the writes' included.
+        g.take_onset_baseline(0, stat, {{11, 0}}, {{1, 7}});
+        CHECK_FALSE(g.on_request_issued(259u << 20, 0, at + 1ms, false, at + 1ms));
+        first_samples(issues_unread);
+        CHECK(g.lonely_onsets() == 0);
+    }
+    SUBCASE("CPU 0 armed at the onset and silent: its events would tell") {
+        g.take_onset_baseline(0, stat, {{11, 0}}, {{1, 7}});
+        first_samples(issues_unread);
+        CHECK(g.lonely_onsets() == 1);
+    }
+}
+
+TEST_CASE("an onset's issue counts are due only where the device holds waiter CPUs") {
     Config config = default_config();
     config.defaults.waiter_cpus = false;
     Governor g(machine(), config, declared_costs(machine()));
@@ -675,7 +729,8 @@ TEST_CASE("an onset's issue count is due only where the device holds waiter CPUs
     const auto due = g.onset_baselines_due();
     REQUIRE(due.size() == 1);
     CHECK(due[0].irqs == std::vector<int>{11});
-    CHECK(due[0].issue_cpus.empty()); // its counter is not read every tick
+    CHECK(due[0].onset_cpus.empty()); // their counters are not read every tick
+    CHECK(due[0].submit_cpus.empty());
 }
 
 TEST_CASE("isolated requests: a second request's event while its queue is active is company") {
@@ -751,48 +806,6 @@ TEST_CASE("an onset's baseline is due for request events' onsets alone, and read
     // Each came alone: loop0's counted from its baseline, nvme0n1's from
     // the sample before it, with nothing between.
     CHECK(g.lonely_onsets() == 2);
-}
-
-TEST_CASE("isolated requests: a loop device's read off its tag but not yet counted at the "
-          "baseline came alone") {
-    // The kernel frees a request's tag, ends its bios and only then counts
-    // its completion; a loop device completes in a worker that may be
-    // preempted between. Nothing in flight at the baseline, then, while
-    // the stat does not count the read yet: its count after the baseline
-    // is its own. Writeback completed before the onset either way.
-    Governor g(machine(), loop_governed(), declared_costs(machine()));
-    IoSample idle = sample(0, 0, 0, 0);
-    idle.devices.push_back(BlockStat{});
-    g.observe(idle, t0);
-    REQUIRE(g.on_request_issued(7u << 20, 0, t0 + 20ms));
-    BlockStat base;
-    base.write_ios = 40;
-    base.in_flight = 0;
-    auto first_sample = [&](std::uint64_t reads_after) {
-        IoSample s = sample(0, 0, 0, 0);
-        BlockStat loop = base;
-        loop.read_ios += reads_after;
-        s.devices.push_back(loop);
-        g.observe(s, t0 + 25ms, false);
-        g.observe(s, t0 + 30ms, false);
-        CHECK_FALSE(g.any_active());
-    };
-    SUBCASE("counted after the baseline: one completion is its own") {
-        g.take_onset_baseline(1, base, {});
-        first_sample(1);
-        CHECK(g.lonely_onsets() == 1);
-    }
-    SUBCASE("counted after the baseline with another one: company") {
-        g.take_onset_baseline(1, base, {});
-        first_sample(2);
-        CHECK(g.lonely_onsets() == 0);
-    }
-    SUBCASE("counted in the baseline, nothing after: alone") {
-        base.read_ios = 1;
-        g.take_onset_baseline(1, base, {});
-        first_sample(0);
-        CHECK(g.lonely_onsets() == 1);
-    }
 }
 
 TEST_CASE("an onset's baseline not read by its first sample is not read after it") {

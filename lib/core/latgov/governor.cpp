@@ -59,6 +59,23 @@ int one_more(int streak) {
     return streak < std::numeric_limits<int>::max() ? streak + 1 : streak;
 }
 
+// Whether one of the CPUs counted at an onset issued a request someone
+// waits for since: unknown while one of them is unread and none grew.
+std::optional<bool> issued_since(const std::vector<std::pair<int, std::uint64_t>>& onset,
+                                 const std::vector<std::uint64_t>& now) {
+    if (onset.empty())
+        return std::nullopt;
+    bool all_read = true;
+    for (const auto& [cpu, count] : onset) {
+        const auto i = static_cast<std::size_t>(cpu);
+        if (i >= now.size() || now[i] == issues_unread)
+            all_read = false;
+        else if (now[i] > count)
+            return true;
+    }
+    return all_read ? std::optional<bool>(false) : std::nullopt;
+}
+
 } // namespace
 
 Governor::Governor(const Topology& topology, const Config& config,
@@ -156,7 +173,7 @@ void Governor::forget_span(GovernedQueue& queue) {
     queue.shared_pending = 0;
     queue.onset_pending = queue.baseline_due = false;
     queue.onset_base.reset();
-    queue.onset_issues.reset();
+    queue.onset_issues.clear();
     if (!queue.prearmed)
         queue.lonely = false;
 }
@@ -224,10 +241,7 @@ bool Governor::observe(const IoSample& sample, TimePoint now, bool idle_wakes_on
                     queue.irq
                         ? irq_count_delta(queue.onset_base->irq_count, irq_count_now(*queue.irq))
                         : block_stat_delta(queue.onset_base->stat, now_stat).ios;
-            if (const auto cpu = static_cast<std::size_t>(queue.onset_cpu);
-                queue.onset_issues && cpu < sample.cpu_issues.size() &&
-                sample.cpu_issues[cpu] != issues_unread)
-                since_onset.issued = sample.cpu_issues[cpu] > *queue.onset_issues;
+            since_onset.issued = issued_since(queue.onset_issues, sample.cpu_issues);
             const bool was_active = queue.activity.active;
             if (observe_queue(device, queue, requests, since_onset, now_stat.in_flight > 0,
                               busy_here, idle_wakes_on_events, now, missed))
@@ -282,15 +296,14 @@ bool Governor::observe_queue(const GovernedDevice& device, GovernedQueue& queue,
     // Nothing in flight at the baseline: the onset's request had completed
     // by then, and is in the baseline, where this queue counted it. Its
     // interrupt was, where the queue counts those: the IRQ comes first.
-    // Not always its count in the stat: a request the stat no longer finds
-    // in flight may not be among its completions yet (a loop device's
-    // stat, read over and over beside reads one at a time, showed that in
-    // about 1 of 20 falls of its in-flight count to 0). Where the stat is
-    // the queue's count, one completion after the baseline may still be
-    // its own, and only a second one is company.
+    // The stat's own completion count may lag its in-flight count (a loop
+    // device's stat, read over and over beside reads one at a time, showed
+    // nothing in flight and the read not yet counted in about 1 of 20 falls
+    // of its in-flight count to 0): there the read's own completion after
+    // the baseline passes for company, which only puts the pause off.
     const auto& base_count = since_onset.completions;
-    const bool own_before_base = base_count && queue.onset_base->stat.in_flight == 0 &&
-                                 requests > 0 && (queue.irq || *base_count == 0);
+    const bool own_before_base =
+        base_count && queue.onset_base->stat.in_flight == 0 && requests > 0;
     queue.baseline_due = false; // not read by now: this sample is the first
     if (base_count) {
         requests = *base_count;
@@ -344,14 +357,15 @@ bool Governor::observe_queue(const GovernedDevice& device, GovernedQueue& queue,
     }
     // Company for the onset request: another one completed, or one in
     // flight in a sample after the one that counted the onset's own
-    // completion. Where the onset CPU's issue count is read, that tells
-    // instead: any other CPU's request someone waits for fires its event
-    // (still armed: on_request_issued), the onset CPU's own is counted,
-    // and a completion or a request in flight besides is IO nobody waits
-    // for (writeback, asynchronous writes). While a window is open the
-    // events record every request (on_recorded_request): a second one
-    // makes a pair, a third a stream; the counters would count completions
-    // since the last sample, before the window.
+    // completion. Where the issue counts of the onset CPU and of the
+    // queue's disarmed submit CPUs are read, those tell instead: another
+    // submit CPU's request someone waits for fires its event (still
+    // armed: on_request_issued), and a completion or a request in flight
+    // besides is IO nobody waits for (writeback, asynchronous writes).
+    // While a window is open the events record every request
+    // (on_recorded_request): a second one makes a pair, a third a stream;
+    // the counters would count completions since the last sample, before
+    // the window.
     const bool company = since_onset.issued ? *since_onset.issued
                                             : requests > 0 || (in_flight && !queue.onset_pending &&
                                                                !onset_completed_now);
@@ -417,7 +431,7 @@ void Governor::end_activation(GovernedQueue& queue, Streak effect) {
     }
     queue.lonely = queue.onset_pending = queue.baseline_due = false;
     queue.onset_base.reset();
-    queue.onset_issues.reset();
+    queue.onset_issues.clear();
     queue.prearmed = queue.prearm_seen = false;
     queue.prearm_company = 0;
 }
@@ -620,6 +634,15 @@ void Governor::time_request(std::size_t device, int cpu, TimePoint issued) {
 
 bool Governor::on_request_issued(std::uint32_t dev, int cpu, TimePoint now,
                                  std::optional<bool> waited, std::optional<TimePoint> issued) {
+    // This CPU's event fired and is disarmed from here on. A queue it
+    // submits to whose company issue counts tell, with no count of this
+    // CPU's, would not see its requests: completions tell again.
+    for (auto& device : devices_)
+        for (auto& queue : device.queues)
+            if (!queue.onset_issues.empty() && submits_to(queue, cpu) &&
+                std::none_of(queue.onset_issues.begin(), queue.onset_issues.end(),
+                             [&](const auto& count) { return count.first == cpu; }))
+                queue.onset_issues.clear();
     // An asynchronous write (write-back started by sync_file_range, say)
     // has no task sleeping on it as it is issued: it is neither an onset,
     // nor company, nor a period's request. Where the kernel filters on
@@ -643,7 +666,7 @@ bool Governor::on_request_issued(std::uint32_t dev, int cpu, TimePoint now,
                 activated = started = true;
                 queue.onset_pending = queue.lonely = true;
                 queue.onset_cpu = cpu;
-                queue.onset_issues.reset();
+                queue.onset_issues.clear();
                 queue.activation = activation ? activation : (activation = ++activations_);
                 // A shared IRQ counts another disk's completions too
                 // (own_share tells them apart sample by sample).
@@ -680,16 +703,20 @@ std::vector<Governor::BaselineDue> Governor::onset_baselines_due() const {
             if (!queue.baseline_due)
                 continue;
             if (!device)
-                device = BaselineDue{d, {}, {}};
+                device = BaselineDue{d, {}, {}, {}};
             if (queue.irq)
                 device->irqs.push_back(*queue.irq);
-            if (holds_waiters(devices_[d]) && queue.onset_cpu >= 0)
-                device->issue_cpus.push_back(queue.onset_cpu);
+            if (holds_waiters(devices_[d]) && queue.onset_cpu >= 0) {
+                device->onset_cpus.push_back(queue.onset_cpu);
+                device->submit_cpus.insert(device->submit_cpus.end(), queue.submit_cpus.begin(),
+                                           queue.submit_cpus.end());
+            }
         }
         if (device) {
-            auto& cpus = device->issue_cpus;
-            std::sort(cpus.begin(), cpus.end());
-            cpus.erase(std::unique(cpus.begin(), cpus.end()), cpus.end());
+            for (auto* cpus : {&device->onset_cpus, &device->submit_cpus}) {
+                std::sort(cpus->begin(), cpus->end());
+                cpus->erase(std::unique(cpus->begin(), cpus->end()), cpus->end());
+            }
             due.push_back(std::move(*device));
         }
     }
@@ -704,6 +731,11 @@ void Governor::take_onset_baseline(std::size_t device, const BlockStat& stat,
     for (auto& queue : devices_[device].queues) {
         if (!std::exchange(queue.baseline_due, false))
             continue;
+        // Its submit CPUs' counts, the onset CPU's among them, or none.
+        if (issue_counts.contains(queue.onset_cpu))
+            for (int cpu : queue.submit_cpus)
+                if (const auto count = issue_counts.find(cpu); count != issue_counts.end())
+                    queue.onset_issues.emplace_back(cpu, count->second);
         OnsetBaseline base{0, stat};
         if (queue.irq) {
             const auto count = irq_counts.find(*queue.irq);
@@ -712,8 +744,6 @@ void Governor::take_onset_baseline(std::size_t device, const BlockStat& stat,
             base.irq_count = count->second;
         }
         queue.onset_base = base;
-        if (const auto issues = issue_counts.find(queue.onset_cpu); issues != issue_counts.end())
-            queue.onset_issues = issues->second;
     }
 }
 

@@ -76,13 +76,15 @@ struct GovernedQueue {
     // comes first: a baseline read later would drop what came between.
     bool baseline_due = false;
     std::optional<OnsetBaseline> onset_base{};
-    // The CPU whose request activated it, and that CPU's count of issued
-    // requests someone waits for (IssueCounters) just after the onset,
-    // where one was read: while the count stays, the queue's other
+    // The CPU whose request activated it, and the counts of issued
+    // requests someone waits for (IssueCounters) just after the onset of
+    // that CPU and of its submit CPUs whose events were disarmed, where
+    // they were read (by CPU): while none grows, the queue's other
     // completions (writeback, asynchronous writes) are no company. Kept
-    // for the activation.
+    // for the activation; dropped when another submit CPU's event fires,
+    // which disarms it with no count.
     int onset_cpu = -1;
-    std::optional<std::uint64_t> onset_issues{};
+    std::vector<std::pair<int, std::uint64_t>> onset_issues{};
     // Activated ahead of a periodic request (PeriodicOnsets), which has
     // not been issued yet (or has: `prearm_seen`). Held until the window
     // closes without it, or until it completed.
@@ -209,14 +211,17 @@ class Governor {
     OnsetNeeds onset_needs(std::uint32_t dev, int cpu) const;
     // The baselines due after request events activated queues: per device
     // (its slot of stat_sources()), the IRQs of those of its queues that
-    // count their own completions on one, and the CPUs whose requests
-    // activated them, whose issue counters are read every tick while they
-    // run (waiter_bound). A queue sharing its IRQ with another disk, or
-    // pre-armed, takes none.
+    // count their own completions on one and, where the device holds
+    // waiter CPUs (its queues' issue counters are read every tick while
+    // they run: waiter_bound), the CPUs whose requests activated them and
+    // their submit CPUs, whose counts are due where their events are
+    // disarmed (an armed one fires for a request someone waits for). A
+    // queue sharing its IRQ with another disk, or pre-armed, takes none.
     struct BaselineDue {
         std::size_t device = 0;
         std::vector<int> irqs;
-        CpuSet issue_cpus;
+        CpuSet onset_cpus;
+        CpuSet submit_cpus;
     };
     std::vector<BaselineDue> onset_baselines_due() const;
     // What was read for one: the device's stat file first, then the IRQ
@@ -225,8 +230,8 @@ class Governor {
     // more). In that order, nothing in flight in the stat means the onset's
     // request had completed, its interrupt in the counts read after; not
     // that the stat's completions count it (see observe_queue). Then the
-    // issue counts of `issue_cpus` (one missing was not read: its queue's
-    // company is told by completions, as without).
+    // issue counts read by CPU: a queue whose onset CPU's is missing
+    // tells company by completions, as without.
     void take_onset_baseline(std::size_t device, const BlockStat& stat,
                              const std::map<int, std::uint64_t>& irq_counts,
                              const std::map<int, std::uint64_t>& issue_counts = {});
@@ -379,7 +384,7 @@ class Governor {
     // read.
     struct SinceOnset {
         std::optional<std::uint64_t> completions; // the queue's, in the first sample after
-        std::optional<bool> issued; // its onset CPU issued a request someone waits for
+        std::optional<bool> issued;               // a request someone waits for, from a CPU counted
     };
     bool observe_queue(const GovernedDevice& device, GovernedQueue& queue, std::uint64_t requests,
                        SinceOnset since_onset, bool device_in_flight, std::optional<bool> busy_here,
