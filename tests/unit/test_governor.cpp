@@ -556,6 +556,14 @@ void onset_baseline(Governor& g, std::uint64_t irq11, std::uint64_t ios, std::ui
     CHECK(g.onset_baselines_due().empty()); // once per onset
 }
 
+// The two ticks after an onset at `at`, 5 and 10 ms on, both reading `s`:
+// the first counts what came since the baseline, the second releases.
+void two_ticks_after(Governor& g, const IoSample& s, TimePoint at) {
+    g.observe(s, at + 5ms, false);
+    g.observe(s, at + 10ms, false);
+    CHECK_FALSE(g.any_active());
+}
+
 } // namespace
 
 TEST_CASE("isolated requests: IO that wakes nobody, completed before an onset, is no company") {
@@ -601,9 +609,7 @@ TEST_CASE("isolated requests: after an onset's baseline, completions besides its
     // What completed by the first sample, since the baseline.
     auto first_sample = [&](std::uint64_t after_base) {
         const std::uint64_t n = irq11 + 5 + after_base; // 5 of writeback before
-        g.observe(sample(0, n, n, n), at + 5ms, false);
-        g.observe(sample(0, n, n, n), at + 10ms, false);
-        CHECK_FALSE(g.any_active());
+        two_ticks_after(g, sample(0, n, n, n), at);
     };
     SUBCASE("its request in flight at the baseline, one completion after: its own, alone") {
         onset_baseline(g, irq11 + 5, irq11 + 5, 1);
@@ -649,9 +655,7 @@ TEST_CASE("isolated requests: where the onset CPU's issue count is read it tells
     auto first_samples = [&](std::uint64_t cpu1_issues) {
         IoSample s = sample(0, 3, 3, 3);
         s.cpu_issues = {issues_unread, cpu1_issues};
-        g.observe(s, at + 5ms, false);
-        g.observe(s, at + 10ms, false);
-        CHECK_FALSE(g.any_active());
+        two_ticks_after(g, s, at);
     };
     SUBCASE("nothing more issued from CPU 1: the writes are no company") {
         first_samples(7);
@@ -690,9 +694,7 @@ TEST_CASE("isolated requests: a submit CPU whose event is disarmed is counted to
         IoSample s = sample(0, 3, 3, 3);
         s.devices.push_back(BlockStat{});
         s.cpu_issues = {cpu0_issues, 7};
-        g.observe(s, at + 5ms, false);
-        g.observe(s, at + 10ms, false);
-        CHECK_FALSE(g.any_active());
+        two_ticks_after(g, s, at);
     };
     SUBCASE("CPU 0 counted at the onset, nothing issued since: alone") {
         g.take_onset_baseline(0, stat, {{11, 0}}, {{0, 3}, {1, 7}});
