@@ -1411,6 +1411,94 @@ TEST_CASE("a namespace with mode off still shares its controller's interrupts wi
     CHECK(holds_for(g.holds(), "nvme0n1"));
 }
 
+TEST_CASE("isolated requests: a queue sharing its IRQ tells its onset's company by issue counts") {
+    // nvme0n2's write-back completes through IRQ 10 while nvme0n1's read
+    // from CPU 0 is held: the interrupts cannot tell the two disks' apart,
+    // CPU 0's count of requests someone waits for can.
+    const Topology t = two_namespaces();
+    Governor g(t, default_config(), declared_costs(t));
+    g.observe(namespaces_sample(0, 0, 0), t0);
+    const TimePoint at = t0 + 20ms;
+    REQUIRE(g.on_request_issued(259u << 20, 0, at, std::nullopt, at));
+    const auto due = g.onset_baselines_due();
+    REQUIRE(due.size() == 1);
+    CHECK(due[0].irqs.empty());
+    CHECK(due[0].onset_cpus == CpuSet{0});
+    BlockStat stat;
+    stat.in_flight = 1;
+    g.take_onset_baseline(0, stat, {}, {{0, 7}}); // CPU 0's 7th: the read
+    // The read and three of nvme0n2's writes completed on IRQ 10 by the
+    // first sample. The other CPU's event is armed: the writes, which fire
+    // none, do not activate nvme0n2.
+    auto first_samples = [&](std::uint64_t cpu0_issues) {
+        IoSample s = namespaces_sample(4, 1, 0);
+        s.devices[1].write_ios = 3;
+        s.cpu_issues = {cpu0_issues, issues_unread};
+        g.observe(s, at + 5ms, true);
+        g.observe(s, at + 10ms, true);
+        CHECK_FALSE(g.any_active());
+    };
+    SUBCASE("nothing more issued from CPU 0: the writes are no company") {
+        first_samples(7);
+        CHECK(g.lonely_onsets() == 1);
+    }
+    SUBCASE("another request issued from CPU 0: company") {
+        first_samples(8);
+        CHECK(g.lonely_onsets() == 0);
+    }
+    SUBCASE("CPU 0's count not read: the interrupts tell, the writes' included") {
+        first_samples(issues_unread);
+        CHECK(g.lonely_onsets() == 0);
+    }
+    SUBCASE("without waiter CPUs nothing is due") {
+        Config config = default_config();
+        config.defaults.waiter_cpus = false;
+        Governor off(t, config, declared_costs(t));
+        off.observe(namespaces_sample(0, 0, 0), t0);
+        REQUIRE(off.on_request_issued(259u << 20, 0, at, std::nullopt, at));
+        CHECK(off.onset_baselines_due().empty());
+    }
+}
+
+TEST_CASE("isolated requests: another disk's queue activated by its completions beside an onset") {
+    // nvme0n1's read from CPU 0 is held, and CPU 0's event is disarmed:
+    // nvme0n2's write-back completes, and the sample activates nvme0n2's
+    // queue 0 (a request someone waits for from a disarmed CPU fires
+    // nothing). Where the onset's issue counts watch each submit CPU of
+    // that queue, a request someone waits for would be the onset's
+    // company: the queue's own release leaves the streak as it is.
+    Topology t = two_namespaces();
+    bool covered = true;
+    SUBCASE("its submit CPUs are the onset's") {}
+    SUBCASE("CPU 1 submits to it too, and no onset counts CPU 1") {
+        t.devices[1].queues[0].submit_cpus = {0, 1};
+        covered = false;
+    }
+    Governor g(t, default_config(), declared_costs(t));
+    g.observe(namespaces_sample(0, 0, 0), t0);
+    const TimePoint at = t0 + 20ms;
+    REQUIRE(g.on_request_issued(259u << 20, 0, at, std::nullopt, at));
+    BlockStat stat;
+    stat.in_flight = 1;
+    g.take_onset_baseline(0, stat, {}, {{0, 7}});
+    IoSample s = namespaces_sample(4, 1, 0);
+    s.devices[1].write_ios = 3;
+    s.cpu_issues = {7, issues_unread};
+    g.observe(s, at + 5ms, false);
+    REQUIRE(holds_for(g.holds(), "nvme0n2"));
+    SUBCASE("both released") {
+        g.observe(s, at + 10ms, false);
+        CHECK_FALSE(g.any_active());
+        CHECK(g.lonely_onsets() == (covered ? 1 : 0));
+    }
+    SUBCASE("a request event on it while it is active is company") {
+        CHECK_FALSE(g.on_request_issued((259u << 20) | 1, 0, at + 6ms, std::nullopt, at + 6ms));
+        g.observe(s, at + 10ms, false);
+        CHECK_FALSE(g.any_active());
+        CHECK(g.lonely_onsets() == 0);
+    }
+}
+
 TEST_CASE("IRQ counts: 32 bits, and a count that went down was reset and says nothing") {
     CHECK(irq_count_delta(100, 105) == 5);
     CHECK(irq_count_delta(0xFFFFFFF0u, 0xFFFFFFF3u) == 3);

@@ -393,8 +393,10 @@ bool Governor::observe_queue(const GovernedDevice& device, GovernedQueue& queue,
         static_cast<double>(requests) * static_cast<double>(spacing.count()) <
             sparse_margin * static_cast<double>((now - previous_time_).count()))
         sparse_ = true;
-    if (t == Transition::activated)
+    if (t == Transition::activated) {
         queue.activation = ++activations_;
+        queue.counted_by_onset = counted_by_onset(queue);
+    }
     if (t == Transition::released) {
         // A pair in a window lingered, and no third request came: it leaves
         // the streak as it is.
@@ -406,8 +408,27 @@ bool Governor::observe_queue(const GovernedDevice& device, GovernedQueue& queue,
     return t != Transition::none;
 }
 
+// Whether every submit CPU of `queue` is among those an active onset's
+// issue counts watch (see GovernedQueue::counted_by_onset).
+bool Governor::counted_by_onset(const GovernedQueue& queue) const {
+    CpuSet counted;
+    for (const auto& device : devices_)
+        for (const auto& other : device.queues)
+            if (&other != &queue && other.activity.active)
+                for (const auto& issues : other.onset_issues)
+                    counted.push_back(issues.first);
+    std::sort(counted.begin(), counted.end());
+    return !queue.submit_cpus.empty() &&
+           std::all_of(queue.submit_cpus.begin(), queue.submit_cpus.end(), [&](int cpu) {
+               return std::binary_search(counted.begin(), counted.end(), cpu);
+           });
+}
+
 void Governor::end_activation(GovernedQueue& queue, Streak effect) {
     queue.activity.active = false;
+    // Its IO was none of an onset's company: see counted_by_onset.
+    if (effect == Streak::company && queue.counted_by_onset)
+        effect = Streak::keep;
     // The other queue of a CPU that submits to two (a read queue and the
     // default one) is activated by the same request: one request counts
     // once, on the queue that completed it.
@@ -429,7 +450,7 @@ void Governor::end_activation(GovernedQueue& queue, Streak effect) {
         lonely_streak_ = 0;
         break;
     }
-    queue.lonely = queue.onset_pending = queue.baseline_due = false;
+    queue.lonely = queue.onset_pending = queue.baseline_due = queue.counted_by_onset = false;
     queue.onset_base.reset();
     queue.onset_issues.clear();
     queue.prearmed = queue.prearm_seen = false;
@@ -669,13 +690,14 @@ bool Governor::on_request_issued(std::uint32_t dev, int cpu, TimePoint now,
                 queue.onset_issues.clear();
                 queue.activation = activation ? activation : (activation = ++activations_);
                 // A shared IRQ counts another disk's completions too
-                // (own_share tells them apart sample by sample).
-                queue.baseline_due = !queue.irq_shared;
+                // (own_share tells them apart sample by sample): there
+                // only the issue counts can be read as a baseline.
+                queue.baseline_due = !queue.irq_shared || holds_waiters(device);
             } else if (!queue.prearmed) {
                 // Active already: this request is another one than the one
                 // that activated it (each request fires one event), and
                 // the events leave out the IO nobody waits for. Company.
-                queue.lonely = false;
+                queue.lonely = queue.counted_by_onset = false;
             }
         }
         // A read's or a synchronous write's submitter waits where it is,
@@ -704,7 +726,7 @@ std::vector<Governor::BaselineDue> Governor::onset_baselines_due() const {
                 continue;
             if (!device)
                 device = BaselineDue{d, {}, {}, {}};
-            if (queue.irq)
+            if (queue.irq && !queue.irq_shared)
                 device->irqs.push_back(*queue.irq);
             if (holds_waiters(devices_[d]) && queue.onset_cpu >= 0) {
                 device->onset_cpus.push_back(queue.onset_cpu);
@@ -736,6 +758,8 @@ void Governor::take_onset_baseline(std::size_t device, const BlockStat& stat,
             for (int cpu : queue.submit_cpus)
                 if (const auto count = issue_counts.find(cpu); count != issue_counts.end())
                     queue.onset_issues.emplace_back(cpu, count->second);
+        if (queue.irq_shared)
+            continue; // its completions are not counted from here: see own_share
         OnsetBaseline base{0, stat};
         if (queue.irq) {
             const auto count = irq_counts.find(*queue.irq);

@@ -85,6 +85,13 @@ struct GovernedQueue {
     // which disarms it with no count.
     int onset_cpu = -1;
     std::vector<std::pair<int, std::uint64_t>> onset_issues{};
+    // Activated by a sample (completions, no request event) while each of
+    // its submit CPUs was counted by an active onset's issue counts: a
+    // request someone waits for from there shows as that onset's company,
+    // so its IO is none (write-back on another governed disk, say), and
+    // its release leaves the streak of lonely onsets as it is. Cleared by
+    // a request event while it is active.
+    bool counted_by_onset = false;
     // Activated ahead of a periodic request (PeriodicOnsets), which has
     // not been issued yet (or has: `prearm_seen`). Held until the window
     // closes without it, or until it completed.
@@ -216,7 +223,9 @@ class Governor {
     // they run: waiter_bound), the CPUs whose requests activated them and
     // their submit CPUs, whose counts are due where their events are
     // disarmed (an armed one fires for a request someone waits for). A
-    // queue sharing its IRQ with another disk, or pre-armed, takes none.
+    // queue sharing its IRQ with another disk takes the issue counts alone
+    // (its interrupts count the other disk's completions), where they are
+    // read; one pre-armed takes none.
     struct BaselineDue {
         std::size_t device = 0;
         std::vector<int> irqs;
@@ -231,7 +240,8 @@ class Governor {
     // request had completed, its interrupt in the counts read after; not
     // that the stat's completions count it (see observe_queue). Then the
     // issue counts read by CPU: a queue whose onset CPU's is missing
-    // tells company by completions, as without.
+    // tells company by completions, as without (from the sample before the
+    // onset where its IRQ is shared).
     void take_onset_baseline(std::size_t device, const BlockStat& stat,
                              const std::map<int, std::uint64_t>& irq_counts,
                              const std::map<int, std::uint64_t>& issue_counts = {});
@@ -410,6 +420,7 @@ class Governor {
     // its lonely request in a window completed): the streak takes `effect`,
     // and what the activation kept (its onset, company, window) goes.
     void end_activation(GovernedQueue& queue, Streak effect);
+    bool counted_by_onset(const GovernedQueue& queue) const;
     // A pre-armed window closed without its request (a miss), or its
     // request came alone and completed while requests are isolated: the
     // queue is released now. True if it was.
