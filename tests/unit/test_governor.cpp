@@ -1499,6 +1499,50 @@ TEST_CASE("isolated requests: another disk's queue activated by its completions 
     }
 }
 
+TEST_CASE("isolated requests: a tick that releases an onset counts what it watched until then") {
+    // nvme1n1, another controller, with IRQs 12 and 13 of its own. A late
+    // tick sees its write completed and releases nvme0n1's onset, whose
+    // last IO the tick before saw: it activates nvme1n1's queue 0, watched
+    // by the onset's count of CPU 0 as the tick's span began.
+    Topology t = machine();
+    t.devices.pop_back(); // loop0
+    BlockDevice other = t.devices[0];
+    other.name = "nvme1n1";
+    other.dev = "259:1";
+    other.controller = "nvme1";
+    other.queues = {irq_queue(0, 12, {0}, {0}), irq_queue(1, 13, {1}, {1})};
+    t.devices.push_back(other);
+    auto at_counts = [](std::uint64_t irq10, std::uint64_t irq12, std::uint64_t reads,
+                        std::uint64_t writes) {
+        IoSample s;
+        s.irq_counts.assign(14, 0);
+        s.irq_counts[10] = irq10;
+        s.irq_counts[12] = irq12;
+        s.devices.resize(2);
+        s.devices[0].read_ios = reads;
+        s.devices[1].write_ios = writes;
+        s.cpu_issues = {7, issues_unread};
+        return s;
+    };
+    Governor g(t, default_config(), declared_costs(t));
+    REQUIRE(g.devices().size() == 2);
+    g.observe(at_counts(0, 0, 0, 0), t0);
+    const TimePoint at = t0 + 20ms;
+    REQUIRE(g.on_request_issued(259u << 20, 0, at, std::nullopt, at));
+    BlockStat stat;
+    stat.in_flight = 1;
+    g.take_onset_baseline(0, stat, {{10, 0}}, {{0, 7}});
+    g.observe(at_counts(1, 0, 1, 0), at + 2ms, false); // the read, within the linger
+    REQUIRE(holds_for(g.holds(), "nvme0n1"));
+    g.observe(at_counts(1, 1, 1, 1), at + 200ms, false); // the write, late
+    REQUIRE_FALSE(holds_for(g.holds(), "nvme0n1"));
+    REQUIRE(holds_for(g.holds(), "nvme1n1"));
+    CHECK(g.lonely_onsets() == 1);
+    g.observe(at_counts(1, 1, 1, 1), at + 400ms, false);
+    CHECK_FALSE(g.any_active());
+    CHECK(g.lonely_onsets() == 1);
+}
+
 TEST_CASE("IRQ counts: 32 bits, and a count that went down was reset and says nothing") {
     CHECK(irq_count_delta(100, 105) == 5);
     CHECK(irq_count_delta(0xFFFFFFF0u, 0xFFFFFFF3u) == 3);

@@ -217,6 +217,9 @@ bool Governor::observe(const IoSample& sample, TimePoint now, bool idle_wakes_on
     };
     size_t tag_index = 0; // queue_busy follows queue_tags(): device by device, queue by queue
     bool missed = false;  // a pre-armed window closed without its request
+    // As the sample's span ends: an onset released by this very sample
+    // (a late tick) was active while the IO it counts completed.
+    onset_counted_ = cpus_counted_by_onsets();
     for (size_t s = 0; s < devices_.size(); ++s) {
         auto& device = devices_[s];
         const BlockStat& now_stat = sample.devices.at(s);
@@ -408,19 +411,24 @@ bool Governor::observe_queue(const GovernedDevice& device, GovernedQueue& queue,
     return t != Transition::none;
 }
 
-// Whether every submit CPU of `queue` is among those an active onset's
-// issue counts watch (see GovernedQueue::counted_by_onset).
-bool Governor::counted_by_onset(const GovernedQueue& queue) const {
+// The CPUs whose issue counts the active onsets watch (onset_issues).
+CpuSet Governor::cpus_counted_by_onsets() const {
     CpuSet counted;
     for (const auto& device : devices_)
-        for (const auto& other : device.queues)
-            if (&other != &queue && other.activity.active)
-                for (const auto& issues : other.onset_issues)
+        for (const auto& queue : device.queues)
+            if (queue.activity.active)
+                for (const auto& issues : queue.onset_issues)
                     counted.push_back(issues.first);
     std::sort(counted.begin(), counted.end());
+    return counted;
+}
+
+// Whether every submit CPU of `queue` was among them as the sample began
+// (see GovernedQueue::counted_by_onset).
+bool Governor::counted_by_onset(const GovernedQueue& queue) const {
     return !queue.submit_cpus.empty() &&
            std::all_of(queue.submit_cpus.begin(), queue.submit_cpus.end(), [&](int cpu) {
-               return std::binary_search(counted.begin(), counted.end(), cpu);
+               return std::binary_search(onset_counted_.begin(), onset_counted_.end(), cpu);
            });
 }
 

@@ -86,7 +86,8 @@ struct GovernedQueue {
     int onset_cpu = -1;
     std::vector<std::pair<int, std::uint64_t>> onset_issues{};
     // Activated by a sample (completions, no request event) while each of
-    // its submit CPUs was counted by an active onset's issue counts: a
+    // its submit CPUs was counted by an active onset's issue counts (as the
+    // sample's span began: a late sample may release that onset too): a
     // request someone waits for from there shows as that onset's company,
     // so its IO is none (write-back on another governed disk, say), and
     // its release leaves the streak of lonely onsets as it is. Cleared by
@@ -420,6 +421,7 @@ class Governor {
     // its lonely request in a window completed): the streak takes `effect`,
     // and what the activation kept (its onset, company, window) goes.
     void end_activation(GovernedQueue& queue, Streak effect);
+    CpuSet cpus_counted_by_onsets() const;
     bool counted_by_onset(const GovernedQueue& queue) const;
     // A pre-armed window closed without its request (a miss), or its
     // request came alone and completed while requests are isolated: the
@@ -455,6 +457,7 @@ class Governor {
     int lonely_streak_ = 0;
     std::uint64_t activations_ = 0;    // GovernedQueue::activation, numbered
     std::uint64_t streak_counted_ = 0; // the last one the streak counted lonely
+    CpuSet onset_counted_;             // cpus_counted_by_onsets() as the current sample began
     PeriodicOnsets periodic_;
     int periodic_cpu_ = -1;   // the CPU of the series' last request: its waiter
     bool window_hit_ = false; // the open window saw its request
