@@ -1499,11 +1499,11 @@ TEST_CASE("isolated requests: another disk's queue activated by its completions 
     }
 }
 
-TEST_CASE("isolated requests: a tick that releases an onset counts what it watched until then") {
-    // nvme1n1, another controller, with IRQs 12 and 13 of its own. A late
-    // tick sees its write completed and releases nvme0n1's onset, whose
-    // last IO the tick before saw: it activates nvme1n1's queue 0, watched
-    // by the onset's count of CPU 0 as the tick's span began.
+namespace {
+
+// nvme0n1 and nvme1n1, namespaces of two controllers: nvme1n1's queues
+// complete on IRQs 12 and 13 of their own.
+Topology two_controllers() {
     Topology t = machine();
     t.devices.pop_back(); // loop0
     BlockDevice other = t.devices[0];
@@ -1512,35 +1512,82 @@ TEST_CASE("isolated requests: a tick that releases an onset counts what it watch
     other.controller = "nvme1";
     other.queues = {irq_queue(0, 12, {0}, {0}), irq_queue(1, 13, {1}, {1})};
     t.devices.push_back(other);
-    auto at_counts = [](std::uint64_t irq10, std::uint64_t irq12, std::uint64_t reads,
-                        std::uint64_t writes) {
-        IoSample s;
-        s.irq_counts.assign(14, 0);
-        s.irq_counts[10] = irq10;
-        s.irq_counts[12] = irq12;
-        s.devices.resize(2);
-        s.devices[0].read_ios = reads;
-        s.devices[1].write_ios = writes;
-        s.cpu_issues = {7, issues_unread};
-        return s;
-    };
+    return t;
+}
+
+// IRQ 10 (nvme0n1's queue 0) and 12 (nvme1n1's), nvme0n1's reads,
+// nvme1n1's writes, and CPU 0's count of requests someone waits for.
+IoSample controllers_sample(std::uint64_t irq10, std::uint64_t irq12, std::uint64_t reads,
+                            std::uint64_t writes, std::uint64_t cpu0_issues) {
+    IoSample s;
+    s.irq_counts.assign(14, 0);
+    s.irq_counts[10] = irq10;
+    s.irq_counts[12] = irq12;
+    s.devices.resize(2);
+    s.devices[0].read_ios = reads;
+    s.devices[1].write_ios = writes;
+    s.cpu_issues = {cpu0_issues, issues_unread};
+    return s;
+}
+
+// An onset on nvme0n1's queue 0 from CPU 0 at `at`, its baseline taken
+// with CPU 0's count at 7.
+Governor onset_beside_another_controller(TimePoint at) {
+    const Topology t = two_controllers();
     Governor g(t, default_config(), declared_costs(t));
     REQUIRE(g.devices().size() == 2);
-    g.observe(at_counts(0, 0, 0, 0), t0);
-    const TimePoint at = t0 + 20ms;
+    g.observe(controllers_sample(0, 0, 0, 0, 7), t0);
     REQUIRE(g.on_request_issued(259u << 20, 0, at, std::nullopt, at));
     BlockStat stat;
     stat.in_flight = 1;
     g.take_onset_baseline(0, stat, {{10, 0}}, {{0, 7}});
-    g.observe(at_counts(1, 0, 1, 0), at + 2ms, false); // the read, within the linger
+    return g;
+}
+
+} // namespace
+
+TEST_CASE("isolated requests: a tick that releases an onset counts what it watched until then") {
+    // A late tick sees nvme1n1's write completed and releases nvme0n1's
+    // onset, whose last IO the tick before saw: it activates nvme1n1's
+    // queue 0, watched by the onset's count of CPU 0 as the tick began.
+    const TimePoint at = t0 + 20ms;
+    Governor g = onset_beside_another_controller(at);
+    g.observe(controllers_sample(1, 0, 1, 0, 7), at + 2ms, false); // the read, within the linger
     REQUIRE(holds_for(g.holds(), "nvme0n1"));
-    g.observe(at_counts(1, 1, 1, 1), at + 200ms, false); // the write, late
+    g.observe(controllers_sample(1, 1, 1, 1, 7), at + 200ms, false); // the write, late
     REQUIRE_FALSE(holds_for(g.holds(), "nvme0n1"));
     REQUIRE(holds_for(g.holds(), "nvme1n1"));
     CHECK(g.lonely_onsets() == 1);
-    g.observe(at_counts(1, 1, 1, 1), at + 400ms, false);
+    g.observe(controllers_sample(1, 1, 1, 1, 7), at + 400ms, false);
     CHECK_FALSE(g.any_active());
     CHECK(g.lonely_onsets() == 1);
+}
+
+TEST_CASE("isolated requests: a queue counted by an onset watches those counts after it") {
+    // nvme1n1's write-back goes on after nvme0n1's onset is released: its
+    // queue 0 watches CPU 0's count from then on, which no onset does.
+    const TimePoint at = t0 + 20ms;
+    Governor g = onset_beside_another_controller(at);
+    g.observe(controllers_sample(1, 1, 1, 1, 7), at + 2ms, false);
+    REQUIRE(holds_for(g.holds(), "nvme1n1"));
+    g.observe(controllers_sample(1, 2, 1, 2, 7), at + 10ms, false);
+    REQUIRE_FALSE(holds_for(g.holds(), "nvme0n1"));
+    REQUIRE(g.lonely_onsets() == 1);
+    std::uint64_t cpu0_issues = 7;
+    int lonely = 1;
+    SUBCASE("CPU 0 issues nothing more: it leaves the streak as it is") {}
+    SUBCASE("CPU 0 issues a request someone waits for: company") {
+        cpu0_issues = 8;
+        lonely = 0;
+    }
+    SUBCASE("CPU 0's count goes unread: company, as unknown") {
+        cpu0_issues = issues_unread;
+        lonely = 0;
+    }
+    g.observe(controllers_sample(1, 3, 1, 3, cpu0_issues), at + 12ms, false);
+    g.observe(controllers_sample(1, 3, 1, 3, cpu0_issues), at + 200ms, false);
+    CHECK_FALSE(g.any_active());
+    CHECK(g.lonely_onsets() == lonely);
 }
 
 TEST_CASE("IRQ counts: 32 bits, and a count that went down was reset and says nothing") {

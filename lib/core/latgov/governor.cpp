@@ -171,7 +171,7 @@ void Governor::rebase(const IoSample& sample, TimePoint now) {
 // company.
 void Governor::forget_span(GovernedQueue& queue) {
     queue.shared_pending = 0;
-    queue.onset_pending = queue.baseline_due = false;
+    queue.onset_pending = queue.baseline_due = queue.counted_by_onset = false;
     queue.onset_base.reset();
     queue.onset_issues.clear();
     if (!queue.prearmed)
@@ -217,9 +217,9 @@ bool Governor::observe(const IoSample& sample, TimePoint now, bool idle_wakes_on
     };
     size_t tag_index = 0; // queue_busy follows queue_tags(): device by device, queue by queue
     bool missed = false;  // a pre-armed window closed without its request
-    // As the sample's span ends: an onset released by this very sample
+    // As the sample's span began: an onset released by this very sample
     // (a late tick) was active while the IO it counts completed.
-    onset_counted_ = cpus_counted_by_onsets();
+    onset_counted_ = counts_watched(sample.cpu_issues);
     for (size_t s = 0; s < devices_.size(); ++s) {
         auto& device = devices_[s];
         const BlockStat& now_stat = sample.devices.at(s);
@@ -304,6 +304,10 @@ bool Governor::observe_queue(const GovernedDevice& device, GovernedQueue& queue,
     // nothing in flight and the read not yet counted in about 1 of 20 falls
     // of its in-flight count to 0): there the read's own completion after
     // the baseline passes for company, which only puts the pause off.
+    // Counted by an onset when a sample activated it: while the counts it
+    // took over stay known and unchanged (see watch_if_counted).
+    if (queue.counted_by_onset && since_onset.issued != std::optional<bool>(false))
+        queue.counted_by_onset = false;
     const auto& base_count = since_onset.completions;
     const bool own_before_base =
         base_count && queue.onset_base->stat.in_flight == 0 && requests > 0;
@@ -398,7 +402,7 @@ bool Governor::observe_queue(const GovernedDevice& device, GovernedQueue& queue,
         sparse_ = true;
     if (t == Transition::activated) {
         queue.activation = ++activations_;
-        queue.counted_by_onset = counted_by_onset(queue);
+        watch_if_counted(queue);
     }
     if (t == Transition::released) {
         // A pair in a window lingered, and no third request came: it leaves
@@ -411,25 +415,42 @@ bool Governor::observe_queue(const GovernedDevice& device, GovernedQueue& queue,
     return t != Transition::none;
 }
 
-// The CPUs whose issue counts the active onsets watch (onset_issues).
-CpuSet Governor::cpus_counted_by_onsets() const {
-    CpuSet counted;
+// The issue counts the active queues watch (onset_issues), by CPU, the
+// earliest where two watch one; only those read in `now` that have not
+// grown since (a grown one saw company, an unread one may have).
+std::vector<std::pair<int, std::uint64_t>>
+Governor::counts_watched(const std::vector<std::uint64_t>& now) const {
+    std::vector<std::pair<int, std::uint64_t>> watched;
     for (const auto& device : devices_)
         for (const auto& queue : device.queues)
             if (queue.activity.active)
-                for (const auto& issues : queue.onset_issues)
-                    counted.push_back(issues.first);
-    std::sort(counted.begin(), counted.end());
-    return counted;
+                watched.insert(watched.end(), queue.onset_issues.begin(), queue.onset_issues.end());
+    std::sort(watched.begin(), watched.end());
+    watched.erase(std::unique(watched.begin(), watched.end(),
+                              [](const auto& a, const auto& b) { return a.first == b.first; }),
+                  watched.end());
+    std::erase_if(watched, [&](const auto& count) {
+        const auto i = static_cast<std::size_t>(count.first);
+        return i >= now.size() || now[i] == issues_unread || now[i] > count.second;
+    });
+    return watched;
 }
 
-// Whether every submit CPU of `queue` was among them as the sample began
-// (see GovernedQueue::counted_by_onset).
-bool Governor::counted_by_onset(const GovernedQueue& queue) const {
-    return !queue.submit_cpus.empty() &&
-           std::all_of(queue.submit_cpus.begin(), queue.submit_cpus.end(), [&](int cpu) {
-               return std::binary_search(onset_counted_.begin(), onset_counted_.end(), cpu);
-           });
+// A queue a sample activated: counted_by_onset where every submit CPU of
+// it was watched as the sample began, and from then on it watches those
+// counts itself, for as long as it stays active.
+void Governor::watch_if_counted(GovernedQueue& queue) {
+    queue.onset_issues.clear();
+    for (int cpu : queue.submit_cpus) {
+        const auto count = std::find_if(onset_counted_.begin(), onset_counted_.end(),
+                                        [&](const auto& c) { return c.first == cpu; });
+        if (count == onset_counted_.end()) {
+            queue.onset_issues.clear();
+            break;
+        }
+        queue.onset_issues.push_back(*count);
+    }
+    queue.counted_by_onset = !queue.onset_issues.empty();
 }
 
 void Governor::end_activation(GovernedQueue& queue, Streak effect) {

@@ -82,16 +82,19 @@ struct GovernedQueue {
     // they were read (by CPU): while none grows, the queue's other
     // completions (writeback, asynchronous writes) are no company. Kept
     // for the activation; dropped when another submit CPU's event fires,
-    // which disarms it with no count.
+    // which disarms it with no count. A queue counted_by_onset holds the
+    // counts it took over.
     int onset_cpu = -1;
     std::vector<std::pair<int, std::uint64_t>> onset_issues{};
     // Activated by a sample (completions, no request event) while each of
     // its submit CPUs was counted by an active onset's issue counts (as the
-    // sample's span began: a late sample may release that onset too): a
-    // request someone waits for from there shows as that onset's company,
-    // so its IO is none (write-back on another governed disk, say), and
-    // its release leaves the streak of lonely onsets as it is. Cleared by
-    // a request event while it is active.
+    // sample's span began: a late sample may release that onset too), none
+    // grown: a request someone waits for from there would have been that
+    // onset's company, so its IO is none (write-back on another governed
+    // disk, say). It takes those counts over in `onset_issues`, and while
+    // they stay known and unchanged its release leaves the streak of
+    // lonely onsets as it is. Cleared by a count that grew or went unread,
+    // or by a request event while it is active.
     bool counted_by_onset = false;
     // Activated ahead of a periodic request (PeriodicOnsets), which has
     // not been issued yet (or has: `prearm_seen`). Held until the window
@@ -421,8 +424,9 @@ class Governor {
     // its lonely request in a window completed): the streak takes `effect`,
     // and what the activation kept (its onset, company, window) goes.
     void end_activation(GovernedQueue& queue, Streak effect);
-    CpuSet cpus_counted_by_onsets() const;
-    bool counted_by_onset(const GovernedQueue& queue) const;
+    std::vector<std::pair<int, std::uint64_t>>
+    counts_watched(const std::vector<std::uint64_t>& now) const;
+    void watch_if_counted(GovernedQueue& queue);
     // A pre-armed window closed without its request (a miss), or its
     // request came alone and completed while requests are isolated: the
     // queue is released now. True if it was.
@@ -457,7 +461,8 @@ class Governor {
     int lonely_streak_ = 0;
     std::uint64_t activations_ = 0;    // GovernedQueue::activation, numbered
     std::uint64_t streak_counted_ = 0; // the last one the streak counted lonely
-    CpuSet onset_counted_;             // cpus_counted_by_onsets() as the current sample began
+    // counts_watched() as the current sample began.
+    std::vector<std::pair<int, std::uint64_t>> onset_counted_;
     PeriodicOnsets periodic_;
     int periodic_cpu_ = -1;   // the CPU of the series' last request: its waiter
     bool window_hit_ = false; // the open window saw its request
