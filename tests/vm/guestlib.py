@@ -1,5 +1,5 @@
 """What the Python guest tests (guest-cstates.py, guest-waiters.py,
-guest-shared-irq.py) share: PASS/FAIL lines, sysfs reads, polling, finding
+guest-onset-company.py) share: PASS/FAIL lines, sysfs reads, polling, finding
 the NVMe namespace and its queues, a latgovd with its own runtime directory.
 They run in the guest from this directory, so a plain import finds this
 module."""
