@@ -34,7 +34,8 @@ import sys
 import tempfile
 import time
 
-from guestlib import FAILED, Latgovd, all_cpus, qos, queues_of, read, report, wait_for
+from guestlib import (FAILED, Latgovd, all_cpus, fixed_config, qos, queues_of, read, report,
+                      wait_for)
 
 # The hold outlasts the write 2 ms after the read, under emulation too:
 # a write that completed after the read's release would activate its queue
@@ -46,18 +47,7 @@ REARM_SECONDS = 0.1
 READS_BEFORE_PAUSE = 8
 SYNC_FILE_RANGE_WRITE = 2
 
-CONFIG = f"""[daemon]
-log_level = "debug"
-status_interval_ms = 50
-calibration_file = "/nonexistent/calibration.toml"
-
-[defaults]
-mode = "fixed"
-limit_us = 0
-linger_ms = {LINGER_MS}
-prearm = false
-waiter_cpus = true
-"""
+CONFIG = fixed_config(LINGER_MS, defaults="prearm = false\n")
 
 
 def completed_writes(disk):

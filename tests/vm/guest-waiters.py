@@ -37,8 +37,8 @@ import sys
 import tempfile
 import time
 
-from guestlib import (CPU_SYS, FAILED, Latgovd, all_cpus, nvme_disk, qos, queues_of, read, report,
-                      wait_for)
+from guestlib import (CPU_SYS, FAILED, Latgovd, all_cpus, fixed_config, nvme_disk, qos, queues_of,
+                      read, report, wait_for)
 
 # Under software emulation fio's own time between two QD1 reads reaches tens
 # of ms: a long linger keeps the queue active between reads. The waiter
@@ -137,17 +137,7 @@ class GatedFio:
 
 
 def config(device_entry=""):
-    return f"""[daemon]
-log_level = "debug"
-status_interval_ms = 50
-calibration_file = "/nonexistent/calibration.toml"
-
-[defaults]
-mode = "fixed"
-limit_us = 0
-linger_ms = {LINGER_MS}
-waiter_cpus = true
-{device_entry}"""
+    return fixed_config(LINGER_MS, devices=device_entry)
 
 
 def check_status(label, status, disk, cpus, want):

@@ -141,3 +141,21 @@ class Latgovd:
     def stop(self):
         self.proc.send_signal(signal.SIGTERM)
         return self.proc.wait(30)
+
+
+def fixed_config(linger_ms, defaults="", devices=""):
+    """latgovd's configuration for a guest test: a fixed limit of 0 with
+    this linger and waiter CPUs, debug logs, a status file every 50 ms, no
+    calibration file; `defaults` adds keys to [defaults], `devices`
+    [[device]] entries."""
+    return f"""[daemon]
+log_level = "debug"
+status_interval_ms = 50
+calibration_file = "/nonexistent/calibration.toml"
+
+[defaults]
+mode = "fixed"
+limit_us = 0
+linger_ms = {linger_ms}
+waiter_cpus = true
+{defaults}{devices}"""
