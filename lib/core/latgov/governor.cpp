@@ -292,6 +292,10 @@ bool Governor::observe_queue(const GovernedDevice& device, GovernedQueue& queue,
                              std::uint64_t requests, SinceOnset since_onset, bool device_in_flight,
                              std::optional<bool> busy_here, bool idle_wakes_on_events,
                              TimePoint now, bool& missed) {
+    // Counted by an onset when a sample activated it: while the counts it
+    // took over stay known and unchanged (see watch_if_counted).
+    if (queue.counted_by_onset && since_onset.issued != std::optional<bool>(false))
+        queue.counted_by_onset = false;
     // The first sample after an onset counts from its baseline where one
     // was read: the span before it holds the idle time up to the onset,
     // and with it the IO the events leave out (writeback, journal commits,
@@ -304,10 +308,6 @@ bool Governor::observe_queue(const GovernedDevice& device, GovernedQueue& queue,
     // nothing in flight and the read not yet counted in about 1 of 20 falls
     // of its in-flight count to 0): there the read's own completion after
     // the baseline passes for company, which only puts the pause off.
-    // Counted by an onset when a sample activated it: while the counts it
-    // took over stay known and unchanged (see watch_if_counted).
-    if (queue.counted_by_onset && since_onset.issued != std::optional<bool>(false))
-        queue.counted_by_onset = false;
     const auto& base_count = since_onset.completions;
     const bool own_before_base =
         base_count && queue.onset_base->stat.in_flight == 0 && requests > 0;
